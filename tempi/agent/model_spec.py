@@ -34,6 +34,9 @@ class ModelSpec(PiModel):
     max_tokens: int = 16_384
     headers: dict[str, str] | None = None
     compat: dict[str, Any] | None = None
+    # pi's per-model thinking controls: a level mapped to None is unsupported, a string
+    # is the provider's own value for that level; levels not listed use the default.
+    thinking_level_map: dict[str, str | None] | None = None
 
     @property
     def supports_images(self) -> bool:

@@ -1,0 +1,3 @@
+from tempi.cli.main import main
+
+main()

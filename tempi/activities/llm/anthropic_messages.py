@@ -1,0 +1,314 @@
+"""Anthropic Messages API (`anthropic-messages`) over the official `anthropic` SDK."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any, cast
+
+import anthropic
+
+from tempi.activities.llm.abort import AbortWatch
+from tempi.activities.llm.assembler import REDACTED_THINKING_TEXT, MessageAssembler
+from tempi.activities.llm.contract import (
+    StreamOptions,
+    output_token_limit,
+    request_headers,
+    require_api_key,
+)
+from tempi.activities.llm.errors import IncompleteStreamError, ProviderError
+from tempi.activities.llm.thinking import anthropic_thinking
+from tempi.activities.llm.transform import ANTHROPIC_TOOL_IDS, repair_conversation
+from tempi.agent.llm_context import LlmContext, ToolSpec
+from tempi.agent.messages import (
+    AssistantMessage,
+    ImageContent,
+    LlmMessage,
+    StopReason,
+    TextContent,
+    ThinkingContent,
+    ToolResultMessage,
+    UserBlock,
+    UserMessage,
+)
+from tempi.agent.model_spec import ModelSpec
+from tempi.agent.stream_events import AssistantMessageEvent, TextStart, ThinkingStart, ToolCallStart
+
+EPHEMERAL = {"type": "ephemeral"}
+# Lets Claude think between tool calls; pi sends it on every request.
+BETA_HEADERS = {"anthropic-beta": "interleaved-thinking-2025-05-14"}
+IMAGE_ONLY_RESULT_TEXT = "(see attached image)"
+
+_STOP_REASONS: dict[str, StopReason] = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "pause_turn": "stop",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "tool_use": "toolUse",
+}
+
+
+def build_request(model: ModelSpec, context: LlmContext, options: StreamOptions) -> dict[str, Any]:
+    """The request body, in the shape pi sends."""
+    thinking = anthropic_thinking(model, options.thinking_level, output_token_limit(model, options))
+    body: dict[str, Any] = {
+        "model": model.id,
+        "messages": convert_messages(repair_conversation(context.messages, model, ANTHROPIC_TOOL_IDS)),
+        "max_tokens": thinking.max_tokens,
+        "stream": True,
+    }
+    if context.system_prompt:
+        body["system"] = [{"type": "text", "text": context.system_prompt, "cache_control": EPHEMERAL}]
+    if options.temperature is not None and thinking.thinking is None:
+        # Anthropic only accepts the default temperature while thinking.
+        body["temperature"] = options.temperature
+    if context.tools:
+        body["tools"] = convert_tools(context.tools)
+    if thinking.thinking is not None:
+        body["thinking"] = thinking.thinking
+    if thinking.output_config is not None:
+        body["output_config"] = thinking.output_config
+    return body
+
+
+def convert_messages(messages: list[LlmMessage]) -> list[dict[str, Any]]:
+    converted: list[dict[str, Any]] = []
+    for message in messages:
+        if isinstance(message, UserMessage):
+            converted.append({"role": "user", "content": _user_content(message)})
+        elif isinstance(message, AssistantMessage):
+            blocks = _assistant_blocks(message)
+            if blocks:
+                converted.append({"role": "assistant", "content": blocks})
+        else:
+            result = _tool_result_block(message)
+            previous = converted[-1] if converted else None
+            if previous is not None and previous["role"] == "user" and _is_tool_results(previous["content"]):
+                previous["content"].append(result)
+            else:
+                converted.append({"role": "user", "content": [result]})
+    _mark_cache_breakpoint(converted)
+    return converted
+
+
+def convert_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
+    converted: list[dict[str, Any]] = [
+        {
+            "name": tool.name,
+            "description": tool.description,
+            "eager_input_streaming": True,
+            "input_schema": {
+                "type": "object",
+                "properties": tool.parameters.get("properties", {}),
+                "required": tool.parameters.get("required", []),
+            },
+        }
+        for tool in tools
+    ]
+    if converted:
+        converted[-1]["cache_control"] = EPHEMERAL
+    return converted
+
+
+def _user_content(message: UserMessage) -> str | list[dict[str, Any]]:
+    if isinstance(message.content, str):
+        return message.content
+    return [_user_block(block) for block in message.content]
+
+
+def _user_block(block: UserBlock) -> dict[str, Any]:
+    if isinstance(block, TextContent):
+        return {"type": "text", "text": block.text}
+    return _image_block(block)
+
+
+def _image_block(block: ImageContent) -> dict[str, Any]:
+    return {"type": "image", "source": {"type": "base64", "media_type": block.mime_type, "data": block.data}}
+
+
+def _assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    for block in message.content:
+        if isinstance(block, TextContent):
+            blocks.append({"type": "text", "text": block.text})
+        elif isinstance(block, ThinkingContent):
+            if block.redacted:
+                if block.thinking_signature:
+                    blocks.append({"type": "redacted_thinking", "data": block.thinking_signature})
+            elif block.thinking_signature:
+                blocks.append(
+                    {"type": "thinking", "thinking": block.thinking, "signature": block.thinking_signature}
+                )
+            elif block.thinking.strip():
+                # Thinking cut off before its signature arrived cannot be replayed as thinking.
+                blocks.append({"type": "text", "text": block.thinking})
+        else:
+            blocks.append({"type": "tool_use", "id": block.id, "name": block.name, "input": block.arguments})
+    return blocks
+
+
+def _tool_result_block(message: ToolResultMessage) -> dict[str, Any]:
+    texts = [block.text for block in message.content if isinstance(block, TextContent)]
+    images = [block for block in message.content if isinstance(block, ImageContent)]
+    content: str | list[dict[str, Any]]
+    if not images:
+        content = "\n".join(texts)
+    else:
+        content = [{"type": "text", "text": text} for text in texts] or [
+            {"type": "text", "text": IMAGE_ONLY_RESULT_TEXT}
+        ]
+        content.extend(_image_block(image) for image in images)
+    return {
+        "type": "tool_result",
+        "tool_use_id": message.tool_call_id,
+        "content": content,
+        "is_error": message.is_error,
+    }
+
+
+def _is_tool_results(content: object) -> bool:
+    return isinstance(content, list) and bool(content) and content[0].get("type") == "tool_result"
+
+
+def _mark_cache_breakpoint(messages: list[dict[str, Any]]) -> None:
+    """Cache the conversation up to its last user message, as pi does."""
+    if not messages or messages[-1]["role"] != "user":
+        return
+    last = messages[-1]
+    if isinstance(last["content"], str):
+        last["content"] = [{"type": "text", "text": last["content"], "cache_control": EPHEMERAL}]
+    elif last["content"]:
+        last["content"][-1]["cache_control"] = EPHEMERAL
+
+
+async def stream_anthropic_messages(
+    model: ModelSpec,
+    context: LlmContext,
+    options: StreamOptions,
+    assembler: MessageAssembler,
+    abort: AbortWatch,
+) -> AsyncGenerator[AssistantMessageEvent, None]:
+    api_key = require_api_key(model, options)
+    body = build_request(model, context, options)
+    client = anthropic.AsyncAnthropic(
+        api_key=api_key,
+        base_url=model.base_url or None,
+        max_retries=0,
+        timeout=options.timeout_s,
+        default_headers={**BETA_HEADERS, **request_headers(model, options)},
+    )
+    try:
+        stream = await abort.run(cast(Any, client.messages).create(**body))
+        try:
+            async with contextlib.aclosing(abort.iterate(stream)) as events:
+                async for event in _content_events(events, assembler):
+                    yield event
+        finally:
+            await stream.close()
+    finally:
+        await client.close()
+
+
+async def _content_events(
+    events: AsyncIterator[Any], assembler: MessageAssembler
+) -> AsyncGenerator[AssistantMessageEvent, None]:
+    # Anthropic numbers blocks itself; server-side tool blocks it may add are not ours to show.
+    blocks: dict[int, int] = {}
+    initial_input: dict[int, dict[str, Any]] = {}
+    stop_reason: str | None = None
+    finished = False
+    async for event in events:
+        kind = event.type
+        if kind == "message_start":
+            assembler.set_response_id(event.message.id)
+            _record_usage(assembler, event.message.usage)
+        elif kind == "content_block_start":
+            started = _start_block(assembler, event.content_block)
+            if started is not None:
+                blocks[event.index] = started.content_index
+                if event.content_block.type == "tool_use" and event.content_block.input:
+                    initial_input[started.content_index] = dict(event.content_block.input)
+                yield started
+        elif kind == "content_block_delta" and event.index in blocks:
+            delta = _apply_delta(assembler, blocks[event.index], event.delta)
+            if delta is not None:
+                yield delta
+        elif kind == "content_block_stop" and event.index in blocks:
+            yield _end_block(assembler, blocks.pop(event.index), initial_input)
+        elif kind == "message_delta":
+            if event.delta.stop_reason:
+                stop_reason = event.delta.stop_reason
+            _record_usage(assembler, event.usage)
+        elif kind == "message_stop":
+            finished = True
+    for event in assembler.end_open_blocks():
+        yield event
+    if not finished:
+        raise IncompleteStreamError("The response stream ended before the provider finished the message")
+    assembler.set_stop_reason(_stop_reason(stop_reason))
+
+
+def _start_block(assembler: MessageAssembler, block: Any) -> TextStart | ThinkingStart | ToolCallStart | None:
+    if block.type == "text":
+        return assembler.begin_text()
+    if block.type == "thinking":
+        return assembler.begin_thinking(signature=block.signature or None)
+    if block.type == "redacted_thinking":
+        return assembler.begin_thinking(text=REDACTED_THINKING_TEXT, signature=block.data, redacted=True)
+    if block.type == "tool_use":
+        return assembler.begin_tool_call(block.id, block.name)
+    return None
+
+
+def _apply_delta(assembler: MessageAssembler, index: int, delta: Any) -> AssistantMessageEvent | None:
+    if delta.type == "text_delta":
+        return assembler.add_text(index, delta.text)
+    if delta.type == "thinking_delta":
+        return assembler.add_thinking(index, delta.thinking)
+    if delta.type == "signature_delta":
+        assembler.add_thinking_signature(index, delta.signature)
+        return None
+    if delta.type == "input_json_delta" and delta.partial_json:
+        return assembler.add_tool_arguments(index, delta.partial_json)
+    return None
+
+
+def _end_block(
+    assembler: MessageAssembler, index: int, initial_input: dict[int, dict[str, Any]]
+) -> AssistantMessageEvent:
+    block = assembler.message.content[index]
+    if isinstance(block, TextContent):
+        return assembler.end_text(index)
+    if isinstance(block, ThinkingContent):
+        return assembler.end_thinking(index)
+    if not assembler.tool_arguments_json(index) and index in initial_input:
+        return assembler.end_tool_call(index, arguments_json=json.dumps(initial_input[index]))
+    return assembler.end_tool_call(index)
+
+
+def _record_usage(assembler: MessageAssembler, usage: Any) -> None:
+    # message_delta carries cumulative counts; a proxy may leave some out, keep what we had then.
+    current = assembler.message.usage
+    assembler.set_usage(
+        input=_count(usage, "input_tokens", current.input),
+        output=_count(usage, "output_tokens", current.output),
+        cache_read=_count(usage, "cache_read_input_tokens", current.cache_read),
+        cache_write=_count(usage, "cache_creation_input_tokens", current.cache_write),
+    )
+
+
+def _count(usage: Any, field: str, fallback: int) -> int:
+    value = getattr(usage, field, None)
+    return value if isinstance(value, int) else fallback
+
+
+def _stop_reason(raw: str | None) -> StopReason:
+    if raw is None:
+        return "stop"
+    if raw in _STOP_REASONS:
+        return _STOP_REASONS[raw]
+    if raw == "refusal":
+        raise ProviderError("The model declined to respond (stop reason: refusal)")
+    raise ProviderError(f"The provider ended the response with an unknown stop reason: {raw}")

@@ -1,0 +1,60 @@
+"""What every provider is given and what it must produce."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Callable
+
+from pydantic import BaseModel, Field
+
+from tempi.activities.llm.abort import AbortWatch
+from tempi.activities.llm.assembler import MessageAssembler
+from tempi.activities.llm.errors import ProviderError
+from tempi.agent.llm_context import LlmContext
+from tempi.agent.model_spec import ModelSpec, ThinkingLevel
+from tempi.agent.stream_events import AssistantMessageEvent
+
+# pi never asks for more output than this unless the caller says so.
+DEFAULT_MAX_TOKENS_CAP = 32_000
+
+
+class StreamOptions(BaseModel):
+    """Per-call settings. Holds the API key, so it is built on the worker, never in history."""
+
+    api_key: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    thinking_level: ThinkingLevel = "off"
+    max_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = None
+    session_id: str | None = None
+    timeout_s: float = Field(default=600, gt=0)
+
+
+ProviderStream = Callable[
+    [ModelSpec, LlmContext, StreamOptions, MessageAssembler, AbortWatch],
+    AsyncGenerator[AssistantMessageEvent, None],
+]
+"""Streams one call: yields the content events (never start/done/error, the caller owns
+those), records usage, stop reason and response id on the assembler, and raises on failure."""
+
+
+def output_token_limit(model: ModelSpec, options: StreamOptions) -> int:
+    return options.max_tokens or min(model.max_tokens, DEFAULT_MAX_TOKENS_CAP)
+
+
+def request_headers(model: ModelSpec, options: StreamOptions) -> dict[str, str]:
+    """Model headers overridden by per-call headers."""
+    return {**(model.headers or {}), **options.headers}
+
+
+def require_api_key(model: ModelSpec, options: StreamOptions) -> str:
+    if not options.api_key:
+        raise ProviderError(
+            f"No API key for provider '{model.provider}' (model '{model.id}'). "
+            "Set the provider's API key environment variable or configure one in models.json."
+        )
+    return options.api_key
+
+
+def compat_flag(model: ModelSpec, name: str, default: bool) -> bool:
+    value = (model.compat or {}).get(name)
+    return value if isinstance(value, bool) else default

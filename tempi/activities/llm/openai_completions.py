@@ -1,0 +1,313 @@
+"""OpenAI Chat Completions API (`openai-completions`) over the official `openai` SDK.
+
+Also the API most OpenAI-compatible servers speak (vLLM, llama.cpp, Ollama, OpenRouter,
+...); `model.compat` switches off what a given server does not support.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any, cast
+
+import openai
+
+from tempi.activities.llm.abort import AbortWatch
+from tempi.activities.llm.assembler import MessageAssembler
+from tempi.activities.llm.contract import (
+    StreamOptions,
+    compat_flag,
+    output_token_limit,
+    request_headers,
+    require_api_key,
+)
+from tempi.activities.llm.errors import IncompleteStreamError, ProviderError
+from tempi.activities.llm.thinking import openai_reasoning_effort
+from tempi.activities.llm.transform import OPENAI_CHAT_TOOL_IDS, repair_conversation
+from tempi.agent.llm_context import LlmContext, ToolSpec
+from tempi.agent.messages import (
+    AssistantMessage,
+    ImageContent,
+    LlmMessage,
+    StopReason,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    UserMessage,
+)
+from tempi.agent.model_spec import ModelSpec
+from tempi.agent.stream_events import AssistantMessageEvent
+
+IMAGE_ONLY_RESULT_TEXT = "(see attached image)"
+TOOL_IMAGES_TEXT = "Attached image(s) from tool result:"
+# Fields OpenAI-compatible servers stream reasoning in; the name is kept as the thinking
+# signature so the same server gets its reasoning back in the field it used.
+REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
+
+_FINISH_REASONS: dict[str, StopReason] = {
+    "stop": "stop",
+    "end_turn": "stop",
+    "length": "length",
+    "tool_calls": "toolUse",
+    "function_call": "toolUse",
+}
+
+
+def build_request(model: ModelSpec, context: LlmContext, options: StreamOptions) -> dict[str, Any]:
+    """The request body, in the shape pi sends."""
+    messages: list[dict[str, Any]] = []
+    if context.system_prompt:
+        developer = model.reasoning and compat_flag(model, "supportsDeveloperRole", True)
+        messages.append({"role": "developer" if developer else "system", "content": context.system_prompt})
+    messages.extend(
+        convert_messages(repair_conversation(context.messages, model, OPENAI_CHAT_TOOL_IDS), model)
+    )
+    body: dict[str, Any] = {
+        "model": model.id,
+        "messages": messages,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if compat_flag(model, "supportsStore", True):
+        body["store"] = False
+    max_tokens_field = (model.compat or {}).get("maxTokensField", "max_completion_tokens")
+    body[str(max_tokens_field)] = output_token_limit(model, options)
+    if options.temperature is not None:
+        body["temperature"] = options.temperature
+    if context.tools:
+        body["tools"] = convert_tools(context.tools)
+    effort = openai_reasoning_effort(model, options.thinking_level)
+    if effort is not None and compat_flag(model, "supportsReasoningEffort", True):
+        body["reasoning_effort"] = effort
+    if options.session_id and _is_openai(model):
+        body["prompt_cache_key"] = options.session_id
+    return body
+
+
+def convert_messages(messages: list[LlmMessage], model: ModelSpec) -> list[dict[str, Any]]:
+    converted: list[dict[str, Any]] = []
+    # Images from a run of tool results follow the run: a user message between two tool
+    # messages would separate results from their call.
+    pending_images: list[ImageContent] = []
+
+    def flush_images() -> None:
+        if pending_images:
+            parts = [{"type": "text", "text": TOOL_IMAGES_TEXT}] + [_image_part(i) for i in pending_images]
+            converted.append({"role": "user", "content": parts})
+            pending_images.clear()
+
+    for message in messages:
+        if isinstance(message, UserMessage):
+            flush_images()
+            converted.append({"role": "user", "content": _user_content(message)})
+        elif isinstance(message, AssistantMessage):
+            flush_images()
+            assistant = _assistant_message(message)
+            if assistant is not None:
+                converted.append(assistant)
+        else:
+            texts = [block.text for block in message.content if isinstance(block, TextContent)]
+            images = [block for block in message.content if isinstance(block, ImageContent)]
+            text = "\n".join(texts) if texts else (IMAGE_ONLY_RESULT_TEXT if images else "")
+            converted.append({"role": "tool", "content": text, "tool_call_id": message.tool_call_id})
+            if model.supports_images:
+                pending_images.extend(images)
+    flush_images()
+    return converted
+
+
+def convert_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": tool.name,
+                "description": tool.description,
+                "parameters": tool.parameters,
+                "strict": False,
+            },
+        }
+        for tool in tools
+    ]
+
+
+def _is_openai(model: ModelSpec) -> bool:
+    return not model.base_url or "api.openai.com" in model.base_url
+
+
+def _user_content(message: UserMessage) -> str | list[dict[str, Any]]:
+    if isinstance(message.content, str):
+        return message.content
+    return [
+        {"type": "text", "text": block.text} if isinstance(block, TextContent) else _image_part(block)
+        for block in message.content
+    ]
+
+
+def _image_part(image: ImageContent) -> dict[str, Any]:
+    return {"type": "image_url", "image_url": {"url": f"data:{image.mime_type};base64,{image.data}"}}
+
+
+def _assistant_message(message: AssistantMessage) -> dict[str, Any] | None:
+    text = "".join(block.text for block in message.content if isinstance(block, TextContent))
+    converted: dict[str, Any] = {"role": "assistant", "content": text or None}
+    thinking = [block for block in message.content if isinstance(block, ThinkingContent)]
+    field = thinking[0].thinking_signature if thinking else None
+    if field in REASONING_FIELDS:
+        converted[str(field)] = "\n".join(block.thinking for block in thinking)
+    calls = message.tool_calls()
+    if calls:
+        converted["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": _compact_json(call.arguments)},
+            }
+            for call in calls
+        ]
+    if not text and not calls:
+        return None
+    return converted
+
+
+def _compact_json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+async def stream_openai_completions(
+    model: ModelSpec,
+    context: LlmContext,
+    options: StreamOptions,
+    assembler: MessageAssembler,
+    abort: AbortWatch,
+) -> AsyncGenerator[AssistantMessageEvent, None]:
+    api_key = require_api_key(model, options)
+    body = build_request(model, context, options)
+    client = openai.AsyncOpenAI(
+        api_key=api_key,
+        base_url=model.base_url or None,
+        max_retries=0,
+        timeout=options.timeout_s,
+        default_headers=request_headers(model, options),
+    )
+    try:
+        stream = await abort.run(cast(Any, client.chat.completions).create(**body))
+        try:
+            async with contextlib.aclosing(abort.iterate(stream)) as chunks:
+                async for event in _content_events(chunks, assembler):
+                    yield event
+        finally:
+            await stream.close()
+    finally:
+        await client.close()
+
+
+async def _content_events(
+    chunks: AsyncIterator[Any], assembler: MessageAssembler
+) -> AsyncGenerator[AssistantMessageEvent, None]:
+    current: int | None = None
+    tool_blocks: dict[int, int] = {}
+    finish_reason: str | None = None
+
+    async for chunk in chunks:
+        assembler.set_response_id(getattr(chunk, "id", None))
+        if getattr(chunk, "usage", None) is not None:
+            _record_usage(assembler, chunk.usage)
+        if not chunk.choices:
+            continue
+        choice = chunk.choices[0]
+        delta = choice.delta
+        if delta is not None:
+            for field in REASONING_FIELDS:
+                reasoning = getattr(delta, field, None)
+                if isinstance(reasoning, str) and reasoning:
+                    if current is None or not _is_open_kind(assembler, current, ThinkingContent):
+                        for event in _end(assembler, current):
+                            yield event
+                        thinking = assembler.begin_thinking(signature=field)
+                        current = thinking.content_index
+                        yield thinking
+                    yield assembler.add_thinking(current, reasoning)
+            if delta.content:
+                if current is None or not _is_open_kind(assembler, current, TextContent):
+                    for event in _end(assembler, current):
+                        yield event
+                    text = assembler.begin_text()
+                    current = text.content_index
+                    yield text
+                yield assembler.add_text(current, delta.content)
+            for call in delta.tool_calls or []:
+                position = _tool_position(call, tool_blocks, assembler)
+                function = call.function
+                if position not in tool_blocks:
+                    for event in _end(assembler, current):
+                        yield event
+                    tool = assembler.begin_tool_call(call.id or "", (function and function.name) or "")
+                    tool_blocks[position] = current = tool.content_index
+                    yield tool
+                index = tool_blocks[position]
+                assembler.rename_tool_call(index, call_id=call.id, name=function and function.name)
+                if function is not None and function.arguments:
+                    yield assembler.add_tool_arguments(index, function.arguments)
+        if choice.finish_reason:
+            finish_reason = choice.finish_reason
+    for event in assembler.end_open_blocks():
+        yield event
+    if finish_reason is None:
+        raise IncompleteStreamError("The response stream ended before the provider finished the message")
+    assembler.set_stop_reason(_stop_reason(finish_reason, assembler.has_tool_calls()))
+
+
+def _tool_position(call: Any, tool_blocks: dict[int, int], assembler: MessageAssembler) -> int:
+    """Which streamed tool call a delta belongs to; some compatible servers leave out `index`."""
+    if isinstance(call.index, int):
+        return int(call.index)
+    for position, index in tool_blocks.items():
+        block = assembler.message.content[index]
+        if call.id and isinstance(block, ToolCall) and block.id == call.id:
+            return position
+    if call.id or not tool_blocks:
+        return len(tool_blocks)
+    return max(tool_blocks)
+
+
+def _is_open_kind(assembler: MessageAssembler, index: int, kind: type) -> bool:
+    return assembler.is_open(index) and isinstance(assembler.message.content[index], kind)
+
+
+def _end(assembler: MessageAssembler, index: int | None) -> list[AssistantMessageEvent]:
+    if index is None or not assembler.is_open(index):
+        return []
+    block = assembler.message.content[index]
+    if isinstance(block, TextContent):
+        return [assembler.end_text(index)]
+    if isinstance(block, ThinkingContent):
+        return [assembler.end_thinking(index)]
+    return [assembler.end_tool_call(index)]
+
+
+def _record_usage(assembler: MessageAssembler, usage: Any) -> None:
+    # prompt_tokens includes cached tokens; cache writes are reported by some proxies (OpenRouter).
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None) or 0
+    written = getattr(details, "cache_write_tokens", None) or 0
+    prompt = getattr(usage, "prompt_tokens", None) or 0
+    assembler.set_usage(
+        input=prompt - cached - written,
+        output=getattr(usage, "completion_tokens", None) or 0,
+        cache_read=cached,
+        cache_write=written,
+    )
+
+
+def _stop_reason(finish_reason: str, has_tool_calls: bool) -> StopReason:
+    if finish_reason == "content_filter":
+        raise ProviderError("The provider's content filter stopped the response")
+    reason = _FINISH_REASONS.get(finish_reason)
+    if reason is None:
+        raise ProviderError(f"The provider ended the response with an unknown finish reason: {finish_reason}")
+    # Some compatible servers report "stop" even when the turn ends in tool calls.
+    if reason == "stop" and has_tool_calls:
+        return "toolUse"
+    return reason

@@ -1,0 +1,336 @@
+"""OpenAI Responses API (`openai-responses`) over the official `openai` SDK."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any, cast
+
+import openai
+
+from tempi.activities.llm.abort import AbortWatch
+from tempi.activities.llm.assembler import MessageAssembler
+from tempi.activities.llm.contract import (
+    StreamOptions,
+    output_token_limit,
+    request_headers,
+    require_api_key,
+)
+from tempi.activities.llm.errors import IncompleteStreamError, ProviderError
+from tempi.activities.llm.thinking import responses_reasoning
+from tempi.activities.llm.transform import OPENAI_RESPONSES_TOOL_IDS, is_same_model, repair_conversation
+from tempi.agent.llm_context import LlmContext, ToolSpec
+from tempi.agent.messages import (
+    AssistantMessage,
+    ImageContent,
+    LlmMessage,
+    StopReason,
+    TextContent,
+    ThinkingContent,
+    UserMessage,
+)
+from tempi.agent.model_spec import ModelSpec
+from tempi.agent.stream_events import AssistantMessageEvent, TextStart, ThinkingStart, ToolCallStart
+
+IMAGE_ONLY_RESULT_TEXT = "(see attached image)"
+TOOL_IMAGES_TEXT = "Attached image(s) from tool result:"
+MAX_ITEM_ID_LENGTH = 64
+
+
+def build_request(model: ModelSpec, context: LlmContext, options: StreamOptions) -> dict[str, Any]:
+    items: list[dict[str, Any]] = []
+    if context.system_prompt:
+        items.append({"role": "developer" if model.reasoning else "system", "content": context.system_prompt})
+    items.extend(
+        convert_messages(repair_conversation(context.messages, model, OPENAI_RESPONSES_TOOL_IDS), model)
+    )
+    body: dict[str, Any] = {
+        "model": model.id,
+        "input": items,
+        "stream": True,
+        "store": False,
+        "max_output_tokens": output_token_limit(model, options),
+    }
+    if options.temperature is not None:
+        body["temperature"] = options.temperature
+    if context.tools:
+        body["tools"] = convert_tools(context.tools)
+    reasoning = responses_reasoning(model, options.thinking_level)
+    if reasoning is not None:
+        body["reasoning"] = reasoning
+        # With store=false, reasoning can only be replayed from its encrypted form.
+        body["include"] = ["reasoning.encrypted_content"]
+    if options.session_id:
+        body["prompt_cache_key"] = options.session_id
+    return body
+
+
+def convert_messages(messages: list[LlmMessage], model: ModelSpec) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    pending_images: list[ImageContent] = []
+
+    def flush_images() -> None:
+        if pending_images:
+            parts = [{"type": "input_text", "text": TOOL_IMAGES_TEXT}] + [
+                _image_part(i) for i in pending_images
+            ]
+            items.append({"role": "user", "content": parts})
+            pending_images.clear()
+
+    for position, message in enumerate(messages):
+        if isinstance(message, UserMessage):
+            flush_images()
+            items.append({"role": "user", "content": _user_parts(message)})
+        elif isinstance(message, AssistantMessage):
+            flush_images()
+            items.extend(_assistant_items(message, model, position))
+        else:
+            texts = [block.text for block in message.content if isinstance(block, TextContent)]
+            images = [block for block in message.content if isinstance(block, ImageContent)]
+            output = "\n".join(texts) if texts else (IMAGE_ONLY_RESULT_TEXT if images else "")
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": message.tool_call_id.split("|", 1)[0],
+                    "output": output,
+                }
+            )
+            if model.supports_images:
+                pending_images.extend(images)
+    flush_images()
+    return items
+
+
+def convert_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function",
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": tool.parameters,
+            "strict": False,
+        }
+        for tool in tools
+    ]
+
+
+def _user_parts(message: UserMessage) -> list[dict[str, Any]]:
+    if isinstance(message.content, str):
+        return [{"type": "input_text", "text": message.content}]
+    return [
+        {"type": "input_text", "text": block.text} if isinstance(block, TextContent) else _image_part(block)
+        for block in message.content
+    ]
+
+
+def _image_part(image: ImageContent) -> dict[str, Any]:
+    return {
+        "type": "input_image",
+        "detail": "auto",
+        "image_url": f"data:{image.mime_type};base64,{image.data}",
+    }
+
+
+def _assistant_items(message: AssistantMessage, model: ModelSpec, position: int) -> list[dict[str, Any]]:
+    same_model = is_same_model(message, model)
+    items: list[dict[str, Any]] = []
+    # A function call whose reasoning item is not replayed must not carry its item id:
+    # OpenAI checks that such ids come with the reasoning that produced them.
+    reasoning_missing = False
+    for block in message.content:
+        if isinstance(block, ThinkingContent):
+            reasoning = _reasoning_item(block) if same_model else None
+            if reasoning is None:
+                reasoning_missing = True
+            else:
+                items.append(reasoning)
+        elif isinstance(block, TextContent):
+            items.append(
+                {
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": block.text, "annotations": []}],
+                    "status": "completed",
+                    "id": _message_id(block.text_signature, position),
+                }
+            )
+        else:
+            call_id, _, item_id = block.id.partition("|")
+            call: dict[str, Any] = {
+                "type": "function_call",
+                "call_id": call_id,
+                "name": block.name,
+                "arguments": json.dumps(block.arguments, separators=(",", ":"), ensure_ascii=False),
+            }
+            if item_id and same_model and not reasoning_missing:
+                call["id"] = item_id
+            items.append(call)
+    return items
+
+
+def _reasoning_item(block: ThinkingContent) -> dict[str, Any] | None:
+    if not block.thinking_signature:
+        return None
+    try:
+        item = json.loads(block.thinking_signature)
+    except ValueError:
+        return None
+    return item if isinstance(item, dict) and item.get("type") == "reasoning" else None
+
+
+def _message_id(signature: str | None, position: int) -> str:
+    """The output item id a text block came from (pi stores it plain or as `{"v":1,"id":...}`)."""
+    item_id = signature
+    if signature and signature.startswith("{"):
+        try:
+            parsed = json.loads(signature)
+        except ValueError:
+            parsed = None
+        item_id = parsed.get("id") if isinstance(parsed, dict) else None
+    if not item_id:
+        return f"msg_{position}"
+    if len(item_id) > MAX_ITEM_ID_LENGTH:
+        return "msg_" + hashlib.sha256(item_id.encode()).hexdigest()[:32]
+    return str(item_id)
+
+
+async def stream_openai_responses(
+    model: ModelSpec,
+    context: LlmContext,
+    options: StreamOptions,
+    assembler: MessageAssembler,
+    abort: AbortWatch,
+) -> AsyncGenerator[AssistantMessageEvent, None]:
+    api_key = require_api_key(model, options)
+    body = build_request(model, context, options)
+    client = openai.AsyncOpenAI(
+        api_key=api_key,
+        base_url=model.base_url or None,
+        max_retries=0,
+        timeout=options.timeout_s,
+        default_headers=request_headers(model, options),
+    )
+    try:
+        stream = await abort.run(cast(Any, client.responses).create(**body))
+        try:
+            async with contextlib.aclosing(abort.iterate(stream)) as events:
+                async for event in _content_events(events, assembler):
+                    yield event
+        finally:
+            await stream.close()
+    finally:
+        await client.close()
+
+
+async def _content_events(
+    events: AsyncIterator[Any], assembler: MessageAssembler
+) -> AsyncGenerator[AssistantMessageEvent, None]:
+    # Output items are numbered by the API (`output_index`); map them to content blocks.
+    blocks: dict[int, int] = {}
+    finished = False
+    async for event in events:
+        kind = event.type
+        if kind == "response.created":
+            assembler.set_response_id(event.response.id)
+        elif kind == "response.output_item.added":
+            started = _start_item(assembler, event.item)
+            if started is not None:
+                blocks[event.output_index] = started.content_index
+                yield started
+        elif kind == "response.reasoning_summary_part.added" and event.output_index in blocks:
+            index = blocks[event.output_index]
+            if _block_text(assembler, index):
+                yield assembler.add_thinking(index, "\n\n")
+        elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
+            if event.output_index in blocks and event.delta:
+                yield assembler.add_thinking(blocks[event.output_index], event.delta)
+        elif kind in ("response.output_text.delta", "response.refusal.delta"):
+            if event.output_index in blocks and event.delta:
+                yield assembler.add_text(blocks[event.output_index], event.delta)
+        elif kind == "response.function_call_arguments.delta":
+            if event.output_index in blocks and event.delta:
+                yield assembler.add_tool_arguments(blocks[event.output_index], event.delta)
+        elif kind == "response.output_item.done" and event.output_index in blocks:
+            yield _end_item(assembler, blocks.pop(event.output_index), event.item)
+        elif kind in ("response.completed", "response.incomplete"):
+            _finish(assembler, event.response)
+            finished = True
+        elif kind == "response.failed":
+            raise ProviderError(_failure_text(event.response))
+        elif kind == "error":
+            code = getattr(event, "code", None)
+            raise ProviderError(f"{code}: {event.message}" if code else str(event.message))
+    for end in assembler.end_open_blocks():
+        yield end
+    if not finished:
+        raise IncompleteStreamError("The response stream ended before the provider finished the response")
+
+
+def _start_item(assembler: MessageAssembler, item: Any) -> TextStart | ThinkingStart | ToolCallStart | None:
+    if item.type == "reasoning":
+        return assembler.begin_thinking()
+    if item.type == "message":
+        return assembler.begin_text()
+    if item.type == "function_call":
+        return assembler.begin_tool_call(f"{item.call_id}|{item.id}", item.name, item.arguments or "")
+    return None
+
+
+def _block_text(assembler: MessageAssembler, index: int) -> str:
+    block = assembler.message.content[index]
+    return block.thinking if isinstance(block, ThinkingContent) else ""
+
+
+def _end_item(assembler: MessageAssembler, index: int, item: Any) -> AssistantMessageEvent:
+    if item.type == "reasoning":
+        summary = "\n\n".join(part.text for part in item.summary or [])
+        signature = json.dumps(item.model_dump(mode="json", exclude_none=True))
+        return assembler.end_thinking(index, text=summary or None, signature=signature)
+    if item.type == "message":
+        text = "".join(
+            part.text if part.type == "output_text" else getattr(part, "refusal", "")
+            for part in item.content or []
+        )
+        return assembler.end_text(index, text=text, signature=item.id)
+    return assembler.end_tool_call(index, arguments_json=item.arguments or None)
+
+
+def _finish(assembler: MessageAssembler, response: Any) -> None:
+    assembler.set_response_id(response.id)
+    usage = response.usage
+    if usage is not None:
+        # input_tokens includes cached tokens; cache writes are reported by some proxies.
+        details = getattr(usage, "input_tokens_details", None)
+        cached = getattr(details, "cached_tokens", None) or 0
+        written = getattr(details, "cache_write_tokens", None) or 0
+        assembler.set_usage(
+            input=(usage.input_tokens or 0) - cached - written,
+            output=usage.output_tokens or 0,
+            cache_read=cached,
+            cache_write=written,
+        )
+    assembler.set_stop_reason(_stop_reason(response, assembler.has_tool_calls()))
+
+
+def _stop_reason(response: Any, has_tool_calls: bool) -> StopReason:
+    status = response.status
+    if status == "incomplete":
+        details = getattr(response, "incomplete_details", None)
+        if getattr(details, "reason", None) == "content_filter":
+            raise ProviderError("The provider's content filter stopped the response")
+        return "length"
+    if status in ("failed", "cancelled"):
+        raise ProviderError(_failure_text(response))
+    return "toolUse" if has_tool_calls else "stop"
+
+
+def _failure_text(response: Any) -> str:
+    error = getattr(response, "error", None)
+    if error is not None:
+        return f"{error.code or 'error'}: {error.message or 'the provider gave no details'}"
+    details = getattr(response, "incomplete_details", None)
+    if details is not None and details.reason:
+        return f"The response was left incomplete: {details.reason}"
+    return "The provider reported that the response failed, without details"

@@ -1,0 +1,81 @@
+"""The one entry point for model calls: pick the provider, guarantee the event contract."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncGenerator
+
+from tempi.activities.llm.abort import AbortWatch
+from tempi.activities.llm.anthropic_messages import stream_anthropic_messages
+from tempi.activities.llm.assembler import MessageAssembler
+from tempi.activities.llm.contract import ProviderStream, StreamOptions
+from tempi.activities.llm.errors import ABORTED_MESSAGE, ProviderError, StreamAborted, describe_exception
+from tempi.activities.llm.faux import stream_faux
+from tempi.activities.llm.openai_completions import stream_openai_completions
+from tempi.activities.llm.openai_responses import stream_openai_responses
+from tempi.agent.llm_context import LlmContext
+from tempi.agent.messages import AssistantMessage
+from tempi.agent.model_spec import ModelSpec
+from tempi.agent.stream_events import AssistantMessageEvent, DoneEvent, ErrorEvent
+
+PROVIDERS: dict[str, ProviderStream] = {
+    "anthropic-messages": stream_anthropic_messages,
+    "openai-completions": stream_openai_completions,
+    "openai-responses": stream_openai_responses,
+    "faux": stream_faux,
+}
+
+
+async def stream_assistant(
+    model: ModelSpec,
+    context: LlmContext,
+    options: StreamOptions,
+    abort: asyncio.Event | None = None,
+) -> AsyncGenerator[AssistantMessageEvent, None]:
+    """Stream one assistant message.
+
+    Yields `start`, the content events, then exactly one `done` or `error`. Failures of any
+    kind end in an `error` event (reason "aborted" once `abort` is set) that keeps the
+    content received so far. Only task cancellation propagates, after the HTTP stream is closed.
+    """
+    assembler = MessageAssembler(model)
+    watch = AbortWatch(abort)
+    yield assembler.start()
+    final: AssistantMessageEvent
+    try:
+        provider = PROVIDERS.get(model.api)
+        if provider is None:
+            known = ", ".join(sorted(PROVIDERS))
+            raise ProviderError(f"Unknown API '{model.api}' for model '{model.id}' (known: {known})")
+        watch.check()
+        async with contextlib.aclosing(provider(model, context, options, assembler, watch)) as events:
+            async for event in events:
+                yield event
+        watch.check()
+        final = assembler.done()
+    except StreamAborted:
+        final = assembler.failed(ABORTED_MESSAGE, aborted=True)
+    except Exception as exc:
+        # Closing the stream on abort can surface as a connection error; the abort is the cause.
+        message = ABORTED_MESSAGE if watch.aborted else describe_exception(exc)
+        final = assembler.failed(message, aborted=watch.aborted)
+    finally:
+        await watch.close()
+    yield final
+
+
+async def complete(
+    model: ModelSpec,
+    context: LlmContext,
+    options: StreamOptions,
+    abort: asyncio.Event | None = None,
+) -> AssistantMessage:
+    """The final assistant message of `stream_assistant` (an error message on failure)."""
+    async with contextlib.aclosing(stream_assistant(model, context, options, abort)) as events:
+        async for event in events:
+            if isinstance(event, DoneEvent):
+                return event.message
+            if isinstance(event, ErrorEvent):
+                return event.error
+    raise AssertionError("stream_assistant ended without a final event")

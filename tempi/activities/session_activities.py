@@ -1,0 +1,295 @@
+"""The session workflow's activities: one LLM call, one tool call, one store flush.
+
+Each is a thin shell over plain functions. All three are safe to retry: entries are keyed
+by ids the workflow made, so a retried write is a no-op and a retried call that already
+finished returns what it stored the first time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from temporalio import activity
+
+from tempi.activities.live_channel import LiveWriter, remove_live_files
+from tempi.activities.llm import StreamOptions, classify_error, retry_after_ms, stream_assistant
+from tempi.activities.session_store import SessionStore
+from tempi.activities.sidecar import live_path, pending_path, sidecar_dir
+from tempi.activities.tools import LocalBackend, ToolContext, execute_tool
+from tempi.agent.llm_context import LlmContext
+from tempi.agent.llm_conversion import to_llm_messages
+from tempi.agent.messages import AssistantMessage, TextContent, ToolResultMessage
+from tempi.agent.model_spec import ModelSpec
+from tempi.agent.partial_message import compact_delta
+from tempi.agent.session_entries import MessageEntry
+from tempi.agent.tool_specs import tool_specs
+from tempi.workflows import activity_names as names
+from tempi.workflows.session_types import (
+    FlushInput,
+    LlmCallInput,
+    LlmCallResult,
+    OutboxItem,
+    SessionFileRef,
+    ToolCallInput,
+    ToolCallResult,
+)
+
+HEARTBEAT_EVERY_S = 2.0
+ABORT_GRACE_S = 5.0
+
+CredentialResolver = Callable[[ModelSpec], tuple[str | None, dict[str, str]]]
+"""(api key, extra headers) for a model, resolved where the call runs."""
+
+
+def _now_iso() -> str:
+    ms = int(time.time() * 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(ms / 1000)) + f"{ms % 1000:03d}Z"
+
+
+def ensure_session_file(store: SessionStore, ref: SessionFileRef) -> None:
+    path = Path(ref.session_path)
+    if path.exists():
+        return
+    header: dict[str, Any] = {
+        "type": "session",
+        "version": 3,
+        "id": ref.session_id,
+        "timestamp": ref.header_timestamp or _now_iso(),
+        "cwd": ref.cwd,
+    }
+    if ref.parent_session:
+        header["parentSession"] = ref.parent_session
+    store.create(path, header)
+
+
+def write_outbox(store: SessionStore, ref: SessionFileRef, outbox: list[OutboxItem]) -> None:
+    """Append the outbox in order, pulling parked tool results; safe to repeat."""
+    if not outbox:
+        return
+    ensure_session_file(store, ref)
+    entries: list[dict[str, Any]] = []
+    parked: list[Path] = []
+    for item in outbox:
+        if item.entry is not None:
+            entries.append(item.entry)
+            continue
+        assert item.pending_id is not None
+        blob = pending_path(ref.session_path, ref.session_id, item.pending_id)
+        try:
+            entries.append(json.loads(blob.read_text(encoding="utf-8")))
+            parked.append(blob)
+        except FileNotFoundError:
+            if not store.has_entry(Path(ref.session_path), item.pending_id):
+                raise RuntimeError(
+                    f"tool result {item.pending_id} was neither parked nor written to {ref.session_path}"
+                ) from None
+    store.append(Path(ref.session_path), entries)
+    for blob in parked:
+        with contextlib.suppress(FileNotFoundError):
+            blob.unlink()
+
+
+def park_entry(ref: SessionFileRef, entry: dict[str, Any]) -> None:
+    """Store a finished tool result until the workflow commits the turn's results in order."""
+    blob = pending_path(ref.session_path, ref.session_id, entry["id"])
+    blob.parent.mkdir(parents=True, exist_ok=True)
+    tmp = blob.with_suffix(".tmp")
+    tmp.write_text(json.dumps(entry, ensure_ascii=False), encoding="utf-8")
+    os.replace(tmp, blob)
+
+
+def find_parked(ref: SessionFileRef, entry_id: str) -> dict[str, Any] | None:
+    try:
+        return json.loads(pending_path(ref.session_path, ref.session_id, entry_id).read_text("utf-8"))
+    except FileNotFoundError:
+        return None
+
+
+def build_llm_context(store: SessionStore, inp: LlmCallInput) -> LlmContext:
+    session = store.load(Path(inp.file.session_path))
+    context = session.tree.build_context(inp.leaf_id)
+    return LlmContext(
+        system_prompt=inp.system_prompt,
+        messages=to_llm_messages(context.messages),
+        tools=tool_specs(inp.tools),
+    )
+
+
+class Heartbeater:
+    """Heartbeats on a timer so a dead worker is noticed and cancellation is delivered."""
+
+    def __init__(self) -> None:
+        self._task: asyncio.Task[None] | None = None
+        self.details: Any = None
+
+    async def __aenter__(self) -> Heartbeater:
+        self._task = asyncio.create_task(self._beat())
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        if self._task:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _beat(self) -> None:
+        while True:
+            activity.heartbeat(self.details)
+            await asyncio.sleep(HEARTBEAT_EVERY_S)
+
+
+class SessionActivities:
+    def __init__(self, store: SessionStore, credentials: CredentialResolver) -> None:
+        self.store = store
+        self.credentials = credentials
+
+    @activity.defn(name=names.CALL_LLM)
+    async def call_llm(self, inp: LlmCallInput) -> LlmCallResult:
+        write_outbox(self.store, inp.file, inp.outbox)
+        path = Path(inp.file.session_path)
+        if self.store.has_entry(path, inp.entry_id):
+            # An earlier attempt finished and wrote its answer; do not ask the model twice.
+            existing = self.store.load(path).tree.get(inp.entry_id)
+            if isinstance(existing, MessageEntry) and isinstance(existing.message, AssistantMessage):
+                return _llm_result(existing.message)
+
+        context = build_llm_context(self.store, inp)
+        api_key, headers = self.credentials(inp.model)
+        options = StreamOptions(
+            api_key=api_key,
+            headers=headers,
+            thinking_level=inp.thinking_level,
+            session_id=inp.file.session_id,
+        )
+        live = LiveWriter(
+            live_path(inp.file.session_path, inp.file.session_id, inp.entry_id), activity.info().attempt
+        )
+        progress = _StreamProgress(inp.model)
+        try:
+            async with Heartbeater():
+                final = await _stream_to_live(inp, context, options, progress, live)
+        except asyncio.CancelledError:
+            # Cancelled by an abort: keep what was streamed so far, as pi does.
+            final = progress.aborted()
+        finally:
+            live.close()
+        entry = {
+            "type": "message",
+            "id": inp.entry_id,
+            "parentId": inp.leaf_id,
+            "timestamp": inp.entry_timestamp,
+            "message": final.to_json_dict(),
+        }
+        self.store.append(path, [entry])
+        return _llm_result(final)
+
+    @activity.defn(name=names.RUN_TOOL)
+    async def run_tool(self, inp: ToolCallInput) -> ToolCallResult:
+        parked = find_parked(inp.file, inp.entry_id)
+        if parked is not None:
+            return ToolCallResult(message=ToolResultMessage.model_validate(parked["message"]))
+        call = inp.tool_call
+        live = LiveWriter(live_path(inp.file.session_path, inp.file.session_id, call.id), activity.info().attempt)
+        abort = asyncio.Event()
+        ctx = ToolContext(
+            cwd=inp.file.cwd,
+            backend=LocalBackend(),
+            tool_call_id=call.id,
+            on_update=lambda partial: live.write({"partialResult": partial.to_json_dict()}),
+            abort=abort,
+            spill_dir=str(sidecar_dir(inp.file.session_path, inp.file.session_id) / "output"),
+        )
+        task = asyncio.create_task(execute_tool(call.name, call.arguments, ctx))
+        try:
+            async with Heartbeater():
+                outcome = await asyncio.shield(task)
+        except asyncio.CancelledError:
+            abort.set()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(task, ABORT_GRACE_S)
+            outcome = None
+        finally:
+            live.close()
+        if outcome is None:
+            message = ToolResultMessage(
+                tool_call_id=call.id,
+                tool_name=call.name,
+                content=[TextContent(text="Aborted by the user.")],
+                details={},
+                is_error=True,
+                timestamp=inp.timestamp_ms,
+            )
+        else:
+            message = ToolResultMessage(
+                tool_call_id=call.id,
+                tool_name=call.name,
+                content=outcome.content,
+                details=outcome.details,
+                is_error=outcome.is_error,
+                timestamp=inp.timestamp_ms,
+            )
+        park_entry(
+            inp.file,
+            {
+                "type": "message",
+                "id": inp.entry_id,
+                "parentId": inp.parent_id,
+                "timestamp": inp.entry_timestamp,
+                "message": message.to_json_dict(),
+            },
+        )
+        return ToolCallResult(message=message)
+
+    @activity.defn(name=names.FLUSH_ENTRIES)
+    async def flush_entries(self, inp: FlushInput) -> None:
+        write_outbox(self.store, inp.file, inp.outbox)
+        remove_live_files(
+            [live_path(inp.file.session_path, inp.file.session_id, key) for key in inp.finished_live_keys]
+        )
+
+    def all(self) -> list[Callable[..., Any]]:
+        return [self.call_llm, self.run_tool, self.flush_entries]
+
+
+class _StreamProgress:
+    def __init__(self, model: ModelSpec) -> None:
+        self.partial = AssistantMessage(
+            content=[], api=model.api, provider=model.provider, model=model.id, timestamp=int(time.time() * 1000)
+        )
+
+    def aborted(self) -> AssistantMessage:
+        return self.partial.model_copy(update={"stop_reason": "aborted", "error_message": "Aborted by the user."})
+
+
+async def _stream_to_live(
+    inp: LlmCallInput,
+    context: LlmContext,
+    options: StreamOptions,
+    progress: _StreamProgress,
+    live: LiveWriter,
+) -> AssistantMessage:
+    async for event in stream_assistant(inp.model, context, options):
+        delta = compact_delta(event)
+        if delta is not None:
+            live.write(delta)
+        if event.type == "done":
+            return event.message
+        if event.type == "error":
+            return event.error
+        progress.partial = event.partial
+    raise RuntimeError("the provider stream ended without a final message")
+
+
+def _llm_result(message: AssistantMessage) -> LlmCallResult:
+    return LlmCallResult(
+        message=message,
+        error_kind=classify_error(message),
+        retry_after_ms=retry_after_ms(message),
+    )

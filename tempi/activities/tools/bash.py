@@ -1,0 +1,117 @@
+"""bash: run a command line, stream its output, keep the tail, spill the rest."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+from tempi.activities.tools.bash_output import OutputAccumulator
+from tempi.activities.tools.context import ToolContext, text_outcome
+from tempi.activities.tools.errors import ToolError
+from tempi.agent.events import ToolOutput
+from tempi.agent.messages import TextContent
+from tempi.agent.tool_specs import ToolOutcome
+from tempi.agent.truncation import TruncationResult, format_size
+
+UPDATE_INTERVAL_SECONDS = 0.1
+
+
+def _truncation_notice(truncation: TruncationResult, last_line_bytes: int, spill_path: str) -> str:
+    first = truncation.total_lines - truncation.output_lines + 1
+    last = truncation.total_lines
+    if truncation.last_line_partial:
+        return (
+            f"[Last {format_size(truncation.output_bytes)} of line {last} shown "
+            f"(the line is {format_size(last_line_bytes)}). Full output: {spill_path}]"
+        )
+    limit = "" if truncation.truncated_by == "lines" else f" ({format_size(truncation.max_bytes)} limit)"
+    return f"[Lines {first}-{last} of {truncation.total_lines} shown{limit}. Full output: {spill_path}]"
+
+
+def _render(output: OutputAccumulator) -> tuple[str, dict[str, Any] | None]:
+    truncation = output.finish()
+    if not truncation.truncated:
+        return truncation.content, None
+    notice = _truncation_notice(truncation, output.last_line_bytes, output.spill_path)
+    details = {"truncation": truncation.to_json_dict(), "fullOutputPath": output.spill_path}
+    return f"{truncation.content}\n\n{notice}", details
+
+
+def _with_status(text: str, status: str) -> str:
+    return f"{text}\n\n{status}" if text else status
+
+
+def _partial_result(output: OutputAccumulator) -> ToolOutput:
+    truncation = output.snapshot()
+    details = (
+        {"truncation": truncation.to_json_dict(), "fullOutputPath": output.spill_path}
+        if truncation.truncated
+        else None
+    )
+    return ToolOutput(content=[TextContent(text=truncation.content)], details=details)
+
+
+async def _publish_updates(
+    on_update: Callable[[ToolOutput], None], output: OutputAccumulator, dirty: asyncio.Event
+) -> None:
+    """Send the output so far whenever there is new output, at most every 100 ms."""
+    while True:
+        await dirty.wait()
+        dirty.clear()
+        on_update(_partial_result(output))
+        await asyncio.sleep(UPDATE_INTERVAL_SECONDS)
+
+
+async def run_bash(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
+    command: str = args["command"]
+    timeout_arg = args.get("timeout")
+    timeout = float(timeout_arg) if timeout_arg is not None and timeout_arg > 0 else None
+    backend = ctx.backend
+    cwd_info = await backend.stat(ctx.cwd)
+    if cwd_info is None or cwd_info.kind != "dir":
+        raise ToolError(f"The working directory {ctx.cwd} does not exist, so the command cannot run")
+
+    spill_dir = ctx.spill_dir or tempfile.gettempdir()
+    os.makedirs(spill_dir, exist_ok=True)
+    output = OutputAccumulator(os.path.join(spill_dir, f"tempi-bash-{secrets.token_hex(8)}.log"))
+    dirty = asyncio.Event()
+    publisher: asyncio.Task[None] | None = None
+    if ctx.on_update is not None:
+        ctx.on_update(ToolOutput(content=[]))
+        publisher = asyncio.create_task(_publish_updates(ctx.on_update, output, dirty))
+
+    def on_output(chunk: bytes) -> None:
+        output.append(chunk)
+        dirty.set()
+
+    try:
+        result = await backend.exec(
+            backend.shell_argv(command), cwd=ctx.cwd, on_output=on_output, timeout=timeout, abort=ctx.abort
+        )
+    finally:
+        output.close()
+        if publisher is not None:
+            publisher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await publisher
+
+    if ctx.on_update is not None and dirty.is_set():
+        ctx.on_update(_partial_result(output))
+    text, details = _render(output)
+    if result.aborted:
+        return text_outcome(_with_status(text, "Command aborted"), details, is_error=True)
+    if result.timed_out:
+        return text_outcome(
+            _with_status(text, f"Command timed out after {timeout_arg} seconds"), details, True
+        )
+    if result.exit_code is not None and result.exit_code < 0:
+        status = f"Command was killed by signal {-result.exit_code}"
+        return text_outcome(_with_status(text, status), details, is_error=True)
+    if result.exit_code != 0:
+        return text_outcome(_with_status(text, f"Command exited with code {result.exit_code}"), details, True)
+    return text_outcome(text or "(no output)", details)

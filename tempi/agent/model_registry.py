@@ -1,0 +1,594 @@
+"""Which models exist and how a user's words pick one.
+
+Pure: the built-in table, the models.json schema (pi's format), merging the two, and the
+`--provider` / `--model` rules. Reading files and resolving API keys happen in
+`tempi.config`; whether a provider has a key is passed in as a predicate.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal, cast
+
+from pydantic import Field
+
+from tempi.agent.base import PiModel
+from tempi.agent.model_spec import THINKING_LEVELS, ModelCost, ModelSpec, ThinkingLevel
+
+ANTHROPIC_BASE_URL = "https://api.anthropic.com"
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+# pi routes every built-in OpenAI model through the Responses API.
+OPENAI_API = "openai-responses"
+
+FAUX_PROVIDER = "faux"
+FAUX_MODEL_ID = "faux-model"
+
+# Tried in this order when the user names no model (first provider with a key wins).
+DEFAULT_MODEL_PER_PROVIDER: dict[str, str] = {
+    "anthropic": "claude-sonnet-4-5",
+    "openai": "gpt-5",
+}
+
+_NO_OFF: dict[str, str | None] = {"off": None}
+_NO_OFF_XHIGH: dict[str, str | None] = {"off": None, "xhigh": "xhigh"}
+
+
+def _model(
+    provider: str,
+    api: str,
+    base_url: str,
+    model_id: str,
+    name: str,
+    *,
+    reasoning: bool,
+    context: int,
+    max_out: int,
+    cost: tuple[float, float, float, float],
+    images: bool = True,
+    thinking: dict[str, str | None] | None = None,
+) -> ModelSpec:
+    cost_input, cost_output, cache_read, cache_write = cost
+    return ModelSpec(
+        id=model_id,
+        name=name,
+        api=api,
+        provider=provider,
+        base_url=base_url,
+        reasoning=reasoning,
+        input=["text", "image"] if images else ["text"],
+        cost=ModelCost(input=cost_input, output=cost_output, cache_read=cache_read, cache_write=cache_write),
+        context_window=context,
+        max_tokens=max_out,
+        thinking_level_map=thinking,
+    )
+
+
+def _anthropic(
+    model_id: str,
+    name: str,
+    reasoning: bool,
+    context: int,
+    max_out: int,
+    cost: tuple[float, float, float, float],
+    thinking: dict[str, str | None] | None = None,
+) -> ModelSpec:
+    return _model(
+        "anthropic", "anthropic-messages", ANTHROPIC_BASE_URL, model_id, name,
+        reasoning=reasoning, context=context, max_out=max_out, cost=cost, thinking=thinking,
+    )  # fmt: skip
+
+
+def _openai(
+    model_id: str,
+    name: str,
+    reasoning: bool,
+    context: int,
+    max_out: int,
+    cost: tuple[float, float, float, float],
+    images: bool = True,
+    thinking: dict[str, str | None] | None = None,
+) -> ModelSpec:
+    return _model(
+        "openai", OPENAI_API, OPENAI_BASE_URL, model_id, name,
+        reasoning=reasoning, context=context, max_out=max_out, cost=cost, images=images, thinking=thinking,
+    )  # fmt: skip
+
+
+# Published prices in dollars per million tokens: (input, output, cache read, cache write).
+_SONNET = (3, 15, 0.3, 3.75)
+_OPUS_4 = (15, 75, 1.5, 18.75)
+_OPUS_45 = (5, 25, 0.5, 6.25)
+_HAIKU_45 = (1, 5, 0.1, 1.25)
+_HAIKU_35 = (0.8, 4, 0.08, 1)
+
+BUILTIN_MODELS: tuple[ModelSpec, ...] = (
+    _anthropic("claude-opus-4-7", "Claude Opus 4.7", True, 1_000_000, 128_000, _OPUS_45, {"xhigh": "xhigh"}),
+    _anthropic("claude-opus-4-6", "Claude Opus 4.6", True, 1_000_000, 128_000, _OPUS_45, {"xhigh": "max"}),
+    _anthropic("claude-opus-4-5", "Claude Opus 4.5 (latest)", True, 200_000, 64_000, _OPUS_45),
+    _anthropic("claude-opus-4-5-20251101", "Claude Opus 4.5", True, 200_000, 64_000, _OPUS_45),
+    _anthropic("claude-opus-4-1", "Claude Opus 4.1 (latest)", True, 200_000, 32_000, _OPUS_4),
+    _anthropic("claude-opus-4-1-20250805", "Claude Opus 4.1", True, 200_000, 32_000, _OPUS_4),
+    _anthropic("claude-opus-4-0", "Claude Opus 4 (latest)", True, 200_000, 32_000, _OPUS_4),
+    _anthropic("claude-opus-4-20250514", "Claude Opus 4", True, 200_000, 32_000, _OPUS_4),
+    _anthropic("claude-sonnet-4-6", "Claude Sonnet 4.6", True, 1_000_000, 64_000, _SONNET),
+    _anthropic("claude-sonnet-4-5", "Claude Sonnet 4.5 (latest)", True, 200_000, 64_000, _SONNET),
+    _anthropic("claude-sonnet-4-5-20250929", "Claude Sonnet 4.5", True, 200_000, 64_000, _SONNET),
+    _anthropic("claude-sonnet-4-0", "Claude Sonnet 4 (latest)", True, 200_000, 64_000, _SONNET),
+    _anthropic("claude-sonnet-4-20250514", "Claude Sonnet 4", True, 200_000, 64_000, _SONNET),
+    _anthropic("claude-3-7-sonnet-20250219", "Claude Sonnet 3.7", True, 200_000, 64_000, _SONNET),
+    _anthropic("claude-haiku-4-5", "Claude Haiku 4.5 (latest)", True, 200_000, 64_000, _HAIKU_45),
+    _anthropic("claude-haiku-4-5-20251001", "Claude Haiku 4.5", True, 200_000, 64_000, _HAIKU_45),
+    _anthropic("claude-3-5-haiku-latest", "Claude Haiku 3.5 (latest)", False, 200_000, 8_192, _HAIKU_35),
+    _anthropic("claude-3-5-haiku-20241022", "Claude Haiku 3.5", False, 200_000, 8_192, _HAIKU_35),
+
+    _openai("gpt-5.5", "GPT-5.5", True, 272_000, 128_000, (5, 30, 0.5, 0), thinking=_NO_OFF_XHIGH),
+    _openai("gpt-5.4", "GPT-5.4", True, 272_000, 128_000, (2.5, 15, 0.25, 0), thinking=_NO_OFF_XHIGH),
+    _openai("gpt-5.4-mini", "GPT-5.4 mini", True, 400_000, 128_000, (0.75, 4.5, 0.075, 0), thinking=_NO_OFF_XHIGH),
+    _openai("gpt-5.4-nano", "GPT-5.4 nano", True, 400_000, 128_000, (0.2, 1.25, 0.02, 0), thinking=_NO_OFF_XHIGH),
+    _openai("gpt-5.3-codex", "GPT-5.3 Codex", True, 400_000, 128_000, (1.75, 14, 0.175, 0), thinking=_NO_OFF_XHIGH),
+    _openai("gpt-5.2", "GPT-5.2", True, 400_000, 128_000, (1.75, 14, 0.175, 0), thinking=_NO_OFF_XHIGH),
+    _openai("gpt-5.2-codex", "GPT-5.2 Codex", True, 400_000, 128_000, (1.75, 14, 0.175, 0), thinking=_NO_OFF_XHIGH),
+    _openai("gpt-5.1", "GPT-5.1", True, 400_000, 128_000, (1.25, 10, 0.125, 0), thinking=_NO_OFF),
+    _openai("gpt-5.1-codex", "GPT-5.1 Codex", True, 400_000, 128_000, (1.25, 10, 0.125, 0), thinking=_NO_OFF),
+    _openai("gpt-5.1-codex-max", "GPT-5.1 Codex Max", True, 400_000, 128_000, (1.25, 10, 0.125, 0), thinking=_NO_OFF),
+    _openai("gpt-5.1-codex-mini", "GPT-5.1 Codex mini", True, 400_000, 128_000, (0.25, 2, 0.025, 0), thinking=_NO_OFF),
+    _openai("gpt-5", "GPT-5", True, 400_000, 128_000, (1.25, 10, 0.125, 0), thinking=_NO_OFF),
+    _openai("gpt-5-codex", "GPT-5-Codex", True, 400_000, 128_000, (1.25, 10, 0.125, 0), thinking=_NO_OFF),
+    _openai("gpt-5-mini", "GPT-5 Mini", True, 400_000, 128_000, (0.25, 2, 0.025, 0), thinking=_NO_OFF),
+    _openai("gpt-5-nano", "GPT-5 Nano", True, 400_000, 128_000, (0.05, 0.4, 0.005, 0), thinking=_NO_OFF),
+    _openai("gpt-5-pro", "GPT-5 Pro", True, 400_000, 272_000, (15, 120, 0, 0), thinking=_NO_OFF),
+    _openai("gpt-4.1", "GPT-4.1", False, 1_047_576, 32_768, (2, 8, 0.5, 0)),
+    _openai("gpt-4.1-mini", "GPT-4.1 mini", False, 1_047_576, 32_768, (0.4, 1.6, 0.1, 0)),
+    _openai("gpt-4.1-nano", "GPT-4.1 nano", False, 1_047_576, 32_768, (0.1, 0.4, 0.03, 0)),
+    _openai("gpt-4o", "GPT-4o", False, 128_000, 16_384, (2.5, 10, 1.25, 0)),
+    _openai("gpt-4o-mini", "GPT-4o mini", False, 128_000, 16_384, (0.15, 0.6, 0.08, 0)),
+    _openai("o3", "o3", True, 200_000, 100_000, (2, 8, 0.5, 0)),
+    _openai("o3-pro", "o3-pro", True, 200_000, 100_000, (20, 80, 0, 0)),
+    _openai("o3-mini", "o3-mini", True, 200_000, 100_000, (1.1, 4.4, 0.55, 0), images=False),
+    _openai("o4-mini", "o4-mini", True, 200_000, 100_000, (1.1, 4.4, 0.28, 0)),
+    _openai("o1", "o1", True, 200_000, 100_000, (15, 60, 7.5, 0)),
+
+    # Answers from a script instead of a network; for tests and demos.
+    _model(FAUX_PROVIDER, "faux", "", FAUX_MODEL_ID, "Faux (scripted)", reasoning=True,
+           context=128_000, max_out=16_384, cost=(0, 0, 0, 0)),
+)
+
+# Providers pi knows without built-in models here: enough to fill in a models.json
+# entry that lists models but leaves out "api" / "baseUrl", as pi allows for them.
+KNOWN_PROVIDER_ENDPOINTS: dict[str, tuple[str, str]] = {
+    "openrouter": ("openai-completions", "https://openrouter.ai/api/v1"),
+    "groq": ("openai-completions", "https://api.groq.com/openai/v1"),
+    "cerebras": ("openai-completions", "https://api.cerebras.ai/v1"),
+    "xai": ("openai-completions", "https://api.x.ai/v1"),
+    "deepseek": ("openai-completions", "https://api.deepseek.com"),
+    "zai": ("openai-completions", "https://api.z.ai/api/coding/paas/v4"),
+    "huggingface": ("openai-completions", "https://router.huggingface.co/v1"),
+    "moonshotai": ("openai-completions", "https://api.moonshot.ai/v1"),
+    "fireworks": ("anthropic-messages", "https://api.fireworks.ai/inference"),
+    "google": ("google-generative-ai", "https://generativelanguage.googleapis.com/v1beta"),
+}
+
+
+# --- models.json schema (pi's format) -------------------------------------------------
+
+
+class ModelsJsonCost(PiModel):
+    input: float = 0
+    output: float = 0
+    cache_read: float = 0
+    cache_write: float = 0
+
+
+class ModelDefinition(PiModel):
+    """One entry of a provider's `models` list; only `id` is required."""
+
+    id: str = Field(min_length=1)
+    name: str | None = None
+    api: str | None = None
+    base_url: str | None = None
+    reasoning: bool | None = None
+    thinking_level_map: dict[ThinkingLevel, str | None] | None = None
+    input: list[Literal["text", "image"]] | None = None
+    cost: ModelsJsonCost | None = None
+    context_window: int | None = None
+    max_tokens: int | None = None
+    headers: dict[str, str] | None = None
+    compat: dict[str, Any] | None = None
+
+
+class ModelOverride(PiModel):
+    """Changes to one built-in model (`modelOverrides`); absent fields stay as built in."""
+
+    name: str | None = None
+    reasoning: bool | None = None
+    thinking_level_map: dict[ThinkingLevel, str | None] | None = None
+    input: list[Literal["text", "image"]] | None = None
+    cost: ModelsJsonCost | None = None
+    context_window: int | None = None
+    max_tokens: int | None = None
+    headers: dict[str, str] | None = None
+    compat: dict[str, Any] | None = None
+
+
+class ProviderConfig(PiModel):
+    name: str | None = None
+    base_url: str | None = None
+    api_key: str | None = None
+    api: str | None = None
+    headers: dict[str, str] | None = None
+    compat: dict[str, Any] | None = None
+    auth_header: bool | None = None
+    models: list[ModelDefinition] = Field(default_factory=list)
+    model_overrides: dict[str, ModelOverride] = Field(default_factory=dict)
+
+
+class ModelsConfig(PiModel):
+    providers: dict[str, ProviderConfig]
+
+
+class ModelsConfigError(ValueError):
+    """models.json parses but asks for something impossible (message names the provider)."""
+
+
+class ModelSelectionError(ValueError):
+    """The user's --provider / --model words do not pick exactly one model."""
+
+
+# --- the registry ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProviderRequestConfig:
+    """Unresolved auth settings from models.json (`!command`, env var name or literal).
+
+    May hold a literal secret: it stays in the worker or CLI process, never in a workflow.
+    """
+
+    api_key: str | None = None
+    headers: dict[str, str] | None = None
+    auth_header: bool = False
+
+
+@dataclass
+class ModelRegistry:
+    models: list[ModelSpec]
+    request_configs: dict[str, ProviderRequestConfig] = field(default_factory=dict)
+    # Unresolved per-model headers, keyed by "provider/modelId".
+    model_headers: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def find(self, provider: str, model_id: str) -> ModelSpec | None:
+        for model in self.models:
+            if model.provider == provider and model.id == model_id:
+                return model
+        return None
+
+    def providers(self) -> list[str]:
+        return list(dict.fromkeys(model.provider for model in self.models))
+
+    def models_for(self, provider: str) -> list[ModelSpec]:
+        return [model for model in self.models if model.provider == provider]
+
+    def request_config(self, provider: str) -> ProviderRequestConfig | None:
+        return self.request_configs.get(provider)
+
+    def header_config_for(self, model: ModelSpec) -> dict[str, str] | None:
+        return self.model_headers.get(f"{model.provider}/{model.id}")
+
+
+def builtin_registry() -> ModelRegistry:
+    return ModelRegistry(models=list(BUILTIN_MODELS))
+
+
+def build_registry(config: ModelsConfig | None) -> ModelRegistry:
+    """Built-in models with models.json applied: provider overrides, per-model
+    overrides, then custom models upserted by (provider, id)."""
+    if config is None:
+        return builtin_registry()
+    _check_config(config)
+
+    builtin_providers = {model.provider for model in BUILTIN_MODELS}
+    models: list[ModelSpec] = []
+    for builtin in BUILTIN_MODELS:
+        provider_config = config.providers.get(builtin.provider)
+        models.append(_override_builtin(builtin, provider_config) if provider_config else builtin)
+
+    request_configs: dict[str, ProviderRequestConfig] = {}
+    model_headers: dict[str, dict[str, str]] = {}
+    for provider, provider_config in config.providers.items():
+        if provider_config.api_key or provider_config.headers or provider_config.auth_header:
+            request_configs[provider] = ProviderRequestConfig(
+                api_key=provider_config.api_key,
+                headers=provider_config.headers,
+                auth_header=bool(provider_config.auth_header),
+            )
+        if provider in builtin_providers:
+            for model_id, override in provider_config.model_overrides.items():
+                if override.headers:
+                    model_headers[f"{provider}/{model_id}"] = override.headers
+        for definition in provider_config.models:
+            custom = _custom_model(provider, provider_config, definition)
+            if definition.headers:
+                model_headers[f"{provider}/{definition.id}"] = definition.headers
+            index = next(
+                (i for i, m in enumerate(models) if m.provider == provider and m.id == custom.id), None
+            )
+            if index is None:
+                models.append(custom)
+            else:
+                models[index] = custom
+    return ModelRegistry(models=models, request_configs=request_configs, model_headers=model_headers)
+
+
+def _provider_defaults(provider: str) -> tuple[str, str] | None:
+    """(api, baseUrl) a provider's models get when models.json leaves them out."""
+    for model in BUILTIN_MODELS:
+        if model.provider == provider:
+            return model.api, model.base_url
+    return KNOWN_PROVIDER_ENDPOINTS.get(provider)
+
+
+def _check_config(config: ModelsConfig) -> None:
+    for provider, provider_config in config.providers.items():
+        known = _provider_defaults(provider) is not None
+        if not provider_config.models:
+            if not (
+                provider_config.base_url
+                or provider_config.headers
+                or provider_config.compat
+                or provider_config.model_overrides
+                or provider_config.api_key
+            ):
+                raise ModelsConfigError(
+                    f'provider "{provider}" sets nothing: give it "models", or override '
+                    '"baseUrl", "apiKey", "headers", "compat" or "modelOverrides"'
+                )
+            continue
+        if not known:
+            if not provider_config.base_url:
+                raise ModelsConfigError(f'provider "{provider}" defines models but has no "baseUrl"')
+            if not provider_config.api_key:
+                raise ModelsConfigError(f'provider "{provider}" defines models but has no "apiKey"')
+        for definition in provider_config.models:
+            if not (definition.api or provider_config.api or known):
+                raise ModelsConfigError(
+                    f'provider "{provider}", model "{definition.id}": no "api"; '
+                    "set it on the provider or on the model"
+                )
+            if definition.context_window is not None and definition.context_window <= 0:
+                raise ModelsConfigError(
+                    f'provider "{provider}", model "{definition.id}": "contextWindow" must be positive'
+                )
+            if definition.max_tokens is not None and definition.max_tokens <= 0:
+                raise ModelsConfigError(
+                    f'provider "{provider}", model "{definition.id}": "maxTokens" must be positive'
+                )
+
+
+def _merge_compat(base: dict[str, Any] | None, override: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not override:
+        return base
+    merged = {**(base or {}), **override}
+    for nested in ("openRouterRouting", "vercelGatewayRouting"):
+        if isinstance((base or {}).get(nested), dict) and isinstance(override.get(nested), dict):
+            merged[nested] = {**(base or {})[nested], **override[nested]}
+    return merged
+
+
+def _override_builtin(model: ModelSpec, provider_config: ProviderConfig) -> ModelSpec:
+    updates: dict[str, Any] = {}
+    if provider_config.base_url:
+        updates["base_url"] = provider_config.base_url
+    if provider_config.compat:
+        updates["compat"] = _merge_compat(model.compat, provider_config.compat)
+    override = provider_config.model_overrides.get(model.id)
+    if override is not None:
+        for name in ("name", "reasoning", "input", "context_window", "max_tokens"):
+            value = getattr(override, name)
+            if value is not None:
+                updates[name] = value
+        if override.thinking_level_map is not None:
+            updates["thinking_level_map"] = {
+                **(model.thinking_level_map or {}),
+                **(_level_map(override.thinking_level_map) or {}),
+            }
+        if override.cost is not None:
+            given = override.cost.model_fields_set
+            updates["cost"] = model.cost.model_copy(
+                update={name: getattr(override.cost, name) for name in given}
+            )
+        if override.compat:
+            updates["compat"] = _merge_compat(updates.get("compat", model.compat), override.compat)
+    return model.model_copy(update=updates) if updates else model
+
+
+def _custom_model(provider: str, provider_config: ProviderConfig, definition: ModelDefinition) -> ModelSpec:
+    defaults = _provider_defaults(provider)
+    api = definition.api or provider_config.api or (defaults[0] if defaults else "")
+    base_url = definition.base_url or provider_config.base_url or (defaults[1] if defaults else "")
+    cost = definition.cost or ModelsJsonCost()
+    return ModelSpec(
+        id=definition.id,
+        name=definition.name or definition.id,
+        api=api,
+        provider=provider,
+        base_url=base_url,
+        reasoning=bool(definition.reasoning),
+        input=definition.input or ["text"],
+        cost=ModelCost(
+            input=cost.input, output=cost.output, cache_read=cost.cache_read, cache_write=cost.cache_write
+        ),
+        context_window=definition.context_window or 128_000,
+        max_tokens=definition.max_tokens or 16_384,
+        compat=_merge_compat(provider_config.compat, definition.compat),
+        thinking_level_map=_level_map(definition.thinking_level_map),
+    )
+
+
+def _level_map(levels: dict[ThinkingLevel, str | None] | None) -> dict[str, str | None] | None:
+    return None if levels is None else {str(level): value for level, value in levels.items()}
+
+
+# --- choosing a model ---------------------------------------------------------------
+
+
+class ModelSelection(PiModel):
+    model: ModelSpec
+    # Set only when the user asked for one with a `:level` suffix.
+    thinking_level: ThinkingLevel | None = None
+    # Something the user should be told, e.g. that the settings' default was not found.
+    warning: str | None = None
+
+
+_DATED_ID = re.compile(r"-\d{8}$")
+
+
+def _is_alias(model_id: str) -> bool:
+    return model_id.endswith("-latest") or not _DATED_ID.search(model_id)
+
+
+def _exact_match(reference: str, models: list[ModelSpec]) -> ModelSpec | None:
+    """`provider/id` or a bare id naming exactly one model (case-insensitive)."""
+    wanted = reference.strip().lower()
+    if not wanted:
+        return None
+    canonical = [m for m in models if f"{m.provider}/{m.id}".lower() == wanted]
+    if canonical:
+        return canonical[0] if len(canonical) == 1 else None
+    by_id = [m for m in models if m.id.lower() == wanted]
+    if len(by_id) > 1:
+        names = ", ".join(f"{m.provider}/{m.id}" for m in by_id)
+        raise ModelSelectionError(f'"{reference}" names several models ({names}); add the provider')
+    return by_id[0] if by_id else None
+
+
+def _fuzzy_match(pattern: str, models: list[ModelSpec]) -> ModelSpec | None:
+    """A model whose id or name contains the pattern; among several, prefer an alias
+    (no date suffix) and then the id that sorts highest, i.e. the newest."""
+    needle = pattern.strip().lower()
+    if not needle:
+        return None
+    matches = [m for m in models if needle in m.id.lower() or needle in m.name.lower()]
+    if not matches:
+        return None
+    aliases = [m for m in matches if _is_alias(m.id)]
+    pool = aliases or matches
+    return max(pool, key=lambda m: m.id)
+
+
+def _match_pattern(pattern: str, models: list[ModelSpec]) -> ModelSelection | None:
+    """Match `pattern`, or `pattern:level` with a thinking level; ids may contain colons,
+    so the whole pattern is tried before any suffix is split off."""
+    found = _exact_match(pattern, models) or _fuzzy_match(pattern, models)
+    if found is not None:
+        return ModelSelection(model=found)
+    prefix, colon, suffix = pattern.rpartition(":")
+    if not colon:
+        return None
+    inner = _match_pattern(prefix, models)
+    if inner is None:
+        return None
+    if suffix not in THINKING_LEVELS:
+        raise ModelSelectionError(
+            f'Unknown thinking level "{suffix}" in "{pattern}". '
+            f"Valid levels: {', '.join(THINKING_LEVELS)}"
+        )
+    return ModelSelection(model=inner.model, thinking_level=cast(ThinkingLevel, suffix))
+
+
+def _close_matches(wanted: str, models: Iterable[ModelSpec]) -> list[str]:
+    names = [f"{m.provider}/{m.id}" for m in models]
+    by_id = {m.id: f"{m.provider}/{m.id}" for m in models}
+    found = difflib.get_close_matches(wanted, names, n=5, cutoff=0.5)
+    found += [by_id[i] for i in difflib.get_close_matches(wanted, list(by_id), n=5, cutoff=0.5)]
+    return list(dict.fromkeys(found))[:5]
+
+
+def _not_found(wanted: str, models: list[ModelSpec]) -> ModelSelectionError:
+    close = _close_matches(wanted, models)
+    hint = f" Did you mean: {', '.join(close)}?" if close else ""
+    return ModelSelectionError(f'Model "{wanted}" not found.{hint} Run `tempi --list-models` to see all.')
+
+
+def _canonical_provider(name: str, registry: ModelRegistry) -> str | None:
+    return next((p for p in registry.providers() if p.lower() == name.lower()), None)
+
+
+def _provider_default(provider: str, registry: ModelRegistry) -> ModelSpec:
+    preferred = DEFAULT_MODEL_PER_PROVIDER.get(provider)
+    models = registry.models_for(provider)
+    return next((m for m in models if m.id == preferred), models[0])
+
+
+def _resolve_model_words(registry: ModelRegistry, provider: str | None, model: str) -> ModelSelection:
+    if provider is not None:
+        canonical = _canonical_provider(provider, registry)
+        if canonical is None:
+            raise ModelSelectionError(
+                f'Unknown provider "{provider}". Known providers: {", ".join(registry.providers())}'
+            )
+        pattern = model
+        if pattern.lower().startswith(f"{canonical.lower()}/"):
+            pattern = pattern[len(canonical) + 1 :]
+        found = _match_pattern(pattern, registry.models_for(canonical))
+        if found is None:
+            raise _not_found(f"{canonical}/{pattern}", registry.models)
+        return found
+
+    head, slash, rest = model.partition("/")
+    inferred = _canonical_provider(head, registry) if slash else None
+    if inferred is None:
+        found = _match_pattern(model, registry.models)
+    else:
+        # "openai/gpt-4o" may also be a model id that itself contains a slash
+        # (OpenRouter style), so fall back to the whole string.
+        found = _match_pattern(rest, registry.models_for(inferred)) or _match_pattern(model, registry.models)
+    if found is None:
+        raise _not_found(model, registry.models)
+    return found
+
+
+def select_model(
+    registry: ModelRegistry,
+    provider: str | None = None,
+    model: str | None = None,
+    *,
+    default_provider: str | None = None,
+    default_model: str | None = None,
+    key_available: Callable[[str], bool] = lambda _provider: False,
+) -> ModelSelection:
+    """Pick the model for a run.
+
+    `--provider X --model Y`, `--model X/Y`, `--model Y` (exact id, else a fuzzy match on
+    id or name) and a `:level` thinking suffix on any of them. With no model named: the
+    settings default (`default_provider`/`default_model`), then the first of anthropic and
+    openai whose key is available, then any provider with a key.
+    """
+    if model:
+        return _resolve_model_words(registry, provider, model)
+    if provider:
+        canonical = _canonical_provider(provider, registry)
+        if canonical is None:
+            raise ModelSelectionError(
+                f'Unknown provider "{provider}". Known providers: {", ".join(registry.providers())}'
+            )
+        return ModelSelection(model=_provider_default(canonical, registry))
+    warning: str | None = None
+    if default_model:
+        try:
+            return _resolve_model_words(registry, default_provider, default_model)
+        except ModelSelectionError as exc:
+            # A stale settings.json must not stop tempi from starting.
+            named = f"{default_provider}/{default_model}" if default_provider else default_model
+            warning = f'Ignoring the default model "{named}" from settings: {exc}'
+    elif default_provider and _canonical_provider(default_provider, registry):
+        return select_model(registry, provider=default_provider)
+    for candidate in (*DEFAULT_MODEL_PER_PROVIDER, *registry.providers()):
+        if candidate != FAUX_PROVIDER and registry.models_for(candidate) and key_available(candidate):
+            return ModelSelection(model=_provider_default(candidate, registry), warning=warning)
+    raise ModelSelectionError(
+        "No model chosen and no API key found. Set ANTHROPIC_API_KEY or OPENAI_API_KEY, "
+        f"pass --api-key, or try the scripted demo model with --model {FAUX_PROVIDER}/{FAUX_MODEL_ID}."
+    )

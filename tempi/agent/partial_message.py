@@ -1,0 +1,103 @@
+"""Rebuilds pi's `message_update` events from compact stream deltas.
+
+Streaming deltas travel without the `partial` snapshot pi puts on every event (that would
+make their size grow with the square of the message length). A watcher replays them onto
+the `message_start` message to recover exactly what pi would have shown.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+from tempi.agent.stream_events import AssistantMessageEvent
+
+
+def compact_delta(event: AssistantMessageEvent) -> dict[str, Any] | None:
+    """The wire form of one provider event: no `partial`, plus the new block on starts."""
+    if event.type in ("start", "done", "error"):
+        return None
+    data = event.to_json_dict()
+    partial = data.pop("partial")
+    if event.type.endswith("_start"):
+        data["block"] = partial["content"][data["contentIndex"]]
+    return data
+
+
+def _parse_partial_json(raw: str) -> dict[str, Any]:
+    """Best-effort parse of an unfinished JSON object, for display while it streams."""
+    try:
+        value = json.loads(raw)
+        return value if isinstance(value, dict) else {}
+    except ValueError:
+        pass
+    for closer in ('"}', "}", '"]}', "]}", "null}"):
+        try:
+            value = json.loads(raw + closer)
+            return value if isinstance(value, dict) else {}
+        except ValueError:
+            continue
+    return {}
+
+
+class PartialMessage:
+    def __init__(self, start_message: dict[str, Any]) -> None:
+        self.message = copy.deepcopy(start_message)
+        self.message.setdefault("content", [])
+        self._raw_args: dict[int, str] = {}
+
+    def apply(self, delta: dict[str, Any]) -> dict[str, Any]:
+        """Apply one compact delta; returns the pi `message_update` event for it."""
+        kind = delta["type"]
+        index = delta["contentIndex"]
+        content: list[dict[str, Any]] = self.message["content"]
+        if kind.endswith("_start"):
+            block = copy.deepcopy(delta.get("block") or {})
+            while len(content) <= index:
+                content.append({})
+            content[index] = block
+        elif kind == "text_delta":
+            content[index]["text"] = content[index].get("text", "") + delta["delta"]
+        elif kind == "thinking_delta":
+            content[index]["thinking"] = content[index].get("thinking", "") + delta["delta"]
+        elif kind == "toolcall_delta":
+            raw = self._raw_args.get(index, "") + delta["delta"]
+            self._raw_args[index] = raw
+            content[index]["arguments"] = _parse_partial_json(raw)
+        elif kind == "text_end":
+            content[index]["text"] = delta["content"]
+        elif kind == "thinking_end":
+            content[index]["thinking"] = delta["content"]
+        elif kind == "toolcall_end":
+            content[index] = copy.deepcopy(delta["toolCall"])
+        snapshot = copy.deepcopy(self.message)
+        event = {k: v for k, v in delta.items() if k != "block"}
+        event["partial"] = snapshot
+        return {"type": "message_update", "assistantMessageEvent": event, "message": snapshot}
+
+
+def synthesize_deltas(final_message: dict[str, Any]) -> list[dict[str, Any]]:
+    """Compact deltas that rebuild a finished message, for watchers that missed the stream."""
+    out: list[dict[str, Any]] = []
+    for index, block in enumerate(final_message.get("content", [])):
+        kind = block.get("type")
+        if kind == "text":
+            out.append({"type": "text_start", "contentIndex": index, "block": {"type": "text", "text": ""}})
+            if block["text"]:
+                out.append({"type": "text_delta", "contentIndex": index, "delta": block["text"]})
+            out.append({"type": "text_end", "contentIndex": index, "content": block["text"]})
+        elif kind == "thinking":
+            start = {k: v for k, v in block.items() if k not in ("thinking", "thinkingSignature")}
+            start["thinking"] = ""
+            out.append({"type": "thinking_start", "contentIndex": index, "block": start})
+            if block["thinking"]:
+                out.append({"type": "thinking_delta", "contentIndex": index, "delta": block["thinking"]})
+            out.append({"type": "thinking_end", "contentIndex": index, "content": block["thinking"]})
+        elif kind == "toolCall":
+            start = {**block, "arguments": {}}
+            out.append({"type": "toolcall_start", "contentIndex": index, "block": start})
+            args = json.dumps(block.get("arguments", {}))
+            out.append({"type": "toolcall_delta", "contentIndex": index, "delta": args})
+            out.append({"type": "toolcall_end", "contentIndex": index, "toolCall": block})
+    return out

@@ -1,0 +1,138 @@
+"""Turns a session's event log plus its live side channel into pi's event stream.
+
+The workflow's log holds message-level events; token deltas and bash output arrive
+through the live files. This merges both, in pi's order, for any client at any offset.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from temporalio.client import WorkflowHandle
+
+from tempi.activities.live_channel import LiveReader
+from tempi.activities.sidecar import live_path
+from tempi.agent.partial_message import PartialMessage, synthesize_deltas
+from tempi.workflows.session_types import EventsPage
+
+POLL_INTERVAL_S = 0.05
+
+
+class _AssistantStream:
+    def __init__(self, start: dict[str, Any], reader: LiveReader | None) -> None:
+        self.start = start
+        self.partial = PartialMessage(start)
+        self.reader = reader
+        self.seen_delta = False
+
+    def drain(self) -> list[dict[str, Any]]:
+        if self.reader is None:
+            return []
+        deltas, restarted = self.reader.read_new()
+        if restarted:
+            self.partial = PartialMessage(self.start)
+        out = [self.partial.apply(d) for d in deltas]
+        self.seen_delta = self.seen_delta or bool(out)
+        return out
+
+    def finish(self, final: dict[str, Any]) -> list[dict[str, Any]]:
+        out = self.drain()
+        if not self.seen_delta:
+            out = [self.partial.apply(d) for d in synthesize_deltas(final)]
+        return out
+
+
+class _ToolStream:
+    def __init__(self, start: dict[str, Any], reader: LiveReader | None) -> None:
+        self.start = start
+        self.reader = reader
+
+    def drain(self) -> list[dict[str, Any]]:
+        if self.reader is None:
+            return []
+        items, _ = self.reader.read_new()
+        return [
+            {
+                "type": "tool_execution_update",
+                "toolCallId": self.start["toolCallId"],
+                "toolName": self.start["toolName"],
+                "args": self.start["args"],
+                "partialResult": item["partialResult"],
+            }
+            for item in items
+            if "partialResult" in item
+        ]
+
+
+class EventFollower:
+    def __init__(
+        self,
+        handle: WorkflowHandle[Any, Any],
+        session_path: str | None,
+        session_id: str,
+        *,
+        from_offset: int = 0,
+        live: bool = True,
+    ) -> None:
+        self.handle = handle
+        self.session_path = session_path
+        self.session_id = session_id
+        self.offset = from_offset
+        self.live = live
+        self.assistant: _AssistantStream | None = None
+        self.tools: dict[str, _ToolStream] = {}
+        self.last_page: EventsPage | None = None
+
+    def _reader(self, key: str | None) -> LiveReader | None:
+        if not self.live or key is None or self.session_path is None:
+            return None
+        return LiveReader(live_path(self.session_path, self.session_id, key))
+
+    def _translate(self, event: dict[str, Any]) -> list[dict[str, Any]]:
+        key = event.pop("_live", None)
+        kind = event["type"]
+        message = event.get("message") or {}
+        if kind == "message_start" and message.get("role") == "assistant":
+            self.assistant = _AssistantStream(message, self._reader(key))
+            return [event]
+        if kind == "message_end" and message.get("role") == "assistant":
+            out = self.assistant.finish(message) if self.assistant else []
+            self.assistant = None
+            return [*out, event]
+        if kind == "tool_execution_start":
+            self.tools[event["toolCallId"]] = _ToolStream(event, self._reader(key))
+            return [event]
+        if kind == "tool_execution_end":
+            stream = self.tools.pop(event["toolCallId"], None)
+            return [*(stream.drain() if stream else []), event]
+        return [event]
+
+    async def poll(self) -> list[dict[str, Any]]:
+        page: EventsPage = await self.handle.query("read_events", self.offset, result_type=EventsPage)
+        self.last_page = page
+        out: list[dict[str, Any]] = []
+        for event in page.events:
+            out.extend(self._translate(event))
+        self.offset = page.next_offset
+        if self.assistant:
+            out.extend(self.assistant.drain())
+        for stream in self.tools.values():
+            out.extend(stream.drain())
+        return out
+
+    async def events(self, *, until_idle: bool) -> AsyncIterator[dict[str, Any]]:
+        """Yield events; with `until_idle`, stop once a run has ended and nothing else is queued."""
+        seen_end = False
+        while True:
+            batch = await self.poll()
+            for event in batch:
+                if event["type"] == "agent_end":
+                    seen_end = True
+                yield event
+            page = self.last_page
+            if until_idle and seen_end and page is not None and not page.is_streaming and not batch:
+                return
+            if not batch:
+                await asyncio.sleep(POLL_INTERVAL_S)

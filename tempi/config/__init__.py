@@ -1,0 +1,1 @@
+"""tempi's configuration: where files live, models.json, settings.json and API keys."""

@@ -1,0 +1,91 @@
+"""settings.json: pi's keys and defaults, global file merged with the project's.
+
+`$TEMPI_HOME/settings.json` is read first, then `<cwd>/.tempi/settings.json`; the project
+wins and nested objects merge key by key. Keys tempi does not use are kept.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError
+
+from tempi.agent.base import PiModel
+from tempi.agent.model_spec import ThinkingLevel
+from tempi.config.errors import ConfigError, describe_validation_error, read_json_object, read_text
+from tempi.config.paths import expand_path, global_settings_path, project_settings_path
+
+QueueMode = Literal["one-at-a-time", "all"]
+
+# pi's thinking level when neither the command line nor settings choose one.
+DEFAULT_THINKING_LEVEL: ThinkingLevel = "medium"
+
+
+class CompactionSettings(PiModel):
+    enabled: bool = True
+    reserve_tokens: int = 16_384
+    keep_recent_tokens: int = 20_000
+
+
+class RetrySettings(PiModel):
+    enabled: bool = True
+    max_retries: int = 3
+    base_delay_ms: int = 2_000
+    max_delay_ms: int = 60_000
+
+
+class Settings(PiModel):
+    default_provider: str | None = None
+    default_model: str | None = None
+    default_thinking_level: ThinkingLevel | None = None
+    steering_mode: QueueMode = "one-at-a-time"
+    follow_up_mode: QueueMode = "one-at-a-time"
+    compaction: CompactionSettings = Field(default_factory=CompactionSettings)
+    retry: RetrySettings = Field(default_factory=RetrySettings)
+    session_dir: str | None = None
+    shell_path: str | None = None
+    shell_command_prefix: str | None = None
+
+    def session_dir_path(self, cwd: Path) -> Path | None:
+        """`sessionDir` as a path (`~` expanded, relative to `cwd`), or None when unset."""
+        return expand_path(self.session_dir, cwd) if self.session_dir else None
+
+
+def merge_settings(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """`override` wins; objects present on both sides are merged recursively."""
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge_settings(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _upgrade_old_keys(data: dict[str, Any]) -> dict[str, Any]:
+    # pi's older files call the steering mode "queueMode".
+    if "queueMode" in data and "steeringMode" not in data:
+        data = {**data}
+        data["steeringMode"] = data.pop("queueMode")
+    return data
+
+
+def read_settings_file(path: Path) -> dict[str, Any]:
+    """The file's JSON object (checked against Settings), or {} when it does not exist."""
+    if not path.exists():
+        return {}
+    data = _upgrade_old_keys(read_json_object(path, read_text(path, "settings file"), "settings file"))
+    try:
+        Settings.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"Invalid settings file {path}:\n{describe_validation_error(exc)}") from None
+    return data
+
+
+def load_settings(cwd: Path, global_path: Path | None = None) -> Settings:
+    merged = merge_settings(
+        read_settings_file(global_path or global_settings_path()),
+        read_settings_file(project_settings_path(cwd)),
+    )
+    return Settings.model_validate(merged)

@@ -1,0 +1,28 @@
+"""A scripted LLM server for tests and manual runs.
+
+It speaks OpenAI chat completions, OpenAI responses and Anthropic messages with real SSE,
+so the official SDKs (and pi) can talk to it, and answers from scripted scenarios.
+"""
+
+from tempi.testing.scripted_llm.scenario import (
+    DEFAULT_SUMMARY,
+    Scenario,
+    ScenarioError,
+    ScriptedToolCall,
+    ScriptedTurn,
+    ScriptedUsage,
+    load_scenarios,
+)
+from tempi.testing.scripted_llm.server import RecordedRequest, ScriptedLLMServer
+
+__all__ = [
+    "DEFAULT_SUMMARY",
+    "RecordedRequest",
+    "Scenario",
+    "ScenarioError",
+    "ScriptedLLMServer",
+    "ScriptedToolCall",
+    "ScriptedTurn",
+    "ScriptedUsage",
+    "load_scenarios",
+]

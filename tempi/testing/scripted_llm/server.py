@@ -1,0 +1,343 @@
+"""The HTTP server: routes requests to scenarios, injects faults, streams, records."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal
+
+from aiohttp import web
+from pydantic import BaseModel
+
+from tempi.testing.scripted_llm.anthropic_messages import AnthropicMessagesWire
+from tempi.testing.scripted_llm.openai_chat import OpenAIChatWire
+from tempi.testing.scripted_llm.openai_responses import OpenAIResponsesWire
+from tempi.testing.scripted_llm.scenario import Scenario, ScriptedTurn, coerce_scenario, load_scenarios
+from tempi.testing.scripted_llm.wire import API_NAMES, ApiName, SseEvent, WireApi, WireError
+
+logger = logging.getLogger("tempi.testing.scripted_llm")
+
+SUMMARY_MARKER = "<conversation>"
+
+_ROUTES: dict[str, WireApi] = {
+    "/s/{scenario}/v1/chat/completions": OpenAIChatWire(),
+    "/s/{scenario}/v1/responses": OpenAIResponsesWire(),
+    "/s/{scenario}/v1/messages": AnthropicMessagesWire(),
+}
+
+
+class RecordedRequest(BaseModel):
+    """One request as the server saw it, with the turn it chose and the HTTP status it served."""
+
+    path: str
+    api: ApiName
+    scenario: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+    turn_index: int | None = None
+    kind: Literal["turn", "summary"] = "turn"
+    status: int = 0
+
+
+def _retry_after_header(seconds: float) -> str:
+    return str(int(seconds)) if float(seconds).is_integer() else str(seconds)
+
+
+class ScriptedLLMServer:
+    """A local model endpoint that answers from scripted scenarios over three wire protocols."""
+
+    def __init__(
+        self,
+        scenarios: Mapping[str, Scenario | list[Any] | dict[str, Any]] | None = None,
+        scenarios_dir: Path | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        record_path: Path | None = None,
+    ) -> None:
+        self._scenarios: dict[str, Scenario] = load_scenarios(Path(scenarios_dir)) if scenarios_dir else {}
+        for name, scenario in (scenarios or {}).items():
+            self.add_scenario(name, scenario)
+        self._host = host
+        self._port = port
+        self._record_path = record_path
+        self._requests: list[RecordedRequest] = []
+        # Per scenario: turns served so far (sequential selection); per (scenario, turn):
+        # failures and dropped streams already injected.
+        self._served: Counter[str] = Counter()
+        self._failed: Counter[tuple[str, int]] = Counter()
+        self._dropped: Counter[tuple[str, int]] = Counter()
+        self._runner: web.AppRunner | None = None
+        self._bound_port: int | None = None
+        self._thread: threading.Thread | None = None
+        self._thread_loop: asyncio.AbstractEventLoop | None = None
+
+    # -- scenarios and recordings ------------------------------------------------------
+
+    def add_scenario(self, name: str, scenario: Scenario | list[Any] | dict[str, Any]) -> None:
+        self._scenarios[name] = coerce_scenario(scenario, origin=f"scenario {name!r}")
+
+    @property
+    def scenario_names(self) -> list[str]:
+        return sorted(self._scenarios)
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        return list(self._requests)
+
+    def requests_for(self, scenario: str) -> list[RecordedRequest]:
+        return [request for request in self._requests if request.scenario == scenario]
+
+    # -- addresses ---------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        if self._bound_port is None:
+            raise RuntimeError("the scripted LLM server is not running; call start() first")
+        return f"http://{self._host}:{self._bound_port}"
+
+    def url_for(self, scenario: str, api: str) -> str:
+        if api in ("openai-completions", "openai-responses"):
+            return f"{self.base_url}/s/{scenario}/v1"
+        if api == "anthropic-messages":
+            return f"{self.base_url}/s/{scenario}"
+        raise ValueError(f"unknown api {api!r}; expected one of {', '.join(API_NAMES)}")
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._runner is not None:
+            return
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        for path, wire in _ROUTES.items():
+            app.router.add_post(path, self._handler_for(wire))
+        app.router.add_get("/health", self._health)
+        app.router.add_route("*", "/{tail:.*}", self._not_found)
+        # A short shutdown timeout: a test stopping the server must not wait on slow streams.
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+        await runner.setup()
+        site = web.TCPSite(runner, self._host, self._port)
+        try:
+            await site.start()
+        except OSError:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        self._bound_port = int(runner.addresses[0][1])
+
+    async def stop(self) -> None:
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
+        self._bound_port = None
+
+    async def __aenter__(self) -> ScriptedLLMServer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    def start_in_thread(self, timeout: float = 10.0) -> None:
+        """Serve from a daemon thread with its own event loop, for synchronous callers."""
+        if self._thread is not None:
+            return
+        loop = asyncio.new_event_loop()
+        ready = threading.Event()
+        failure: list[BaseException] = []
+
+        def serve() -> None:
+            asyncio.set_event_loop(loop)
+            try:
+                loop.run_until_complete(self.start())
+            except BaseException as err:
+                failure.append(err)
+                ready.set()
+                loop.close()
+                return
+            ready.set()
+            loop.run_forever()
+            loop.run_until_complete(self.stop())
+            loop.close()
+
+        thread = threading.Thread(target=serve, name="scripted-llm-server", daemon=True)
+        thread.start()
+        if not ready.wait(timeout):
+            raise RuntimeError(f"the scripted LLM server did not start within {timeout} s")
+        if failure:
+            thread.join()
+            raise failure[0]
+        self._thread, self._thread_loop = thread, loop
+
+    def stop_thread(self, timeout: float = 10.0) -> None:
+        thread, loop = self._thread, self._thread_loop
+        if thread is None or loop is None:
+            return
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout)
+        self._thread = self._thread_loop = None
+
+    # -- request handling --------------------------------------------------------------
+
+    def _handler_for(self, wire: WireApi) -> Any:
+        async def handle(request: web.Request) -> web.StreamResponse:
+            return await self._handle(request, wire)
+
+        return handle
+
+    async def _health(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok", "scenarios": self.scenario_names})
+
+    async def _not_found(self, request: web.Request) -> web.Response:
+        body = {
+            "error": {
+                "message": f"no endpoint {request.method} {request.path}",
+                "endpoints": [f"POST {path}" for path in _ROUTES] + ["GET /health"],
+            }
+        }
+        return web.json_response(body, status=404)
+
+    async def _handle(self, request: web.Request, wire: WireApi) -> web.StreamResponse:
+        name = request.match_info["scenario"]
+        raw = await request.read()
+        record = RecordedRequest(
+            path=request.path,
+            api=wire.name,
+            scenario=name,
+            # Lower-cased names: HTTP header names are case-insensitive, dict keys are not.
+            headers={key.lower(): value for key, value in request.headers.items()},
+            body={},
+        )
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            return self._error_response(record, wire.bad_request("the request body must be a JSON object"))
+        record.body = body
+
+        scenario = self._scenarios.get(name)
+        if scenario is None:
+            known = ", ".join(self.scenario_names) or "(none)"
+            error = wire.bad_request(f"unknown scenario {name!r}; known scenarios: {known}", status=404)
+            error.body["error"]["known_scenarios"] = self.scenario_names
+            return self._error_response(record, error)
+        if SUMMARY_MARKER in wire.final_user_text(body):
+            record.kind = "summary"
+            return await self._answer(request, wire, record, ScriptedTurn(text=scenario.summary), None)
+        return await self._answer_turn(request, wire, record, scenario, len(raw))
+
+    async def _answer_turn(
+        self, request: web.Request, wire: WireApi, record: RecordedRequest, scenario: Scenario, size: int
+    ) -> web.StreamResponse:
+        """Pick the turn, inject its scripted faults, then answer with it."""
+        name, body = record.scenario, record.body
+        index = self._served[name] if scenario.select == "sequential" else wire.assistant_turns(body)
+        record.turn_index = index
+        turn = self._turn_at(scenario, name, index)
+        key = (name, index)
+        if self._failed[key] < turn.fail_times:
+            self._failed[key] += 1
+            headers = {}
+            if turn.retry_after is not None:
+                headers["retry-after"] = _retry_after_header(turn.retry_after)
+            return self._error_response(record, wire.failure(turn.fail_status), headers)
+        if turn.overflow:
+            # An overflow is the whole scripted turn, so it counts as served.
+            self._served[name] += 1
+            return self._error_response(record, wire.overflow(size // 4))
+
+        drop_after = turn.drop_after_chunks if self._dropped[key] < turn.drop_times else None
+        # A stream no longer than the drop point is served whole, so it is no drop.
+        if (
+            drop_after is not None
+            and body.get("stream")
+            and drop_after >= sum(1 for _ in wire.stream(turn, body))
+        ):
+            drop_after = None
+        if drop_after is None:
+            self._served[name] += 1
+        else:
+            self._dropped[key] += 1
+        return await self._answer(request, wire, record, turn, drop_after)
+
+    async def _answer(
+        self,
+        request: web.Request,
+        wire: WireApi,
+        record: RecordedRequest,
+        turn: ScriptedTurn,
+        drop_after: int | None,
+    ) -> web.StreamResponse:
+        record.status = 200
+        self._record(record)
+        if record.body.get("stream"):
+            return await self._stream(request, turn, wire.stream(turn, record.body), drop_after)
+        if drop_after is not None:
+            return self._drop_connection(request)
+        return web.json_response(wire.complete(turn, record.body))
+
+    @staticmethod
+    def _turn_at(scenario: Scenario, name: str, index: int) -> ScriptedTurn:
+        if index < len(scenario.turns):
+            return scenario.turns[index]
+        return ScriptedTurn(text=f"(scripted server: no turn {index} in scenario {name})")
+
+    async def _stream(
+        self, request: web.Request, turn: ScriptedTurn, events: Iterator[SseEvent], drop_after: int | None
+    ) -> web.StreamResponse:
+        response = web.StreamResponse(
+            status=200,
+            headers={"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"},
+        )
+        await response.prepare(request)
+        try:
+            for sent, event in enumerate(events):
+                if drop_after is not None and sent >= drop_after:
+                    logger.info(
+                        "dropping the connection of %s after %d events, as scripted", request.path, sent
+                    )
+                    return self._drop_connection(request, response)
+                delay_ms = turn.first_chunk_delay_ms if sent == 0 else turn.chunk_delay_ms
+                if delay_ms:
+                    await asyncio.sleep(delay_ms / 1000)
+                await response.write(event.encode())
+            await response.write_eof()
+        except ConnectionError:
+            logger.info("client went away during the stream of %s", request.path)
+        return response
+
+    @staticmethod
+    def _drop_connection(
+        request: web.Request, response: web.StreamResponse | None = None
+    ) -> web.StreamResponse:
+        # Closing the socket before the final chunk makes the client see a broken stream,
+        # which is what a dropped provider connection looks like.
+        if request.transport is not None:
+            request.transport.close()
+        return response if response is not None else web.StreamResponse()
+
+    def _error_response(
+        self, record: RecordedRequest, error: WireError, headers: dict[str, str] | None = None
+    ) -> web.Response:
+        record.status = error.status
+        self._record(record)
+        return web.json_response(error.body, status=error.status, headers=headers)
+
+    def _record(self, record: RecordedRequest) -> None:
+        self._requests.append(record)
+        if record.kind == "summary":
+            where = "summary"
+        else:
+            where = "no turn" if record.turn_index is None else f"turn {record.turn_index}"
+        logger.info("%s %s [%s] %s -> %d", record.api, record.scenario, where, record.path, record.status)
+        if self._record_path is not None:
+            with self._record_path.open("a", encoding="utf-8") as sink:
+                sink.write(record.model_dump_json() + "\n")

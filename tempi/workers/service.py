@@ -1,0 +1,192 @@
+"""tempi's background service: an embedded Temporal dev server plus a worker, shared by
+every `tempi` process of the user, that stops itself after an idle period.
+
+Run as `python -m tempi.workers.service --home DIR`; clients start it on demand
+(`ensure_service`) and find it through `DIR/server.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
+
+from tempi.workers.dev_server import free_port, port_open, start_dev_server
+from tempi.workers.temporal_client import connect
+from tempi.workers.worker import build_worker
+
+DEFAULT_IDLE_MINUTES = 30.0
+
+
+class ActivityTracker(Interceptor):
+    """Counts activities in flight so the service knows when it has been idle."""
+
+    def __init__(self) -> None:
+        self.in_flight = 0
+        self.last_change = time.monotonic()
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        tracker = self
+
+        class _Inbound(ActivityInboundInterceptor):
+            async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+                tracker.in_flight += 1
+                tracker.last_change = time.monotonic()
+                try:
+                    return await super().execute_activity(input)
+                finally:
+                    tracker.in_flight -= 1
+                    tracker.last_change = time.monotonic()
+
+        return _Inbound(next)
+
+    def idle_for(self) -> float:
+        return 0.0 if self.in_flight else time.monotonic() - self.last_change
+
+
+@dataclass
+class ServiceInfo:
+    address: str
+    pid: int
+    started: float
+    ui: str | None = None
+
+
+def info_path(home: Path) -> Path:
+    return home / "server.json"
+
+
+def read_info(home: Path) -> ServiceInfo | None:
+    try:
+        data = json.loads(info_path(home).read_text())
+        info = ServiceInfo(**data)
+    except (FileNotFoundError, ValueError, TypeError):
+        return None
+    try:
+        os.kill(info.pid, 0)
+    except ProcessLookupError:
+        return None
+    port = int(info.address.rsplit(":", 1)[1])
+    return info if port_open(port) else None
+
+
+def sessions_root(home: Path) -> Path:
+    return home / "sessions"
+
+
+async def serve(home: Path, *, port: int | None, idle_minutes: float, ui_port: int | None) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "logs").mkdir(exist_ok=True)
+    lock = open(home / "service.lock", "w")  # noqa: SIM115 - held for the life of the process
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print("another tempi service already runs for this home", file=sys.stderr)
+        return
+    port = port or free_port()
+    server = start_dev_server(home / "temporal.db", port, ui_port=ui_port, log_path=home / "logs" / "temporal.log")
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    tracker = ActivityTracker()
+    address = f"127.0.0.1:{port}"
+    try:
+        client = await connect(address)
+        worker = build_worker(client, sessions_root=sessions_root(home), activity_hook=tracker)
+        info = ServiceInfo(
+            address=address,
+            pid=os.getpid(),
+            started=time.time(),
+            ui=f"http://127.0.0.1:{ui_port}" if ui_port else None,
+        )
+        tmp = info_path(home).with_suffix(".tmp")
+        tmp.write_text(json.dumps(info.__dict__))
+        os.replace(tmp, info_path(home))
+        async with worker:
+            while not stop.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), 5)
+                if idle_minutes > 0 and tracker.idle_for() > idle_minutes * 60:
+                    break
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            info_path(home).unlink()
+        server.terminate()
+        try:
+            server.wait(10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+def ensure_service(home: Path, *, quiet: bool = False, timeout_s: float = 90) -> ServiceInfo:
+    """Find the running service for `home`, starting it in the background when needed."""
+    info = read_info(home)
+    if info:
+        return info
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "logs").mkdir(exist_ok=True)
+    if not quiet:
+        print("tempi: starting the background Temporal server…", file=sys.stderr, flush=True)
+    log = open(home / "logs" / "service.log", "ab")  # noqa: SIM115 - handed to the child
+    subprocess.Popen(
+        [sys.executable, "-m", "tempi.workers.service", "--home", str(home)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        info = read_info(home)
+        if info:
+            return info
+        time.sleep(0.1)
+    raise RuntimeError(f"tempi's background server did not start; see {home / 'logs' / 'service.log'}")
+
+
+def stop_service(home: Path, timeout_s: float = 30) -> bool:
+    info = read_info(home)
+    if not info:
+        return False
+    os.kill(info.pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            os.kill(info.pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    os.kill(info.pid, signal.SIGKILL)
+    return True
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="tempi background service (Temporal dev server + worker)")
+    parser.add_argument("--home", type=Path, required=True)
+    parser.add_argument("--port", type=int, default=None)
+    parser.add_argument("--ui-port", type=int, default=None)
+    parser.add_argument(
+        "--idle-minutes",
+        type=float,
+        default=float(os.environ.get("TEMPI_SERVER_IDLE_MINUTES", DEFAULT_IDLE_MINUTES)),
+        help="stop after this long with no activity running (0 = never)",
+    )
+    args = parser.parse_args()
+    asyncio.run(serve(args.home, port=args.port, idle_minutes=args.idle_minutes, ui_port=args.ui_port))
+
+
+if __name__ == "__main__":
+    main()

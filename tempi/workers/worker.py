@@ -1,0 +1,42 @@
+"""A tempi worker: the session workflow plus its activities on one task queue."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from tempi.activities.session_activities import CredentialResolver, SessionActivities
+from tempi.activities.session_store import SessionStore
+from tempi.workers.credentials import Credentials
+from tempi.workflows.session_types import DEFAULT_TASK_QUEUE
+from tempi.workflows.session_workflow import AgentSessionWorkflow
+
+
+def build_worker(
+    client: Client,
+    *,
+    task_queue: str = DEFAULT_TASK_QUEUE,
+    sessions_root: Path,
+    credentials: CredentialResolver | None = None,
+    activity_hook: Callable[[Any], Any] | None = None,
+) -> Worker:
+    activities = SessionActivities(SessionStore(sessions_root), credentials or Credentials())
+    runner = SandboxedWorkflowRunner(
+        restrictions=SandboxRestrictions.default.with_passthrough_modules("tempi", "pydantic", "pydantic_core")
+    )
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[AgentSessionWorkflow],
+        activities=activities.all(),
+        activity_executor=ThreadPoolExecutor(max_workers=8),
+        workflow_runner=runner,
+        max_concurrent_activities=200,
+        interceptors=[activity_hook] if activity_hook else [],
+    )

@@ -1,0 +1,182 @@
+"""Inputs, outputs and carried state of the session workflow and its activities.
+
+Everything here crosses the history boundary, so it is pydantic and kept small: the
+conversation itself lives in the session store (the claim-check rule in DESIGN.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from tempi.agent.base import PiModel
+from tempi.agent.messages import AssistantMessage, ImageContent, ToolCall, ToolResultMessage, UserMessage, Usage
+from tempi.agent.model_spec import ModelSpec, ThinkingLevel
+
+QueueMode = Literal["one-at-a-time", "all"]
+ErrorKind = Literal["retryable", "overflow", "fatal"]
+
+SESSION_WORKFLOW = "AgentSessionWorkflow"
+DEFAULT_TASK_QUEUE = "tempi"
+
+
+def workflow_id_for(session_id: str) -> str:
+    return f"session-{session_id}"
+
+
+class RetryPolicySettings(PiModel):
+    enabled: bool = True
+    max_retries: int = 3
+    base_delay_ms: int = 2000
+    max_delay_ms: int = 60_000
+
+
+class SessionConfig(PiModel):
+    """What a session is started with; changes later arrive as signals."""
+
+    session_id: str
+    session_path: str
+    cwd: str
+    model: ModelSpec
+    thinking_level: ThinkingLevel = "off"
+    system_prompt: str = ""
+    tools: list[str] = Field(default_factory=list)
+    tool_execution: Literal["parallel", "sequential"] = "parallel"
+    steering_mode: QueueMode = "one-at-a-time"
+    follow_up_mode: QueueMode = "one-at-a-time"
+    retry: RetryPolicySettings = Field(default_factory=RetryPolicySettings)
+    parent_session: str | None = None
+    created_at: str | None = None  # the header's ISO timestamp
+    # Start a fresh file (header + model/thinking entries) or continue an existing one.
+    resume_leaf_id: str | None = None
+    existing_file: bool = False
+    # Past this many history events a run continues as new at the next prompt boundary.
+    history_event_budget: int = 20_000
+    history_bytes_budget: int = 8_000_000
+
+
+class SessionStats(PiModel):
+    user_messages: int = 0
+    assistant_messages: int = 0
+    tool_calls: int = 0
+    tool_results: int = 0
+    usage: Usage = Field(default_factory=Usage)
+    last_input_tokens: int = 0
+
+
+class CarriedState(PiModel):
+    """What survives continue-as-new."""
+
+    leaf_id: str | None = None
+    file_started: bool = False
+    model: ModelSpec
+    thinking_level: ThinkingLevel
+    steering_mode: QueueMode
+    follow_up_mode: QueueMode
+    session_name: str | None = None
+    stats: SessionStats = Field(default_factory=SessionStats)
+    steering: list[UserMessage] = Field(default_factory=list)
+    follow_up: list[UserMessage] = Field(default_factory=list)
+    prompts: list[UserMessage] = Field(default_factory=list)
+    event_offset: int = 0
+    last_assistant_text: str | None = None
+    message_count: int = 0
+    runs: int = 0
+
+
+class SessionInput(PiModel):
+    config: SessionConfig
+    carried: CarriedState | None = None
+
+
+class PromptRequest(PiModel):
+    message: str
+    images: list[ImageContent] = Field(default_factory=list)
+    streaming_behavior: Literal["steer", "followUp"] | None = None
+
+
+class EventsPage(PiModel):
+    """A slice of the workflow's event log; offsets are global across continue-as-new."""
+
+    base_offset: int
+    next_offset: int
+    events: list[dict[str, Any]]
+    is_streaming: bool
+    run_count: int
+
+
+class SessionStateView(PiModel):
+    session_id: str
+    session_file: str
+    cwd: str
+    model: ModelSpec
+    thinking_level: ThinkingLevel
+    is_streaming: bool
+    is_compacting: bool = False
+    steering_mode: QueueMode
+    follow_up_mode: QueueMode
+    session_name: str | None = None
+    auto_compaction_enabled: bool = True
+    message_count: int
+    pending_message_count: int
+    stats: SessionStats
+    last_assistant_text: str | None = None
+    runs: int = 0
+
+
+# --- activity payloads -------------------------------------------------------------
+
+
+class OutboxItem(PiModel):
+    """An entry waiting to be written: inline (small, made by the workflow) or a reference
+    to a result blob a tool activity already stored (so big results cross history once)."""
+
+    entry: dict[str, Any] | None = None
+    pending_id: str | None = None
+
+
+class SessionFileRef(PiModel):
+    session_id: str
+    session_path: str
+    cwd: str
+    parent_session: str | None = None
+    header_timestamp: str | None = None
+    existing_file: bool = False
+
+
+class LlmCallInput(PiModel):
+    file: SessionFileRef
+    outbox: list[OutboxItem] = Field(default_factory=list)
+    leaf_id: str | None
+    entry_id: str
+    entry_timestamp: str
+    model: ModelSpec
+    thinking_level: ThinkingLevel
+    system_prompt: str
+    tools: list[str]
+
+
+class LlmCallResult(PiModel):
+    message: AssistantMessage
+    error_kind: ErrorKind | None = None
+    retry_after_ms: int | None = None
+
+
+class ToolCallInput(PiModel):
+    file: SessionFileRef
+    tool_call: ToolCall
+    entry_id: str
+    parent_id: str
+    entry_timestamp: str
+    timestamp_ms: int
+
+
+class ToolCallResult(PiModel):
+    message: ToolResultMessage
+
+
+class FlushInput(PiModel):
+    file: SessionFileRef
+    outbox: list[OutboxItem]
+    finished_live_keys: list[str] = Field(default_factory=list)

@@ -1,0 +1,709 @@
+"""AgentSessionWorkflow: one durable coding session, turn by turn, with pi's loop semantics.
+
+The workflow decides; activities act. It keeps only what it decides with (leaf id, queues,
+settings, counters) and an in-memory event log served by a query. The conversation lives
+in the session store: the LLM activity rebuilds context from it, tool activities park
+their results there, and every entry crosses history once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, CancelledError
+
+with workflow.unsafe.imports_passed_through():
+    from tempi.agent.messages import (
+        AssistantMessage,
+        TextContent,
+        ToolCall,
+        ToolResultMessage,
+        UserMessage,
+    )
+    from tempi.agent.model_spec import ModelSpec, ThinkingLevel
+    from tempi.agent.tool_specs import is_read_only, mutated_path
+    from tempi.workflows import activity_names as act
+    from tempi.workflows.session_types import (
+        CarriedState,
+        EventsPage,
+        FlushInput,
+        LlmCallInput,
+        LlmCallResult,
+        OutboxItem,
+        PromptRequest,
+        QueueMode,
+        SessionConfig,
+        SessionFileRef,
+        SessionInput,
+        SessionStateView,
+        ToolCallInput,
+        ToolCallResult,
+    )
+
+LLM_TIMEOUT = timedelta(minutes=15)
+LLM_HEARTBEAT = timedelta(seconds=30)
+TOOL_HEARTBEAT = timedelta(seconds=10)
+STORE_TIMEOUT = timedelta(minutes=1)
+IDLE_TIMEOUT = timedelta(days=7)
+# The activity retry below covers lost workers and store hiccups; provider errors come
+# back as messages and follow pi's visible retry policy instead.
+INFRA_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10))
+
+ABORTED_TEXT = "Aborted by the user."
+SKIPPED_TEXT = "Not run: a user message was queued, so the remaining tool calls were skipped."
+LOST_BASH_TEXT = (
+    "The worker running this command stopped before it reported back, so the command may or "
+    "may not have completed. Check the workspace state before running it again."
+)
+
+
+def _iso(ms: int) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+@workflow.defn(name="AgentSessionWorkflow")
+class AgentSessionWorkflow:
+    @workflow.init
+    def __init__(self, inp: SessionInput) -> None:
+        cfg = inp.config
+        self.config: SessionConfig = cfg
+        self.state: CarriedState = inp.carried or CarriedState(
+            leaf_id=cfg.resume_leaf_id,
+            file_started=cfg.existing_file,
+            model=cfg.model,
+            thinking_level=cfg.thinking_level,
+            steering_mode=cfg.steering_mode,
+            follow_up_mode=cfg.follow_up_mode,
+        )
+        self.events: list[dict[str, Any]] = []
+        self.outbox: list[OutboxItem] = []
+        self.live_keys: list[str] = []
+        self.streaming = False
+        self.abort_requested = False
+        self.shutdown_requested = False
+        self.in_flight: list[asyncio.Task[Any]] = []
+        self.made_ids: set[str] = set()
+        self.file_ref = SessionFileRef(
+            session_id=cfg.session_id,
+            session_path=cfg.session_path,
+            cwd=cfg.cwd,
+            parent_session=cfg.parent_session,
+            header_timestamp=cfg.created_at,
+            existing_file=cfg.existing_file,
+        )
+        if inp.carried is None and not cfg.existing_file:
+            self._record_entry(
+                {"type": "model_change", "provider": cfg.model.provider, "modelId": cfg.model.id}
+            )
+            self._record_entry({"type": "thinking_level_change", "thinkingLevel": cfg.thinking_level})
+
+    # --- run ----------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, inp: SessionInput) -> str:
+        while True:
+            ready = await self._wait_for_work()
+            if not ready or self.shutdown_requested:
+                await self._flush()
+                return "idle" if not ready else "shutdown"
+            prompt = self.state.prompts.pop(0)
+            self.abort_requested = False
+            await self._run_agent([prompt])
+            await self._flush()
+            if self._should_continue_as_new():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                self.state.event_offset += len(self.events)
+                workflow.continue_as_new(SessionInput(config=self.config, carried=self.state))
+
+    async def _wait_for_work(self) -> bool:
+        try:
+            await workflow.wait_condition(
+                lambda: bool(self.state.prompts) or self.shutdown_requested, timeout=IDLE_TIMEOUT
+            )
+        except TimeoutError:
+            return False
+        return True
+
+    def _should_continue_as_new(self) -> bool:
+        info = workflow.info()
+        return (
+            info.is_continue_as_new_suggested()
+            or info.get_current_history_length() > self.config.history_event_budget
+            or info.get_current_history_size() > self.config.history_bytes_budget
+        )
+
+    # --- the agent loop (pi's semantics) ---------------------------------------------
+
+    async def _run_agent(self, first: list[UserMessage]) -> None:
+        self.streaming = True
+        self.state.runs += 1
+        new_messages: list[dict[str, Any]] = []
+        pending = list(first)
+        retry_attempt = 0
+        self._emit({"type": "agent_start"})
+        try:
+            while True:
+                has_more_tools = True
+                force_llm = False
+                while has_more_tools or pending or force_llm:
+                    force_llm = False
+                    self._emit({"type": "turn_start"})
+                    for msg in pending:
+                        self._add_message(msg.to_json_dict(), new_messages)
+                        self.state.stats.user_messages += 1
+                    pending = []
+
+                    result = await self._call_llm()
+                    message = result.message
+                    self._add_message(message.to_json_dict(), new_messages, start_emitted=True)
+                    self.state.stats.assistant_messages += 1
+                    self.state.stats.usage = self.state.stats.usage.add(message.usage)
+                    if message.usage.input or message.usage.cache_read:
+                        self.state.stats.last_input_tokens = (
+                            message.usage.input + message.usage.cache_read + message.usage.cache_write
+                        )
+
+                    if message.stop_reason in ("error", "aborted"):
+                        self._emit({"type": "turn_end", "message": message.to_json_dict(), "toolResults": []})
+                        self._emit({"type": "agent_end", "messages": new_messages})
+                        delay = self._retry_delay_ms(result, retry_attempt)
+                        if delay is None:
+                            if retry_attempt > 0:
+                                self._emit(
+                                    {
+                                        "type": "auto_retry_end",
+                                        "success": False,
+                                        "attempt": retry_attempt,
+                                        "finalError": message.error_message or "",
+                                    }
+                                )
+                            return
+                        retry_attempt += 1
+                        self._emit(
+                            {
+                                "type": "auto_retry_start",
+                                "attempt": retry_attempt,
+                                "maxAttempts": self.config.retry.max_retries,
+                                "delayMs": delay,
+                                "errorMessage": message.error_message or "",
+                            }
+                        )
+                        if not await self._sleep_unless_aborted(delay):
+                            self._emit(
+                                {
+                                    "type": "auto_retry_end",
+                                    "success": False,
+                                    "attempt": retry_attempt,
+                                    "finalError": "Retry cancelled",
+                                }
+                            )
+                            return
+                        new_messages = []
+                        self._emit({"type": "agent_start"})
+                        force_llm = True
+                        continue
+                    if retry_attempt > 0:
+                        self._emit({"type": "auto_retry_end", "success": True, "attempt": retry_attempt})
+                        retry_attempt = 0
+
+                    calls = message.tool_calls()
+                    has_more_tools = bool(calls)
+                    results: list[ToolResultMessage] = []
+                    if calls:
+                        results = await self._execute_tools(calls)
+                        for r in results:
+                            self._emit({"type": "message_start", "message": r.to_json_dict()})
+                            self._emit({"type": "message_end", "message": r.to_json_dict()})
+                            new_messages.append(r.to_json_dict())
+                            self.state.stats.tool_results += 1
+                            self.state.message_count += 1
+                    self._emit(
+                        {
+                            "type": "turn_end",
+                            "message": message.to_json_dict(),
+                            "toolResults": [r.to_json_dict() for r in results],
+                        }
+                    )
+                    if self.abort_requested:
+                        # pi ends an aborted run with an aborted assistant message.
+                        self._emit({"type": "turn_start"})
+                        aborted = self._aborted_message()
+                        self._record_entry({"type": "message", "message": aborted.to_json_dict()})
+                        self._add_message(aborted.to_json_dict(), new_messages)
+                        self._emit({"type": "turn_end", "message": aborted.to_json_dict(), "toolResults": []})
+                        self._emit({"type": "agent_end", "messages": new_messages})
+                        return
+                    pending = self._dequeue("steering")
+                follow = self._dequeue("follow_up")
+                if not follow:
+                    break
+                pending = follow
+            self._emit({"type": "agent_end", "messages": new_messages})
+        finally:
+            self.streaming = False
+
+    def _retry_delay_ms(self, result: LlmCallResult, attempt: int) -> int | None:
+        retry = self.config.retry
+        if (
+            self.abort_requested
+            or result.message.stop_reason != "error"
+            or result.error_kind != "retryable"
+            or not retry.enabled
+            or attempt >= retry.max_retries
+        ):
+            return None
+        delay = min(retry.base_delay_ms * (2**attempt), retry.max_delay_ms)
+        if result.retry_after_ms is not None:
+            delay = min(max(delay, result.retry_after_ms), max(retry.max_delay_ms, result.retry_after_ms))
+        return delay
+
+    async def _sleep_unless_aborted(self, delay_ms: int) -> bool:
+        try:
+            await workflow.wait_condition(lambda: self.abort_requested, timeout=timedelta(milliseconds=delay_ms))
+        except TimeoutError:
+            return True
+        return False
+
+    # --- LLM -------------------------------------------------------------------------
+
+    async def _call_llm(self) -> LlmCallResult:
+        entry_id = self._new_id()
+        now_ms = self._now_ms()
+        model = self.state.model
+        start = AssistantMessage(
+            content=[], api=model.api, provider=model.provider, model=model.id, timestamp=now_ms
+        )
+        self._emit({"type": "message_start", "message": start.to_json_dict(), "_live": entry_id})
+        self.live_keys.append(entry_id)
+        if self.abort_requested:
+            aborted = self._aborted_message()
+            self._record_entry({"type": "message", "message": aborted.to_json_dict()})
+            return LlmCallResult(message=aborted)
+        outbox, self.outbox = self.outbox, []
+        call = LlmCallInput(
+            file=self._file(),
+            outbox=outbox,
+            leaf_id=self.state.leaf_id,
+            entry_id=entry_id,
+            entry_timestamp=_iso(now_ms),
+            model=model,
+            thinking_level=self.state.thinking_level,
+            system_prompt=self.config.system_prompt,
+            tools=self.config.tools,
+        )
+        task = asyncio.ensure_future(
+            workflow.execute_activity(
+                act.CALL_LLM,
+                call,
+                result_type=LlmCallResult,
+                start_to_close_timeout=LLM_TIMEOUT,
+                heartbeat_timeout=LLM_HEARTBEAT,
+                retry_policy=INFRA_RETRY,
+                cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+            )
+        )
+        try:
+            result = await self._track(task)
+        except (ActivityError, CancelledError, asyncio.CancelledError) as err:
+            # Cancelled before the activity could answer: the entry was never written.
+            message = self._aborted_message() if self.abort_requested else self._error_message(str(err))
+            self._record_entry({"type": "message", "message": message.to_json_dict()}, entry_id=entry_id)
+            return LlmCallResult(message=message)
+        self.state.file_started = True
+        self.file_ref.existing_file = True
+        self.state.leaf_id = entry_id
+        self.made_ids.add(entry_id)
+        if result.message.stop_reason != "error":
+            self.state.last_assistant_text = result.message.text()
+        return result
+
+    # --- tools -------------------------------------------------------------------------
+
+    async def _execute_tools(self, calls: list[ToolCall]) -> list[ToolResultMessage]:
+        entry_ids = [self._new_id() for _ in calls]
+        parents = [self.state.leaf_id or "", *entry_ids[:-1]]
+        results: list[ToolResultMessage | None] = [None] * len(calls)
+        inline: set[int] = set()
+        runnable: list[int] = []
+        # Prepare in source order, as pi does: a call to a tool this session lacks is
+        # answered at once; the rest then run.
+        for i, call in enumerate(calls):
+            self._emit(
+                {
+                    "type": "tool_execution_start",
+                    "toolCallId": call.id,
+                    "toolName": call.name,
+                    "args": call.arguments,
+                    "_live": call.id,
+                }
+            )
+            self.live_keys.append(call.id)
+            if call.name not in self.config.tools:
+                available = ", ".join(self.config.tools) or "none"
+                results[i] = self._synthetic_result(call, f"Unknown tool {call.name!r}. Available tools: {available}.")
+                inline.add(i)
+                self._emit_tool_end(call, results[i])
+            else:
+                runnable.append(i)
+
+        async def run_one(i: int) -> None:
+            msg, parked = await self._run_tool(calls[i], entry_ids[i], parents[i])
+            results[i] = msg
+            if not parked:
+                inline.add(i)
+            self._emit_tool_end(calls[i], msg)
+
+        if self.config.tool_execution == "sequential":
+            for i in runnable:
+                if self._has_steering() or self.abort_requested:
+                    msg = self._synthetic_result(calls[i], ABORTED_TEXT if self.abort_requested else SKIPPED_TEXT)
+                    results[i] = msg
+                    inline.add(i)
+                    self._emit_tool_end(calls[i], msg)
+                    continue
+                await run_one(i)
+        else:
+            # Parallel, except that writes and edits of one file keep their source order.
+            last_for_path: dict[str, asyncio.Future[None]] = {}
+            tasks: list[asyncio.Future[None]] = []
+            for i in runnable:
+                call = calls[i]
+                path = mutated_path(call.name, call.arguments)
+                before = last_for_path.get(path) if path else None
+                fut = asyncio.ensure_future(self._after(before, lambda i=i: run_one(i)))
+                if path:
+                    last_for_path[path] = fut
+                tasks.append(fut)
+            await asyncio.gather(*tasks)
+
+        final: list[ToolResultMessage] = []
+        for i, msg in enumerate(results):
+            assert msg is not None
+            if i in inline:
+                entry = {"type": "message", "message": msg.to_json_dict()}
+                self.outbox.append(OutboxItem(entry=self._entry(entry, entry_ids[i], parents[i])))
+            else:
+                self.outbox.append(OutboxItem(pending_id=entry_ids[i]))
+            final.append(msg)
+        self.state.leaf_id = entry_ids[-1]
+        self.made_ids.update(entry_ids)
+        return final
+
+    def _emit_tool_end(self, call: ToolCall, msg: ToolResultMessage) -> None:
+        self._emit(
+            {
+                "type": "tool_execution_end",
+                "toolCallId": call.id,
+                "toolName": call.name,
+                "result": _tool_output(msg),
+                "isError": msg.is_error,
+            }
+        )
+
+    @staticmethod
+    async def _after(before: asyncio.Future[None] | None, fn: Callable[[], Awaitable[None]]) -> None:
+        if before is not None:
+            await asyncio.wait([before])
+        await fn()
+
+    async def _run_tool(self, call: ToolCall, entry_id: str, parent_id: str) -> tuple[ToolResultMessage, bool]:
+        """Returns the result and whether the activity parked it in the store."""
+        if self.abort_requested:
+            return self._synthetic_result(call, ABORTED_TEXT), False
+        now_ms = self._now_ms()
+        inp = ToolCallInput(
+            file=self._file(),
+            tool_call=call,
+            entry_id=entry_id,
+            parent_id=parent_id,
+            entry_timestamp=_iso(now_ms),
+            timestamp_ms=now_ms,
+        )
+        runs_commands = not is_read_only(call.name) and mutated_path(call.name, call.arguments) is None
+        retry = RetryPolicy(maximum_attempts=1) if runs_commands else INFRA_RETRY
+        task = asyncio.ensure_future(
+            workflow.execute_activity(
+                act.RUN_TOOL,
+                inp,
+                result_type=ToolCallResult,
+                start_to_close_timeout=timedelta(hours=12),
+                heartbeat_timeout=TOOL_HEARTBEAT,
+                retry_policy=retry,
+                cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+            )
+        )
+        try:
+            result = await self._track(task)
+        except (ActivityError, CancelledError, asyncio.CancelledError) as err:
+            if self.abort_requested:
+                return self._synthetic_result(call, ABORTED_TEXT), False
+            text = LOST_BASH_TEXT if runs_commands else f"The tool failed: {_cause(err)}"
+            return self._synthetic_result(call, text), False
+        return result.message, True
+
+    def _synthetic_result(self, call: ToolCall, text: str) -> ToolResultMessage:
+        return ToolResultMessage(
+            tool_call_id=call.id,
+            tool_name=call.name,
+            content=[TextContent(text=text)],
+            details={},
+            is_error=True,
+            timestamp=self._now_ms(),
+        )
+
+    async def _track(self, task: asyncio.Future[Any]) -> Any:
+        self.in_flight.append(task)  # type: ignore[arg-type]
+        try:
+            return await task
+        finally:
+            self.in_flight.remove(task)  # type: ignore[arg-type]
+
+    # --- store -------------------------------------------------------------------------
+
+    async def _flush(self) -> None:
+        if not self.outbox and not self.live_keys:
+            return
+        outbox, self.outbox = self.outbox, []
+        keys, self.live_keys = self.live_keys, []
+        await workflow.execute_activity(
+            act.FLUSH_ENTRIES,
+            FlushInput(file=self._file(), outbox=outbox, finished_live_keys=keys),
+            start_to_close_timeout=STORE_TIMEOUT,
+            retry_policy=INFRA_RETRY,
+        )
+        if outbox:
+            self.state.file_started = True
+            self.file_ref.existing_file = True
+
+    def _file(self) -> SessionFileRef:
+        return self.file_ref.model_copy()
+
+    def _entry(self, body: dict[str, Any], entry_id: str, parent_id: str | None) -> dict[str, Any]:
+        return {
+            "type": body["type"],
+            "id": entry_id,
+            "parentId": parent_id or None,
+            "timestamp": _iso(self._now_ms()),
+            **{k: v for k, v in body.items() if k != "type"},
+        }
+
+    def _record_entry(self, body: dict[str, Any], entry_id: str | None = None) -> str:
+        """Queue a workflow-made entry as the new leaf."""
+        entry_id = entry_id or self._new_id()
+        self.outbox.append(OutboxItem(entry=self._entry(body, entry_id, self.state.leaf_id)))
+        self.state.leaf_id = entry_id
+        self.made_ids.add(entry_id)
+        return entry_id
+
+    def _add_message(
+        self,
+        message: dict[str, Any],
+        new_messages: list[dict[str, Any]],
+        *,
+        start_emitted: bool = False,
+    ) -> None:
+        """Emit a message's events; user-side messages also become entries here, while
+        assistant entries are written by the LLM activity (or recorded by the caller)."""
+        if not start_emitted:
+            self._emit({"type": "message_start", "message": message})
+        self._emit({"type": "message_end", "message": message})
+        if message.get("role") != "assistant":
+            self._record_entry({"type": "message", "message": message})
+        new_messages.append(message)
+        self.state.message_count += 1
+
+    # --- queues --------------------------------------------------------------------------
+
+    def _has_steering(self) -> bool:
+        return bool(self.state.steering)
+
+    def _dequeue(self, which: str) -> list[UserMessage]:
+        queue = self.state.steering if which == "steering" else self.state.follow_up
+        mode: QueueMode = self.state.steering_mode if which == "steering" else self.state.follow_up_mode
+        if not queue:
+            return []
+        taken = list(queue) if mode == "all" else [queue[0]]
+        del queue[: len(taken)]
+        self._emit_queue()
+        return taken
+
+    def _emit_queue(self) -> None:
+        self._emit(
+            {
+                "type": "queue_update",
+                "steering": [m.text() for m in self.state.steering],
+                "followUp": [m.text() for m in self.state.follow_up],
+            }
+        )
+
+    # --- helpers -------------------------------------------------------------------------
+
+    def _emit(self, event: dict[str, Any]) -> None:
+        self.events.append(event)
+
+    def _now_ms(self) -> int:
+        return int(workflow.now().timestamp() * 1000)
+
+    def _new_id(self) -> str:
+        while True:
+            candidate = workflow.uuid4().hex[:8]
+            if candidate not in self.made_ids:
+                self.made_ids.add(candidate)
+                return candidate
+
+    def _aborted_message(self) -> AssistantMessage:
+        model = self.state.model
+        return AssistantMessage(
+            content=[],
+            api=model.api,
+            provider=model.provider,
+            model=model.id,
+            stop_reason="aborted",
+            error_message=ABORTED_TEXT,
+            timestamp=self._now_ms(),
+        )
+
+    def _error_message(self, text: str) -> AssistantMessage:
+        message = self._aborted_message()
+        message.stop_reason = "error"
+        message.error_message = text
+        return message
+
+    def _user_message(self, req: PromptRequest) -> UserMessage:
+        content: list[Any] = [TextContent(text=req.message), *req.images]
+        return UserMessage(content=content, timestamp=self._now_ms())
+
+    # --- messages from clients ---------------------------------------------------------
+
+    @workflow.update
+    async def prompt(self, req: PromptRequest) -> None:
+        message = self._user_message(req)
+        if self.streaming and req.streaming_behavior == "steer":
+            self.state.steering.append(message)
+            self._emit_queue()
+        elif self.streaming and req.streaming_behavior == "followUp":
+            self.state.follow_up.append(message)
+            self._emit_queue()
+        else:
+            self.state.prompts.append(message)
+
+    @prompt.validator
+    def _validate_prompt(self, req: PromptRequest) -> None:
+        if not req.message.strip() and not req.images:
+            raise ValueError("The prompt is empty.")
+        if (self.streaming or self.state.prompts) and req.streaming_behavior is None:
+            raise ValueError(
+                "The agent is already working. Send the message as steering or a follow-up "
+                "(streamingBehavior 'steer' or 'followUp'), or wait for the run to end."
+            )
+
+    @workflow.signal
+    def steer(self, text: str) -> None:
+        self._queue_or_start(text, self.state.steering)
+
+    @workflow.signal
+    def follow_up(self, text: str) -> None:
+        self._queue_or_start(text, self.state.follow_up)
+
+    def _queue_or_start(self, text: str, queue: list[UserMessage]) -> None:
+        message = self._user_message(PromptRequest(message=text))
+        if self.streaming:
+            queue.append(message)
+            self._emit_queue()
+        else:
+            # Nothing is running: a steer or follow-up from another terminal starts a run.
+            self.state.prompts.append(message)
+
+    @workflow.signal
+    def abort(self) -> None:
+        if not self.streaming:
+            return
+        self.abort_requested = True
+        for task in list(self.in_flight):
+            task.cancel()
+
+    @workflow.signal
+    def shutdown(self) -> None:
+        self.shutdown_requested = True
+        self.abort()
+
+    @workflow.signal
+    def set_model(self, model: ModelSpec) -> None:
+        if model.provider == self.state.model.provider and model.id == self.state.model.id:
+            self.state.model = model
+            return
+        self.state.model = model
+        self._record_entry({"type": "model_change", "provider": model.provider, "modelId": model.id})
+
+    @workflow.signal
+    def set_thinking_level(self, level: ThinkingLevel) -> None:
+        if level == self.state.thinking_level:
+            return
+        self.state.thinking_level = level
+        self._record_entry({"type": "thinking_level_change", "thinkingLevel": level})
+
+    @workflow.signal
+    def set_steering_mode(self, mode: QueueMode) -> None:
+        self.state.steering_mode = mode
+
+    @workflow.signal
+    def set_follow_up_mode(self, mode: QueueMode) -> None:
+        self.state.follow_up_mode = mode
+
+    @workflow.signal
+    def set_session_name(self, name: str) -> None:
+        self.state.session_name = name
+        self._record_entry({"type": "session_info", "name": name})
+        self._emit({"type": "session_info_changed", "name": name})
+
+    @workflow.query
+    def read_events(self, from_offset: int) -> EventsPage:
+        base = self.state.event_offset
+        start = min(max(from_offset - base, 0), len(self.events))
+        page = self.events[start : start + 1000]
+        return EventsPage(
+            base_offset=base,
+            next_offset=base + start + len(page),
+            events=page,
+            is_streaming=self.streaming or bool(self.state.prompts),
+            run_count=self.state.runs,
+        )
+
+    @workflow.query
+    def get_state(self) -> SessionStateView:
+        return SessionStateView(
+            session_id=self.config.session_id,
+            session_file=self.config.session_path,
+            cwd=self.config.cwd,
+            model=self.state.model,
+            thinking_level=self.state.thinking_level,
+            is_streaming=self.streaming,
+            steering_mode=self.state.steering_mode,
+            follow_up_mode=self.state.follow_up_mode,
+            session_name=self.state.session_name,
+            message_count=self.state.message_count,
+            pending_message_count=len(self.state.steering) + len(self.state.follow_up),
+            stats=self.state.stats,
+            last_assistant_text=self.state.last_assistant_text,
+            runs=self.state.runs,
+        )
+
+
+def _tool_output(msg: ToolResultMessage) -> dict[str, Any]:
+    out: dict[str, Any] = {"content": [b.to_json_dict() for b in msg.content]}
+    if msg.details is not None and msg.details != {}:
+        out["details"] = msg.details
+    return out
+
+
+def _cause(err: BaseException) -> str:
+    while err.__cause__ is not None:
+        err = err.__cause__
+    return str(err) or type(err).__name__

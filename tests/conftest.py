@@ -1,0 +1,114 @@
+"""Shared rig: a real Temporal dev server, the scripted LLM server, isolated TEMPI_HOMEs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+
+from tempi.testing.scripted_llm import ScriptedLLMServer
+from tempi.workers.dev_server import free_port, start_dev_server
+from tempi.workers.temporal_client import connect
+from tests.fixture_paths import PI_FIXTURES as FIXTURES
+
+
+@pytest.fixture(scope="session")
+def fixtures_dir() -> Path:
+    return FIXTURES
+
+
+@pytest.fixture(scope="session")
+def temporal_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    home = tmp_path_factory.mktemp("temporal")
+    port = free_port()
+    proc = start_dev_server(home / "temporal.db", port, log_path=home / "temporal.log")
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.fixture(scope="session")
+async def temporal_client(temporal_address: str) -> AsyncIterator[Client]:
+    yield await connect(temporal_address)
+
+
+@pytest.fixture(scope="session")
+def scripted_server() -> Iterator[ScriptedLLMServer]:
+    server = ScriptedLLMServer()
+    server.start_in_thread()
+    try:
+        yield server
+    finally:
+        server.stop_thread()
+
+
+def write_models_json(
+    home: Path,
+    server: ScriptedLLMServer,
+    scenario: str,
+    *,
+    api: str = "openai-completions",
+    provider: str = "mock",
+    model_id: str = "mock-model",
+    context_window: int = 128_000,
+) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "models.json").write_text(
+        json.dumps(
+            {
+                "providers": {
+                    provider: {
+                        "baseUrl": server.url_for(scenario, api),
+                        "api": api,
+                        "apiKey": "MOCK_API_KEY",
+                        "models": [
+                            {
+                                "id": model_id,
+                                "name": model_id,
+                                "reasoning": False,
+                                "input": ["text"],
+                                "cost": {"input": 3, "output": 15, "cacheRead": 0.3, "cacheWrite": 3.75},
+                                "contextWindow": context_window,
+                                "maxTokens": 16384,
+                            }
+                        ],
+                    }
+                }
+            }
+        )
+    )
+
+
+def tempi_env(home: Path, temporal_address: str | None, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TEMPORAL_", "ANTHROPIC_", "OPENAI_"))}
+    env["TEMPI_HOME"] = str(home)
+    env["MOCK_API_KEY"] = "sk-mock-secret-key-12345"
+    if temporal_address:
+        env["TEMPORAL_ADDRESS"] = temporal_address
+    env.update(extra)
+    return env
+
+
+def run_tempi(
+    args: list[str], *, cwd: Path, env: dict[str, str], timeout: float = 120, input: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tempi", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        input=input if input is not None else "",
+    )

@@ -1,0 +1,327 @@
+"""The three real providers, through the official SDKs, against the scripted LLM server."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from tempi.activities.llm import StreamOptions, classify_error, complete, retry_after_ms, stream_assistant
+from tempi.agent.llm_context import LlmContext, ToolSpec
+from tempi.agent.messages import (
+    AssistantMessage,
+    LlmMessage,
+    TextContent,
+    ThinkingContent,
+    ToolResultMessage,
+    UserMessage,
+)
+from tempi.agent.model_spec import ModelCost, ModelSpec
+from tempi.agent.stream_events import AssistantMessageEvent
+from tempi.testing.scripted_llm import ScriptedLLMServer
+
+APIS = ["anthropic-messages", "openai-completions", "openai-responses"]
+PRICES = ModelCost(input=3, output=15, cache_read=0.3, cache_write=3.75)
+LONG_TEXT = "streaming text in small pieces " * 8
+
+SCENARIOS: dict[str, list[dict[str, Any]]] = {
+    "text": [
+        {
+            "text": "The quick brown fox jumps over the lazy dog.",
+            "chunk_size": 5,
+            "usage": {"input": 1200, "output": 300, "cacheRead": 100, "cacheWrite": 40},
+        }
+    ],
+    "thinking": [{"thinking": "Weighing both options carefully.", "text": "Option B.", "chunk_size": 6}],
+    "tools": [
+        {
+            "thinking": "I need the file and the listing.",
+            "text": "Checking two things.",
+            "tool_calls": [
+                {"name": "read", "arguments": {"path": "src/main.py", "limit": 20}},
+                {"name": "bash", "arguments": {"command": "ls -la && echo 'done'"}},
+            ],
+            "chunk_size": 5,
+        },
+        {"text": "Both checked."},
+    ],
+    "length": [{"text": "cut short", "stop_reason": "length"}],
+    "rate-limited": [{"text": "after the wait", "fail_times": 1, "fail_status": 429, "retry_after": 2}],
+    "unavailable": [{"text": "back again", "fail_times": 1, "fail_status": 503}],
+    "overflow": [{"overflow": True}],
+    "slow": [{"text": LONG_TEXT, "chunk_size": 4, "chunk_delay_ms": 15}],
+    "dropped": [{"text": LONG_TEXT, "chunk_size": 4, "drop_after_chunks": 8}],
+}
+TOOLS = [
+    ToolSpec(
+        name="read",
+        description="Read a file.",
+        parameters={
+            "type": "object",
+            "properties": {"path": {"type": "string"}, "limit": {"type": "number"}},
+            "required": ["path"],
+        },
+    ),
+    ToolSpec(
+        name="bash",
+        description="Run a command.",
+        parameters={"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
+    ),
+]
+CONTEXT = LlmContext(
+    system_prompt="You are a test assistant.",
+    messages=[UserMessage(content="Please help.", timestamp=1)],
+    tools=TOOLS,
+)
+OPTIONS = StreamOptions(api_key="test-key")
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def server() -> AsyncIterator[ScriptedLLMServer]:
+    # One scenario per (name, api): the server counts failures per scenario and turn.
+    scenarios = {f"{name}-{api}": turns for name, turns in SCENARIOS.items() for api in APIS}
+    async with ScriptedLLMServer(scenarios=scenarios) as running:
+        yield running
+
+
+def scenario(name: str, api: str) -> str:
+    return f"{name}-{api}"
+
+
+def model_for(server: ScriptedLLMServer, name: str, api: str, **updates: Any) -> ModelSpec:
+    spec = ModelSpec(
+        id="mock-model",
+        api=api,
+        provider="mock",
+        base_url=server.url_for(scenario(name, api), api),
+        reasoning=True,
+        cost=PRICES,
+        max_tokens=16384,
+    )
+    return spec.model_copy(update=updates)
+
+
+async def collect(
+    model: ModelSpec,
+    context: LlmContext = CONTEXT,
+    options: StreamOptions = OPTIONS,
+    abort: asyncio.Event | None = None,
+) -> list[AssistantMessageEvent]:
+    # The lead always passes an abort event; an unset one must change nothing.
+    signal = abort if abort is not None else asyncio.Event()
+    return [event async for event in stream_assistant(model, context, options, signal)]
+
+
+def final_message(events: list[AssistantMessageEvent]) -> AssistantMessage:
+    last = events[-1]
+    assert last.type in ("done", "error")
+    return last.message if last.type == "done" else last.error
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_text_streams_in_deltas_with_usage_and_cost(server: ScriptedLLMServer, api: str) -> None:
+    events = await collect(model_for(server, "text", api))
+    kinds = [event.type for event in events]
+    assert kinds[:2] == ["start", "text_start"] and kinds[-2:] == ["text_end", "done"]
+    assert kinds.count("text_delta") > 3
+    message = final_message(events)
+    assert message.stop_reason == "stop"
+    assert message.text() == "The quick brown fox jumps over the lazy dog."
+    assert message.response_id
+    usage = message.usage
+    assert (usage.input, usage.output, usage.cache_read, usage.cache_write) == (1200, 300, 100, 40)
+    assert usage.total_tokens == 1640
+    expected = (1200 * 3 + 300 * 15 + 100 * 0.3 + 40 * 3.75) / 1_000_000
+    assert usage.cost.total == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_thinking_streams_before_the_answer(server: ScriptedLLMServer, api: str) -> None:
+    model = model_for(server, "thinking", api, max_tokens=64_000)
+    events = await collect(model, options=OPTIONS.model_copy(update={"thinking_level": "high"}))
+    message = final_message(events)
+    thinking, text = message.content
+    assert isinstance(thinking, ThinkingContent) and thinking.thinking == "Weighing both options carefully."
+    assert isinstance(text, TextContent) and text.text == "Option B."
+    assert [e.type for e in events].count("thinking_delta") >= 2
+    body = server.requests_for(scenario("thinking", api))[-1].body
+    if api == "anthropic-messages":
+        assert body["thinking"] == {"type": "enabled", "budget_tokens": 16384}
+        assert body["max_tokens"] == 32_000 + 16384
+    elif api == "openai-completions":
+        assert body["reasoning_effort"] == "high"
+    else:
+        assert body["reasoning"] == {"effort": "high", "summary": "auto"}
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_parallel_tool_calls_and_their_results_round_trip(server: ScriptedLLMServer, api: str) -> None:
+    model = model_for(server, "tools", api)
+    events = await collect(model, options=OPTIONS.model_copy(update={"thinking_level": "low"}))
+    first = final_message(events)
+    assert first.stop_reason == "toolUse"
+    calls = first.tool_calls()
+    assert [(c.name, c.arguments) for c in calls] == [
+        ("read", {"path": "src/main.py", "limit": 20}),
+        ("bash", {"command": "ls -la && echo 'done'"}),
+    ]
+    assert len({c.id for c in calls}) == 2
+    # Arguments arrive in several pieces, and the partial view grows with them.
+    assert [e.type for e in events].count("toolcall_delta") >= 4
+
+    results: list[LlmMessage] = [
+        ToolResultMessage(
+            tool_call_id=c.id, tool_name=c.name, content=[TextContent(text=f"{c.name} ok")], timestamp=5
+        )
+        for c in calls
+    ]
+    follow_up = CONTEXT.model_copy(update={"messages": [*CONTEXT.messages, first, *results]})
+    second = await complete(model, follow_up, OPTIONS.model_copy(update={"thinking_level": "low"}))
+    assert (second.stop_reason, second.text()) == ("stop", "Both checked.")
+
+    body = server.requests_for(scenario("tools", api))[-1].body
+    sent_ids = _replayed_call_ids(api, body)
+    assert sent_ids["calls"] == sent_ids["results"] and len(sent_ids["calls"]) == 2
+    assert _thinking_was_replayed(api, body)
+
+
+def _replayed_call_ids(api: str, body: dict[str, Any]) -> dict[str, list[str]]:
+    if api == "anthropic-messages":
+        assistant = next(m for m in body["messages"] if m["role"] == "assistant")
+        results = body["messages"][-1]["content"]
+        return {
+            "calls": [b["id"] for b in assistant["content"] if b["type"] == "tool_use"],
+            "results": [b["tool_use_id"] for b in results if b["type"] == "tool_result"],
+        }
+    if api == "openai-completions":
+        assistant = next(m for m in body["messages"] if m["role"] == "assistant")
+        return {
+            "calls": [c["id"] for c in assistant["tool_calls"]],
+            "results": [m["tool_call_id"] for m in body["messages"] if m["role"] == "tool"],
+        }
+    return {
+        "calls": [i["call_id"] for i in body["input"] if i.get("type") == "function_call"],
+        "results": [i["call_id"] for i in body["input"] if i.get("type") == "function_call_output"],
+    }
+
+
+def _thinking_was_replayed(api: str, body: dict[str, Any]) -> bool:
+    if api == "anthropic-messages":
+        assistant = next(m for m in body["messages"] if m["role"] == "assistant")
+        return any(b["type"] == "thinking" and b["signature"] for b in assistant["content"])
+    if api == "openai-completions":
+        assistant = next(m for m in body["messages"] if m["role"] == "assistant")
+        return assistant.get("reasoning_content") == "I need the file and the listing."
+    return any(i.get("type") == "reasoning" for i in body["input"])
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_max_tokens_stop_is_length(server: ScriptedLLMServer, api: str) -> None:
+    message = final_message(await collect(model_for(server, "length", api)))
+    assert (message.stop_reason, message.text()) == ("length", "cut short")
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_rate_limit_is_retryable_with_the_requested_wait(server: ScriptedLLMServer, api: str) -> None:
+    model = model_for(server, "rate-limited", api)
+    failed = await complete(model, CONTEXT, OPTIONS)
+    assert failed.stop_reason == "error"
+    assert (failed.error_message or "").startswith("429 ")
+    assert classify_error(failed) == "retryable"
+    assert retry_after_ms(failed) == 2000
+    # The SDK itself must not retry: tempi's retry policy has to be the visible one.
+    assert len(server.requests_for(scenario("rate-limited", api))) == 1
+
+    retried = await complete(model, CONTEXT, OPTIONS)
+    assert (retried.stop_reason, retried.text()) == ("stop", "after the wait")
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_server_errors_are_retryable(server: ScriptedLLMServer, api: str) -> None:
+    failed = await complete(model_for(server, "unavailable", api), CONTEXT, OPTIONS)
+    assert (failed.error_message or "").startswith("503 ")
+    assert classify_error(failed) == "retryable"
+    assert retry_after_ms(failed) is None
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_context_overflow_is_classified_as_overflow(server: ScriptedLLMServer, api: str) -> None:
+    failed = await complete(model_for(server, "overflow", api), CONTEXT, OPTIONS)
+    assert failed.stop_reason == "error"
+    assert classify_error(failed) == "overflow"
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_abort_mid_stream_keeps_the_partial_text(server: ScriptedLLMServer, api: str) -> None:
+    abort = asyncio.Event()
+    events: list[AssistantMessageEvent] = []
+    async for event in stream_assistant(model_for(server, "slow", api), CONTEXT, OPTIONS, abort):
+        events.append(event)
+        if [e.type for e in events].count("text_delta") == 3:
+            abort.set()
+    last = events[-1]
+    assert last.type == "error" and last.reason == "aborted"
+    assert last.error.stop_reason == "aborted"
+    assert LONG_TEXT.startswith(last.error.text())
+    assert 0 < len(last.error.text()) < len(LONG_TEXT)
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_a_dropped_connection_is_retryable(server: ScriptedLLMServer, api: str) -> None:
+    failed = await complete(model_for(server, "dropped", api), CONTEXT, OPTIONS)
+    assert failed.stop_reason == "error"
+    assert classify_error(failed) == "retryable", failed.error_message
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_missing_api_key_fails_before_any_request(server: ScriptedLLMServer, api: str) -> None:
+    failed = await complete(model_for(server, "text", api, id="keyless"), CONTEXT, StreamOptions())
+    assert failed.stop_reason == "error"
+    assert "No API key for provider 'mock'" in (failed.error_message or "")
+    assert classify_error(failed) == "fatal"
+    assert not [r for r in server.requests_for(scenario("text", api)) if r.body.get("model") == "keyless"]
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_an_unreachable_server_is_a_retryable_connection_error(api: str) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    base = f"http://127.0.0.1:{port}" + ("" if api == "anthropic-messages" else "/v1")
+    model = ModelSpec(id="m", api=api, provider="mock", base_url=base)
+    failed = await complete(model, CONTEXT, OPTIONS)
+    assert (failed.error_message or "").startswith("Connection error")
+    assert classify_error(failed) == "retryable"
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_headers_and_key_reach_the_provider(server: ScriptedLLMServer, api: str) -> None:
+    model = model_for(server, "length", api, headers={"x-model-header": "m", "x-both": "model"})
+    options = OPTIONS.model_copy(update={"headers": {"x-both": "call"}})
+    await complete(model, CONTEXT, options)
+    headers = server.requests_for(scenario("length", api))[-1].headers
+    assert headers["x-model-header"] == "m"
+    assert headers["x-both"] == "call"
+    # anthropic 2.x sends the key as a bearer token, like openai does.
+    key_header = headers.get("x-api-key") or headers.get("authorization")
+    assert key_header is not None and key_header.endswith("test-key")
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_cancelling_the_consumer_propagates(server: ScriptedLLMServer, api: str) -> None:
+    streaming = asyncio.Event()
+
+    async def consume() -> None:
+        async for event in stream_assistant(model_for(server, "slow", api), CONTEXT, OPTIONS):
+            if event.type == "text_delta":
+                streaming.set()
+
+    task = asyncio.create_task(consume())
+    await streaming.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
