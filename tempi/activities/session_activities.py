@@ -23,6 +23,7 @@ from tempi.activities.llm import StreamOptions, classify_error, retry_after_ms, 
 from tempi.activities.session_store import SessionStore
 from tempi.activities.sidecar import live_path, pending_path, sidecar_dir
 from tempi.activities.tools import LocalBackend, ToolContext, execute_tool
+from tempi.activities.tools.bash import run_command
 from tempi.agent.llm_context import LlmContext
 from tempi.agent.llm_conversion import to_llm_messages
 from tempi.agent.messages import AssistantMessage, TextContent, ToolResultMessage
@@ -32,6 +33,7 @@ from tempi.agent.session_entries import MessageEntry
 from tempi.agent.tool_specs import tool_specs
 from tempi.workflows import activity_names as names
 from tempi.workflows.session_types import (
+    BashResult,
     FlushInput,
     LlmCallInput,
     LlmCallResult,
@@ -39,6 +41,7 @@ from tempi.workflows.session_types import (
     SessionFileRef,
     ToolCallInput,
     ToolCallResult,
+    UserBashInput,
 )
 
 HEARTBEAT_EVERY_S = 2.0
@@ -205,6 +208,7 @@ class SessionActivities:
             on_update=lambda partial: live.write({"partialResult": partial.to_json_dict()}),
             abort=abort,
             spill_dir=str(sidecar_dir(inp.file.session_path, inp.file.session_id) / "output"),
+            state_dir=str(sidecar_dir(inp.file.session_path, inp.file.session_id)),
         )
         task = asyncio.create_task(execute_tool(call.name, call.arguments, ctx))
         try:
@@ -247,6 +251,31 @@ class SessionActivities:
         )
         return ToolCallResult(message=message)
 
+    @activity.defn(name=names.RUN_USER_BASH)
+    async def run_user_bash(self, inp: UserBashInput) -> BashResult:
+        ctx = ToolContext(
+            cwd=inp.file.cwd,
+            backend=LocalBackend(),
+            abort=asyncio.Event(),
+            spill_dir=str(sidecar_dir(inp.file.session_path, inp.file.session_id) / "output"),
+        )
+        task = asyncio.create_task(run_command(inp.command, ctx))
+        try:
+            async with Heartbeater():
+                run = await asyncio.shield(task)
+        except asyncio.CancelledError:
+            assert ctx.abort is not None
+            ctx.abort.set()
+            run = await asyncio.wait_for(task, ABORT_GRACE_S)
+        details = run.details or {}
+        return BashResult(
+            output=run.text,
+            exit_code=run.result.exit_code,
+            cancelled=run.result.aborted,
+            truncated=bool(details),
+            full_output_path=details.get("fullOutputPath"),
+        )
+
     @activity.defn(name=names.FLUSH_ENTRIES)
     async def flush_entries(self, inp: FlushInput) -> None:
         write_outbox(self.store, inp.file, inp.outbox)
@@ -255,7 +284,7 @@ class SessionActivities:
         )
 
     def all(self) -> list[Callable[..., Any]]:
-        return [self.call_llm, self.run_tool, self.flush_entries]
+        return [self.call_llm, self.run_tool, self.run_user_bash, self.flush_entries]
 
 
 class _StreamProgress:

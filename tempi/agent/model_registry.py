@@ -154,6 +154,9 @@ BUILTIN_MODELS: tuple[ModelSpec, ...] = (
     # Answers from a script instead of a network; for tests and demos.
     _model(FAUX_PROVIDER, "faux", "", FAUX_MODEL_ID, "Faux (scripted)", reasoning=True,
            context=128_000, max_out=16_384, cost=(0, 0, 0, 0)),
+    # Offline demo: looks around the working directory and reports, with no API key.
+    _model(FAUX_PROVIDER, "faux", "", "demo", "Offline demo", reasoning=False,
+           context=128_000, max_out=16_384, cost=(0, 0, 0, 0)),
 )
 
 # Providers pi knows without built-in models here: enough to fill in a models.json
@@ -590,5 +593,5 @@ def select_model(
             return ModelSelection(model=_provider_default(candidate, registry), warning=warning)
     raise ModelSelectionError(
         "No model chosen and no API key found. Set ANTHROPIC_API_KEY or OPENAI_API_KEY, "
-        f"pass --api-key, or try the scripted demo model with --model {FAUX_PROVIDER}/{FAUX_MODEL_ID}."
+        f"add a provider to models.json, or try the offline demo with --model {FAUX_PROVIDER}/demo."
     )

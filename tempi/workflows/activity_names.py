@@ -2,4 +2,5 @@
 
 CALL_LLM = "call_llm"
 RUN_TOOL = "run_tool"
+RUN_USER_BASH = "run_user_bash"
 FLUSH_ENTRIES = "flush_entries"

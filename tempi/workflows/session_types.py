@@ -123,6 +123,8 @@ class SessionStateView(PiModel):
     stats: SessionStats
     last_assistant_text: str | None = None
     runs: int = 0
+    leaf_id: str | None = None
+    auto_retry_enabled: bool = True
 
 
 # --- activity payloads -------------------------------------------------------------
@@ -180,3 +182,34 @@ class FlushInput(PiModel):
     file: SessionFileRef
     outbox: list[OutboxItem]
     finished_live_keys: list[str] = Field(default_factory=list)
+
+
+class BashRequest(PiModel):
+    """A user-run shell command (`!cmd`, RPC `bash`); its output joins the context."""
+
+    command: str
+    exclude_from_context: bool = False
+
+
+class BashResult(PiModel):
+    output: str
+    exit_code: int | None
+    cancelled: bool = False
+    truncated: bool = False
+    full_output_path: str | None = None
+
+
+class CompactRequest(PiModel):
+    custom_instructions: str | None = None
+
+
+class CompactResult(PiModel):
+    summary: str
+    first_kept_entry_id: str
+    tokens_before: int
+    details: dict[str, Any] | None = None
+
+
+class UserBashInput(PiModel):
+    file: SessionFileRef
+    command: str

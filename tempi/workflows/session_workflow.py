@@ -29,6 +29,8 @@ with workflow.unsafe.imports_passed_through():
     from tempi.agent.tool_specs import is_read_only, mutated_path
     from tempi.workflows import activity_names as act
     from tempi.workflows.session_types import (
+        BashRequest,
+        BashResult,
         CarriedState,
         EventsPage,
         FlushInput,
@@ -43,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
         SessionStateView,
         ToolCallInput,
         ToolCallResult,
+        UserBashInput,
     )
 
 LLM_TIMEOUT = timedelta(minutes=15)
@@ -90,6 +93,11 @@ class AgentSessionWorkflow:
         self.shutdown_requested = False
         self.in_flight: list[asyncio.Task[Any]] = []
         self.made_ids: set[str] = set()
+        # User bash results that arrive during a run join the tree when the run ends.
+        self.deferred_entries: list[dict[str, Any]] = []
+        self.user_bash: asyncio.Future[Any] | None = None
+        # Writers of the session file take turns, so entries land in tree order.
+        self.store_lock = asyncio.Lock()
         self.file_ref = SessionFileRef(
             session_id=cfg.session_id,
             session_path=cfg.session_path,
@@ -113,6 +121,9 @@ class AgentSessionWorkflow:
             if not ready or self.shutdown_requested:
                 await self._flush()
                 return "idle" if not ready else "shutdown"
+            if not self.state.prompts:
+                await self._flush()  # settings changed or a user command ran while idle
+                continue
             prompt = self.state.prompts.pop(0)
             self.abort_requested = False
             await self._run_agent([prompt])
@@ -125,11 +136,16 @@ class AgentSessionWorkflow:
     async def _wait_for_work(self) -> bool:
         try:
             await workflow.wait_condition(
-                lambda: bool(self.state.prompts) or self.shutdown_requested, timeout=IDLE_TIMEOUT
+                lambda: bool(self.state.prompts) or self.shutdown_requested or self._idle_writes_waiting(),
+                timeout=IDLE_TIMEOUT,
             )
         except TimeoutError:
             return False
         return True
+
+    def _idle_writes_waiting(self) -> bool:
+        # Like pi, nothing reaches the file before the first assistant message.
+        return bool(self.outbox) and self.state.file_started and not self.streaming
 
     def _should_continue_as_new(self) -> bool:
         info = workflow.info()
@@ -248,6 +264,9 @@ class AgentSessionWorkflow:
             self._emit({"type": "agent_end", "messages": new_messages})
         finally:
             self.streaming = False
+            for body in self.deferred_entries:
+                self._record_entry(body)
+            self.deferred_entries = []
 
     def _retry_delay_ms(self, result: LlmCallResult, attempt: int) -> int | None:
         retry = self.config.retry
@@ -286,36 +305,39 @@ class AgentSessionWorkflow:
             aborted = self._aborted_message()
             self._record_entry({"type": "message", "message": aborted.to_json_dict()})
             return LlmCallResult(message=aborted)
-        outbox, self.outbox = self.outbox, []
-        call = LlmCallInput(
-            file=self._file(),
-            outbox=outbox,
-            leaf_id=self.state.leaf_id,
-            entry_id=entry_id,
-            entry_timestamp=_iso(now_ms),
-            model=model,
-            thinking_level=self.state.thinking_level,
-            system_prompt=self.config.system_prompt,
-            tools=self.config.tools,
-        )
-        task = asyncio.ensure_future(
-            workflow.execute_activity(
-                act.CALL_LLM,
-                call,
-                result_type=LlmCallResult,
-                start_to_close_timeout=LLM_TIMEOUT,
-                heartbeat_timeout=LLM_HEARTBEAT,
-                retry_policy=INFRA_RETRY,
-                cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+        async with self.store_lock:
+            outbox, self.outbox = self.outbox, []
+            call = LlmCallInput(
+                file=self._file(),
+                outbox=outbox,
+                leaf_id=self.state.leaf_id,
+                entry_id=entry_id,
+                entry_timestamp=_iso(now_ms),
+                model=model,
+                thinking_level=self.state.thinking_level,
+                system_prompt=self.config.system_prompt,
+                tools=self.config.tools,
             )
-        )
-        try:
-            result = await self._track(task)
-        except (ActivityError, CancelledError, asyncio.CancelledError) as err:
-            # Cancelled before the activity could answer: the entry was never written.
-            message = self._aborted_message() if self.abort_requested else self._error_message(str(err))
-            self._record_entry({"type": "message", "message": message.to_json_dict()}, entry_id=entry_id)
-            return LlmCallResult(message=message)
+            task = asyncio.ensure_future(
+                workflow.execute_activity(
+                    act.CALL_LLM,
+                    call,
+                    result_type=LlmCallResult,
+                    start_to_close_timeout=LLM_TIMEOUT,
+                    heartbeat_timeout=LLM_HEARTBEAT,
+                    retry_policy=INFRA_RETRY,
+                    cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+                )
+            )
+            try:
+                result = await self._track(task)
+            except (ActivityError, CancelledError, asyncio.CancelledError) as err:
+                # No answer came back; the outbox may not have been written, so it goes
+                # out again (writes are idempotent) ahead of the message that ends the turn.
+                self.outbox = outbox + self.outbox
+                message = self._aborted_message() if self.abort_requested else self._error_message(_cause(err))
+                self._record_entry({"type": "message", "message": message.to_json_dict()}, entry_id=entry_id)
+                return LlmCallResult(message=message)
         self.state.file_started = True
         self.file_ref.existing_file = True
         self.state.leaf_id = entry_id
@@ -470,6 +492,10 @@ class AgentSessionWorkflow:
     async def _flush(self) -> None:
         if not self.outbox and not self.live_keys:
             return
+        async with self.store_lock:
+            await self._flush_locked()
+
+    async def _flush_locked(self) -> None:
         outbox, self.outbox = self.outbox, []
         keys, self.live_keys = self.live_keys, []
         await workflow.execute_activity(
@@ -604,6 +630,51 @@ class AgentSessionWorkflow:
                 "(streamingBehavior 'steer' or 'followUp'), or wait for the run to end."
             )
 
+    @workflow.update
+    async def bash(self, req: BashRequest) -> BashResult:
+        self.user_bash = asyncio.ensure_future(
+            workflow.execute_activity(
+                act.RUN_USER_BASH,
+                UserBashInput(file=self._file(), command=req.command),
+                result_type=BashResult,
+                start_to_close_timeout=timedelta(hours=12),
+                heartbeat_timeout=TOOL_HEARTBEAT,
+                retry_policy=RetryPolicy(maximum_attempts=1),
+                cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+            )
+        )
+        try:
+            result: BashResult = await self.user_bash
+        except (ActivityError, CancelledError, asyncio.CancelledError) as err:
+            result = BashResult(output=f"The command did not finish: {_cause(err)}", exit_code=None, cancelled=True)
+        finally:
+            self.user_bash = None
+        message: dict[str, Any] = {
+            "role": "bashExecution",
+            "command": req.command,
+            "output": result.output,
+            "exitCode": result.exit_code,
+            "cancelled": result.cancelled,
+            "truncated": result.truncated,
+            "timestamp": self._now_ms(),
+        }
+        if result.full_output_path:
+            message["fullOutputPath"] = result.full_output_path
+        if req.exclude_from_context:
+            message["excludeFromContext"] = True
+        body = {"type": "message", "message": message}
+        if self.streaming:
+            self.deferred_entries.append(body)
+        else:
+            self._record_entry(body)
+            self.state.message_count += 1
+        return result
+
+    @workflow.signal
+    def abort_bash(self) -> None:
+        if self.user_bash is not None:
+            self.user_bash.cancel()
+
     @workflow.signal
     def steer(self, text: str) -> None:
         self._queue_or_start(text, self.state.steering)
@@ -650,6 +721,10 @@ class AgentSessionWorkflow:
         self._record_entry({"type": "thinking_level_change", "thinkingLevel": level})
 
     @workflow.signal
+    def set_auto_retry(self, enabled: bool) -> None:
+        self.config.retry.enabled = enabled
+
+    @workflow.signal
     def set_steering_mode(self, mode: QueueMode) -> None:
         self.state.steering_mode = mode
 
@@ -693,6 +768,8 @@ class AgentSessionWorkflow:
             stats=self.state.stats,
             last_assistant_text=self.state.last_assistant_text,
             runs=self.state.runs,
+            leaf_id=self.state.leaf_id,
+            auto_retry_enabled=self.config.retry.enabled,
         )
 
 

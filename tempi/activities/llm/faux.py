@@ -73,6 +73,10 @@ def clear_faux(model_id: str | None = None) -> None:
 
 def _next_response(model: ModelSpec, context: LlmContext) -> FauxResponse:
     queue = _scripts.get(model.id)
+    if not queue and model.id == "demo":
+        from tempi.activities.llm.demo_script import demo_response
+
+        return demo_response(context)
     if not queue:
         raise ProviderError(f"The faux model '{model.id}' has no scripted response left")
     script = queue.popleft()

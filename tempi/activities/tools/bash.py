@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import secrets
 import tempfile
+from dataclasses import dataclass
 from collections.abc import Callable
 from typing import Any
 
+from tempi.activities.tools.backend import ExecResult
 from tempi.activities.tools.bash_output import OutputAccumulator
 from tempi.activities.tools.context import ToolContext, text_outcome
 from tempi.activities.tools.errors import ToolError
@@ -67,10 +68,15 @@ async def _publish_updates(
         await asyncio.sleep(UPDATE_INTERVAL_SECONDS)
 
 
-async def run_bash(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
-    command: str = args["command"]
-    timeout_arg = args.get("timeout")
-    timeout = float(timeout_arg) if timeout_arg is not None and timeout_arg > 0 else None
+@dataclass
+class CommandRun:
+    result: ExecResult
+    text: str
+    details: dict[str, Any] | None
+
+
+async def run_command(command: str, ctx: ToolContext, timeout: float | None = None) -> CommandRun:
+    """Run one command line with streamed, tail-truncated, spilled output."""
     backend = ctx.backend
     cwd_info = await backend.stat(ctx.cwd)
     if cwd_info is None or cwd_info.kind != "dir":
@@ -96,13 +102,19 @@ async def run_bash(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     finally:
         output.close()
         if publisher is not None:
-            publisher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await publisher
+            publisher.cancel()  # it only ever waits between updates, so none is half-sent
 
     if ctx.on_update is not None and dirty.is_set():
         ctx.on_update(_partial_result(output))
     text, details = _render(output)
+    return CommandRun(result=result, text=text, details=details)
+
+
+async def run_bash(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
+    timeout_arg = args.get("timeout")
+    timeout = float(timeout_arg) if timeout_arg is not None and timeout_arg > 0 else None
+    run = await run_command(args["command"], ctx, timeout)
+    result, text, details = run.result, run.text, run.details
     if result.aborted:
         return text_outcome(_with_status(text, "Command aborted"), details, is_error=True)
     if result.timed_out:
