@@ -84,6 +84,8 @@ class EventFollower:
         self.assistant: _AssistantStream | None = None
         self.tools: dict[str, _ToolStream] = {}
         self.last_page: EventsPage | None = None
+        self.run_start: int | None = None
+        self.run_messages: list[dict[str, Any]] = []
 
     def _reader(self, key: str | None) -> LiveReader | None:
         if not self.live or key is None or self.session_path is None:
@@ -109,11 +111,39 @@ class EventFollower:
             return [*(stream.drain() if stream else []), event]
         return [event]
 
+    async def _run_messages_since(self, start: int, end: int) -> list[dict[str, Any]]:
+        """The messages of a run this follower joined late, read back from the log."""
+        messages: list[dict[str, Any]] = []
+        offset = start
+        while offset < end:
+            page: EventsPage = await self.handle.query("read_events", offset, result_type=EventsPage)
+            if not page.events:
+                break
+            for i, event in enumerate(page.events):
+                if page.next_offset - len(page.events) + i >= end:
+                    return messages
+                if event["type"] == "message_end":
+                    messages.append(event["message"])
+            offset = page.next_offset
+        return messages
+
     async def poll(self) -> list[dict[str, Any]]:
         page: EventsPage = await self.handle.query("read_events", self.offset, result_type=EventsPage)
         self.last_page = page
         out: list[dict[str, Any]] = []
-        for event in page.events:
+        first = page.next_offset - len(page.events)
+        for i, event in enumerate(page.events):
+            kind = event["type"]
+            if kind == "agent_start":
+                self.run_start, self.run_messages = first + i, []
+            elif kind == "message_end":
+                self.run_messages.append(event["message"])
+            elif kind == "agent_end" and "_messagesFrom" in event:
+                start = event.pop("_messagesFrom")
+                if start == self.run_start:
+                    event["messages"] = self.run_messages
+                else:
+                    event["messages"] = await self._run_messages_since(start, first + i)
             out.extend(self._translate(event))
         self.offset = page.next_offset
         if self.assistant:

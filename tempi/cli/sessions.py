@@ -57,7 +57,12 @@ async def is_running(handle: WorkflowHandle[Any, Any]) -> bool:
 
 
 async def start_new_session(
-    client: Client, store: SessionStore, plan: SessionPlan, *, session_dir: Path | None = None
+    client: Client,
+    store: SessionStore,
+    plan: SessionPlan,
+    *,
+    session_dir: Path | None = None,
+    parent_session: str | None = None,
 ) -> tuple[WorkflowHandle[Any, Any], SessionConfig]:
     session_id = str(uuid.uuid4())
     created = _iso_now()
@@ -78,6 +83,7 @@ async def start_new_session(
         steering_mode=plan.steering_mode,  # type: ignore[arg-type]
         follow_up_mode=plan.follow_up_mode,  # type: ignore[arg-type]
         created_at=created,
+        parent_session=parent_session,
     )
     handle = await client.start_workflow(
         SESSION_WORKFLOW,

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.worker import Interceptor, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from tempi.activities.session_activities import CredentialResolver, SessionActivities
@@ -24,7 +21,7 @@ def build_worker(
     task_queue: str = DEFAULT_TASK_QUEUE,
     sessions_root: Path,
     credentials: CredentialResolver | None = None,
-    activity_hook: Callable[[Any], Any] | None = None,
+    activity_hook: Interceptor | None = None,
 ) -> Worker:
     activities = SessionActivities(SessionStore(sessions_root), credentials or Credentials())
     runner = SandboxedWorkflowRunner(
@@ -35,7 +32,6 @@ def build_worker(
         task_queue=task_queue,
         workflows=[AgentSessionWorkflow],
         activities=activities.all(),
-        activity_executor=ThreadPoolExecutor(max_workers=8),
         workflow_runner=runner,
         max_concurrent_activities=200,
         interceptors=[activity_hook] if activity_hook else [],

@@ -9,6 +9,7 @@ their results there, and every entry crosses history once.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
@@ -49,10 +50,11 @@ with workflow.unsafe.imports_passed_through():
     )
 
 LLM_TIMEOUT = timedelta(minutes=15)
-LLM_HEARTBEAT = timedelta(seconds=30)
+LLM_HEARTBEAT = timedelta(seconds=10)
 TOOL_HEARTBEAT = timedelta(seconds=10)
 STORE_TIMEOUT = timedelta(minutes=1)
 IDLE_TIMEOUT = timedelta(days=7)
+PAGE_BYTES = 1_000_000
 # The activity retry below covers lost workers and store hiccups; provider errors come
 # back as messages and follow pi's visible retry policy instead.
 INFRA_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10))
@@ -98,6 +100,7 @@ class AgentSessionWorkflow:
         self.user_bash: asyncio.Future[Any] | None = None
         # Writers of the session file take turns, so entries land in tree order.
         self.store_lock = asyncio.Lock()
+        self.run_start_offset = 0
         self.file_ref = SessionFileRef(
             session_id=cfg.session_id,
             session_path=cfg.session_path,
@@ -160,10 +163,9 @@ class AgentSessionWorkflow:
     async def _run_agent(self, first: list[UserMessage]) -> None:
         self.streaming = True
         self.state.runs += 1
-        new_messages: list[dict[str, Any]] = []
         pending = list(first)
         retry_attempt = 0
-        self._emit({"type": "agent_start"})
+        self._emit_agent_start()
         try:
             while True:
                 has_more_tools = True
@@ -172,13 +174,13 @@ class AgentSessionWorkflow:
                     force_llm = False
                     self._emit({"type": "turn_start"})
                     for msg in pending:
-                        self._add_message(msg.to_json_dict(), new_messages)
+                        self._add_message(msg.to_json_dict())
                         self.state.stats.user_messages += 1
                     pending = []
 
                     result = await self._call_llm()
                     message = result.message
-                    self._add_message(message.to_json_dict(), new_messages, start_emitted=True)
+                    self._add_message(message.to_json_dict(), start_emitted=True)
                     self.state.stats.assistant_messages += 1
                     self.state.stats.usage = self.state.stats.usage.add(message.usage)
                     if message.usage.input or message.usage.cache_read:
@@ -188,7 +190,7 @@ class AgentSessionWorkflow:
 
                     if message.stop_reason in ("error", "aborted"):
                         self._emit({"type": "turn_end", "message": message.to_json_dict(), "toolResults": []})
-                        self._emit({"type": "agent_end", "messages": new_messages})
+                        self._emit_agent_end()
                         delay = self._retry_delay_ms(result, retry_attempt)
                         if delay is None:
                             if retry_attempt > 0:
@@ -221,8 +223,7 @@ class AgentSessionWorkflow:
                                 }
                             )
                             return
-                        new_messages = []
-                        self._emit({"type": "agent_start"})
+                        self._emit_agent_start()
                         force_llm = True
                         continue
                     if retry_attempt > 0:
@@ -234,34 +235,28 @@ class AgentSessionWorkflow:
                     results: list[ToolResultMessage] = []
                     if calls:
                         results = await self._execute_tools(calls)
-                        for r in results:
-                            self._emit({"type": "message_start", "message": r.to_json_dict()})
-                            self._emit({"type": "message_end", "message": r.to_json_dict()})
-                            new_messages.append(r.to_json_dict())
-                            self.state.stats.tool_results += 1
-                            self.state.message_count += 1
-                    self._emit(
-                        {
-                            "type": "turn_end",
-                            "message": message.to_json_dict(),
-                            "toolResults": [r.to_json_dict() for r in results],
-                        }
-                    )
+                    result_dicts = [r.to_json_dict() for r in results]
+                    for r in result_dicts:
+                        self._emit({"type": "message_start", "message": r})
+                        self._emit({"type": "message_end", "message": r})
+                        self.state.stats.tool_results += 1
+                        self.state.message_count += 1
+                    self._emit({"type": "turn_end", "message": message.to_json_dict(), "toolResults": result_dicts})
                     if self.abort_requested:
                         # pi ends an aborted run with an aborted assistant message.
                         self._emit({"type": "turn_start"})
                         aborted = self._aborted_message()
                         self._record_entry({"type": "message", "message": aborted.to_json_dict()})
-                        self._add_message(aborted.to_json_dict(), new_messages)
+                        self._add_message(aborted.to_json_dict())
                         self._emit({"type": "turn_end", "message": aborted.to_json_dict(), "toolResults": []})
-                        self._emit({"type": "agent_end", "messages": new_messages})
+                        self._emit_agent_end()
                         return
                     pending = self._dequeue("steering")
                 follow = self._dequeue("follow_up")
                 if not follow:
                     break
                 pending = follow
-            self._emit({"type": "agent_end", "messages": new_messages})
+            self._emit_agent_end()
         finally:
             self.streaming = False
             for body in self.deferred_entries:
@@ -531,7 +526,6 @@ class AgentSessionWorkflow:
     def _add_message(
         self,
         message: dict[str, Any],
-        new_messages: list[dict[str, Any]],
         *,
         start_emitted: bool = False,
     ) -> None:
@@ -542,7 +536,6 @@ class AgentSessionWorkflow:
         self._emit({"type": "message_end", "message": message})
         if message.get("role") != "assistant":
             self._record_entry({"type": "message", "message": message})
-        new_messages.append(message)
         self.state.message_count += 1
 
     # --- queues --------------------------------------------------------------------------
@@ -573,6 +566,15 @@ class AgentSessionWorkflow:
 
     def _emit(self, event: dict[str, Any]) -> None:
         self.events.append(event)
+
+    def _emit_agent_start(self) -> None:
+        self.run_start_offset = self.state.event_offset + len(self.events)
+        self._emit({"type": "agent_start"})
+
+    def _emit_agent_end(self) -> None:
+        # pi's agent_end lists every message of the run, which can be megabytes; the log
+        # keeps a pointer and readers rebuild the list from the run's message_end events.
+        self._emit({"type": "agent_end", "messages": [], "_messagesFrom": self.run_start_offset})
 
     def _now_ms(self) -> int:
         return int(workflow.now().timestamp() * 1000)
@@ -742,11 +744,17 @@ class AgentSessionWorkflow:
     def read_events(self, from_offset: int) -> EventsPage:
         base = self.state.event_offset
         start = min(max(from_offset - base, 0), len(self.events))
-        page = self.events[start : start + 1000]
+        end, budget = start, PAGE_BYTES
+        # Stay well inside gRPC's 4 MB message limit; always make progress by one event.
+        while end < len(self.events) and (end == start or budget > 0):
+            budget -= _approx_size(self.events[end])
+            if budget < 0 and end > start:
+                break
+            end += 1
         return EventsPage(
             base_offset=base,
-            next_offset=base + start + len(page),
-            events=page,
+            next_offset=base + end,
+            events=self.events[start:end],
             is_streaming=self.streaming or bool(self.state.prompts),
             run_count=self.state.runs,
         )
@@ -771,6 +779,10 @@ class AgentSessionWorkflow:
             leaf_id=self.state.leaf_id,
             auto_retry_enabled=self.config.retry.enabled,
         )
+
+
+def _approx_size(event: dict[str, Any]) -> int:
+    return len(json.dumps(event, separators=(",", ":"), default=str))
 
 
 def _tool_output(msg: ToolResultMessage) -> dict[str, Any]:

@@ -1,0 +1,129 @@
+"""The flags of the main `tempi` command, named and behaving as pi's."""
+
+from __future__ import annotations
+
+import argparse
+
+from tempi.agent.model_spec import THINKING_LEVELS
+from tempi.agent.tool_specs import ALL_TOOLS
+
+SUBCOMMANDS = ("sessions", "attach", "steer", "follow-up", "abort", "server", "worker")
+
+EXAMPLES = """\
+examples:
+  tempi -p "fix the failing test in tests/test_api.py"
+  tempi -p @src/app.py @screenshot.png "why does the button look like this?"
+  cat error.log | tempi -p "what went wrong?"
+  tempi -p "write the tests" "now run them"             several prompts, one after another
+  tempi --mode json -p "list the files here"            pi's JSON event stream
+  tempi --mode rpc                                      pi's RPC protocol on stdin/stdout
+  tempi --model anthropic/claude-sonnet-4-5:high -p "..."
+  tempi --continue -p "now add a docstring"             continue the latest session here
+  tempi --resume -p "..."                               pick an earlier session from a list
+  tempi --session 3f2a -p "..."                         continue a session by id prefix or file
+  tempi --fork 3f2a -p "try another approach"           a copy of a session, continued
+  tempi --no-session -p "quick question"                nothing is kept afterwards
+  tempi --list-models sonnet                            models whose name matches
+  tempi --export 3f2a out.html                          a session as a web page
+
+more commands (tempi COMMAND --help):
+  tempi sessions list | show ID | export ID             sessions on this machine
+  tempi attach ID                                       watch a running session live
+  tempi steer ID "stop, do X instead"                   redirect it from any terminal
+  tempi follow-up ID "then do Y"                        queue work for when it finishes
+  tempi abort ID                                        stop its current run
+  tempi server [status|stop]                            the shared background server
+  tempi worker                                          a worker for TEMPORAL_ADDRESS
+
+Sessions run in Temporal workflows: closing this terminal does not stop a running session.
+
+Files: $TEMPI_HOME (default ~/.tempi) holds models.json, settings.json, sessions/ and
+AGENTS.md. AGENTS.md or CLAUDE.md files from there and from every directory between / and
+the working directory are added to the system prompt.
+
+API keys: the worker that calls the model reads ANTHROPIC_API_KEY, OPENAI_API_KEY, ... or the
+apiKey of models.json. With the shared background server, that worker is the server, so a key
+must be in the environment when the server starts (`tempi server stop` makes the next command
+start a fresh one), or be named in models.json, which the worker re-reads on every change.
+--api-key works when this process runs the worker itself (TEMPORAL_ADDRESS set, no --no-worker).
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="tempi",
+        usage="tempi [options] [@file ...] [message ...]",
+        description="tempi: a durable coding agent (pi, rebuilt on Temporal).",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("messages", nargs="*", help="prompts, sent one after another; @path attaches a file")
+    p.add_argument(
+        "-p",
+        "--print",
+        dest="print_mode",
+        action="store_true",
+        help="run the prompts, print the answer, exit",
+    )
+    p.add_argument(
+        "--mode",
+        choices=["text", "json", "rpc"],
+        default="text",
+        help="text: the final answer; json: pi's event stream; rpc: pi's RPC protocol on stdin/stdout",
+    )
+    model = p.add_argument_group("model")
+    model.add_argument("--provider", help="model provider, e.g. anthropic, openai, or one from models.json")
+    model.add_argument(
+        "--model", help="model id or provider/id, optionally with :thinking (openai/gpt-5:high)"
+    )
+    model.add_argument("--api-key", help="API key for the chosen provider (see 'API keys' below)")
+    model.add_argument("--thinking", choices=THINKING_LEVELS, help="thinking level")
+    model.add_argument(
+        "--list-models", nargs="?", const="", metavar="SEARCH", help="list models (matching SEARCH) and exit"
+    )
+    prompt = p.add_argument_group("prompt and tools")
+    prompt.add_argument("--system-prompt", metavar="TEXT|FILE", help="replace tempi's system prompt")
+    prompt.add_argument(
+        "--append-system-prompt",
+        action="append",
+        default=[],
+        metavar="TEXT|FILE",
+        help="add to the system prompt (repeatable)",
+    )
+    prompt.add_argument("-t", "--tools", help=f"comma-separated tools to enable, of: {', '.join(ALL_TOOLS)}")
+    prompt.add_argument("--no-tools", action="store_true", help="no tools at all")
+    prompt.add_argument(
+        "--no-context-files", action="store_true", help="do not add AGENTS.md / CLAUDE.md files"
+    )
+    sessions = p.add_argument_group("sessions")
+    sessions.add_argument(
+        "-c",
+        "--continue",
+        dest="continue_",
+        action="store_true",
+        help="continue the latest session in this directory",
+    )
+    sessions.add_argument(
+        "-r", "--resume", action="store_true", help="choose a session of this directory to continue"
+    )
+    sessions.add_argument("--session", metavar="PATH|ID", help="continue a session by file, id or id prefix")
+    sessions.add_argument(
+        "--fork", metavar="PATH|ID", help="continue a copy of a session (the original stays as it is)"
+    )
+    sessions.add_argument("--session-dir", metavar="DIR", help="where new session files go")
+    sessions.add_argument(
+        "--no-session", action="store_true", help="keep no session file (a temporary one is removed at exit)"
+    )
+    sessions.add_argument(
+        "--export", metavar="SESSION", help="write SESSION as HTML (to the first message, if given) and exit"
+    )
+    p.add_argument(
+        "--no-worker",
+        action="store_true",
+        help="use workers elsewhere (with TEMPORAL_ADDRESS) instead of one in this process",
+    )
+    return p
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    return build_parser().parse_intermixed_args(argv)

@@ -1,0 +1,123 @@
+"""From flags and settings to a SessionPlan: model, thinking, tools and system prompt."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tempi.agent.model_registry import ModelRegistry, ModelSelectionError, select_model
+from tempi.agent.system_prompt import build_system_prompt
+from tempi.agent.tool_specs import ALL_TOOLS, DEFAULT_TOOLS
+from tempi.cli.context_files import discover_context_files
+from tempi.cli.errors import UserError
+from tempi.cli.sessions import SessionPlan
+from tempi.config.api_keys import DEFAULT_API_KEY_ENV, has_configured_key
+from tempi.config.errors import ConfigError
+from tempi.config.models_json import load_model_registry
+from tempi.config.paths import tempi_home
+from tempi.config.settings import Settings, load_settings
+from tempi.workers.temporal_client import configured_address
+from tempi.workflows.session_types import RetryPolicySettings
+
+
+@dataclass
+class PlannedRun:
+    plan: SessionPlan
+    registry: ModelRegistry
+    settings: Settings
+
+
+def text_or_file(value: str) -> str:
+    """A flag value that is either the text itself or the path of a file holding it."""
+    path = Path(value).expanduser()
+    try:
+        if len(value) < 4096 and path.is_file():
+            return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise UserError(f"Cannot read {path}: {err}") from err
+    return value
+
+
+def _tools(args: argparse.Namespace) -> list[str]:
+    if args.no_tools:
+        return []
+    if not args.tools:
+        return list(DEFAULT_TOOLS)
+    tools = [t.strip() for t in args.tools.split(",") if t.strip()]
+    unknown = [t for t in tools if t not in ALL_TOOLS]
+    if unknown:
+        raise UserError(f"Unknown tool(s): {', '.join(unknown)}. Available: {', '.join(ALL_TOOLS)}")
+    return tools
+
+
+def apply_api_key(args: argparse.Namespace, provider: str, registry: ModelRegistry) -> None:
+    """Make --api-key visible to the worker that calls the model, or say why it cannot be."""
+    if not args.api_key:
+        return
+    config = registry.request_config(provider)
+    variable = config.api_key if config is not None and config.api_key and config.api_key.isupper() else None
+    variable = variable or DEFAULT_API_KEY_ENV.get(provider)
+    if variable is None:
+        raise UserError(
+            f'--api-key: provider "{provider}" has no API key variable. Set "apiKey" for it in '
+            f"{tempi_home() / 'models.json'} instead."
+        )
+    if configured_address() is None or args.no_worker:
+        raise UserError(
+            "--api-key only reaches a worker this process runs. With the shared background server, "
+            f"export {variable} before the server starts (run `tempi server stop` first if it is running), "
+            f"or name the key in {tempi_home() / 'models.json'}."
+        )
+    os.environ[variable] = args.api_key
+
+
+def plan_run(args: argparse.Namespace, cwd: Path) -> PlannedRun:
+    try:
+        settings = load_settings(cwd)
+        registry = load_model_registry()
+        provider_with_key = args.provider if args.api_key else None
+        selection = select_model(
+            registry,
+            args.provider,
+            args.model,
+            default_provider=settings.default_provider,
+            default_model=settings.default_model,
+            key_available=lambda p: p == provider_with_key or has_configured_key(p, registry),
+        )
+    except (ModelSelectionError, ConfigError) as err:
+        raise UserError(str(err)) from err
+    if selection.warning:
+        print(f"tempi: {selection.warning}", file=sys.stderr)
+    apply_api_key(args, selection.model.provider, registry)
+    tools = _tools(args)
+    thinking = args.thinking or selection.thinking_level or settings.default_thinking_level or "off"
+    context = [] if args.no_context_files else discover_context_files(cwd, tempi_home())
+    prompt = build_system_prompt(
+        tools=tools,
+        cwd=str(cwd),
+        today=time.strftime("%Y-%m-%d"),
+        custom_prompt=text_or_file(args.system_prompt) if args.system_prompt else None,
+        append=[text_or_file(a) for a in args.append_system_prompt],
+        context_files=context,
+    )
+    retry = settings.retry
+    plan = SessionPlan(
+        cwd=str(cwd),
+        model=selection.model,
+        thinking_level=thinking,
+        system_prompt=prompt,
+        tools=tools,
+        retry=RetryPolicySettings(
+            enabled=retry.enabled,
+            max_retries=retry.max_retries,
+            base_delay_ms=retry.base_delay_ms,
+            max_delay_ms=retry.max_delay_ms,
+        ),
+        steering_mode=settings.steering_mode,
+        follow_up_mode=settings.follow_up_mode,
+    )
+    return PlannedRun(plan=plan, registry=registry, settings=settings)

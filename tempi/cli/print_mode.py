@@ -1,0 +1,69 @@
+"""`tempi -p` (text: the final answer) and `--mode json` (pi's event stream)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+from typing import Any
+
+from temporalio.client import WorkflowUpdateFailedError
+
+from tempi.agent.messages import ImageContent
+from tempi.cli.errors import UserError
+from tempi.cli.event_follower import EventFollower
+from tempi.cli.session_open import OpenSession
+from tempi.workflows.session_types import PromptRequest
+
+
+def _header(session: OpenSession) -> dict[str, Any]:
+    config = session.config
+    header: dict[str, Any] = {
+        "type": "session",
+        "version": 3,
+        "id": config.session_id,
+        "timestamp": config.created_at or "",
+        "cwd": config.cwd,
+    }
+    if config.parent_session:
+        header["parentSession"] = config.parent_session
+    return header
+
+
+async def run_print(session: OpenSession, prompts: list[str], images: list[ImageContent], mode: str) -> int:
+    handle, config = session.handle, session.config
+    if mode == "json":
+        print(json.dumps(_header(session)), flush=True)
+    follower = EventFollower(handle, config.session_path, config.session_id)
+    await follower.poll()  # skip what happened before this prompt
+    final: dict[str, Any] | None = None
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGINT, lambda: asyncio.ensure_future(handle.signal("abort")))
+    for index, text in enumerate(prompts):
+        request = PromptRequest(message=text, images=images if index == 0 else [])
+        try:
+            await handle.execute_update("prompt", request)
+        except WorkflowUpdateFailedError as err:
+            raise UserError(f"The session refused the prompt: {err.cause}") from err
+        async for event in follower.events(until_idle=True):
+            if mode == "json":
+                print(json.dumps(event, ensure_ascii=False), flush=True)
+            if event["type"] == "message_end" and event["message"].get("role") == "assistant":
+                final = event["message"]
+        if final and final.get("stopReason") in ("error", "aborted"):
+            break
+    return _finish(final, mode)
+
+
+def _finish(final: dict[str, Any] | None, mode: str) -> int:
+    if final is None:
+        print("tempi: the run ended without an answer", file=sys.stderr)
+        return 1
+    if final.get("stopReason") in ("error", "aborted"):
+        print(final.get("errorMessage") or f"Request {final.get('stopReason')}", file=sys.stderr)
+        return 1
+    if mode == "text":
+        text = "".join(b.get("text", "") for b in final.get("content", []) if b.get("type") == "text")
+        print(text)
+    return 0

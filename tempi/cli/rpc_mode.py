@@ -1,0 +1,190 @@
+"""`tempi --mode rpc`: pi's RPC protocol on stdin/stdout, driving one session at a time.
+
+Commands are handled in arrival order; the slow ones (bash, compact, abort) run beside
+the rest so that, for example, abort_bash can reach a running bash. Events of the current
+session stream out as the workflow logs them. The session outlives this process: a client
+that goes away leaves its session running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.service import RPCError
+
+from tempi.activities.session_store import SessionStore
+from tempi.cli.errors import UserError
+from tempi.cli.event_follower import POLL_INTERVAL_S, EventFollower
+from tempi.cli.plan import PlannedRun
+from tempi.cli.rpc_commands import ALREADY_SENT, BACKGROUND, HANDLERS, NO_DATA, RpcError
+from tempi.cli.rpc_io import ProtocolOut, parse_command, read_lines
+from tempi.cli.session_open import OpenSession
+from tempi.cli.sessions import session_state
+from tempi.workflows.session_types import SessionConfig, SessionStateView
+
+EVENTS_PAGE = 1000
+
+
+class RpcServer:
+    def __init__(
+        self, client: Client, store: SessionStore, planned: PlannedRun, out: ProtocolOut, cwd: Path
+    ) -> None:
+        self.client = client
+        self.store = store
+        self.planned = planned
+        self.out = out
+        self.cwd = cwd
+        # Held while events are written, so a response can be ordered before the events
+        # its command causes (prompt) or after the ones it waits for (set_session_name).
+        self.gate = asyncio.Lock()
+        self.session: OpenSession | None = None
+        self.follower: EventFollower | None = None
+        self.pump_task: asyncio.Task[None] | None = None
+        self.background: set[asyncio.Task[None]] = set()
+
+    # --- the current session ----------------------------------------------------------
+
+    @property
+    def handle(self) -> WorkflowHandle[Any, Any]:
+        assert self.session is not None
+        return self.session.handle
+
+    @property
+    def config(self) -> SessionConfig:
+        assert self.session is not None
+        return self.session.config
+
+    async def state(self) -> SessionStateView:
+        return await session_state(self.handle)
+
+    async def use_session(self, session: OpenSession) -> None:
+        """Make `session` current; its events stream from now on."""
+        if self.pump_task is not None:
+            self.pump_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.pump_task
+        follower = EventFollower(session.handle, session.config.session_path, session.config.session_id)
+        while (
+            len(await follower.poll())
+            and follower.last_page
+            and len(follower.last_page.events) >= EVENTS_PAGE
+        ):
+            pass  # skip what happened before this client arrived
+        previous = self.session
+        self.session, self.follower = session, follower
+        self.pump_task = asyncio.create_task(self._pump())
+        if previous is not None and previous is not session:
+            previous.cleanup()
+
+    async def _pump(self) -> None:
+        while True:
+            try:
+                async with self.gate:
+                    written = await self._write_events()
+            except RPCError:
+                written = 0  # the server is briefly unreachable: keep trying
+            if not written:
+                await asyncio.sleep(POLL_INTERVAL_S)
+
+    async def _write_events(self) -> int:
+        assert self.follower is not None
+        batch = await self.follower.poll()
+        for event in batch:
+            self.out.write(event)
+        return len(batch)
+
+    async def events_until(self, wanted: Callable[[dict[str, Any]], bool], timeout_s: float) -> bool:
+        """Stream events until one matches `wanted` (True) or the time is up (False)."""
+        assert self.follower is not None
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while True:
+            async with self.gate:
+                batch = await self.follower.poll()
+                for event in batch:
+                    self.out.write(event)
+            if any(wanted(e) for e in batch):
+                return True
+            if asyncio.get_running_loop().time() >= deadline:
+                return False
+            if not batch:
+                await asyncio.sleep(POLL_INTERVAL_S)
+
+    # --- responses ----------------------------------------------------------------------
+
+    def respond(self, command_id: Any, command: str, data: Any = NO_DATA, error: str | None = None) -> None:
+        response: dict[str, Any] = {"type": "response", "command": command}
+        if command_id is not None:
+            response = {"id": command_id, **response}
+        if error is not None:
+            response.update(success=False, error=error)
+        else:
+            response["success"] = True
+            if data is not NO_DATA:
+                response["data"] = data
+        self.out.write(response)
+
+    async def handle_command(self, command: dict[str, Any]) -> None:
+        name = command["type"]
+        command_id = command.get("id")
+        handler = HANDLERS.get(name)
+        if handler is None:
+            self.respond(command_id, name, error=f"Unknown command: {name}")
+            return
+        try:
+            data = await handler(self, command)
+        except RpcError as err:
+            self.respond(command_id, name, error=str(err))
+        except WorkflowUpdateFailedError as err:
+            self.respond(command_id, name, error=str(err.cause))
+        except (RPCError, UserError, OSError, ValueError) as err:
+            self.respond(command_id, name, error=str(err) or type(err).__name__)
+        else:
+            if data is not ALREADY_SENT:
+                self.respond(command_id, name, data)
+
+    async def serve(self) -> None:
+        async for line in read_lines(0):
+            if not line.strip():
+                continue
+            command = parse_command(line)
+            if isinstance(command, str):
+                self.respond(None, "parse", error=command)
+                continue
+            if command["type"] in BACKGROUND:
+                task = asyncio.create_task(self._guarded(command))
+                self.background.add(task)
+                task.add_done_callback(self.background.discard)
+            else:
+                await self._guarded(command)
+
+    async def _guarded(self, command: dict[str, Any]) -> None:
+        try:
+            await self.handle_command(command)
+        except Exception as err:  # the server keeps serving whatever a command does
+            self.respond(command.get("id"), str(command.get("type")), error=f"Internal error: {err!r}")
+
+    async def close(self) -> None:
+        for task in [*self.background, *([self.pump_task] if self.pump_task else [])]:
+            task.cancel()
+        if self.session is not None and self.session.throwaway_dir is not None:
+            with contextlib.suppress(RPCError):
+                await self.session.handle.signal("shutdown")
+            self.session.cleanup()
+
+
+async def run_rpc(
+    client: Client, store: SessionStore, planned: PlannedRun, first: OpenSession, out: ProtocolOut
+) -> int:
+    server = RpcServer(client, store, planned, out, Path(os.getcwd()))
+    await server.use_session(first)
+    try:
+        await server.serve()
+    finally:
+        await server.close()
+    return 0
