@@ -57,8 +57,9 @@ class Session:
         self.follower = EventFollower(handle, config.session_path, config.session_id)
         self.events: list[dict[str, Any]] = []
 
-    async def prompt(self, text: str, **kw: Any) -> None:
-        await self.handle.execute_update("prompt", PromptRequest(message=text, **kw))
+    async def prompt(self, text: str, timeout: float = 30, **kw: Any) -> None:
+        # Bounded: an update waits for a worker, and a test without one must fail, not hang.
+        await asyncio.wait_for(self.handle.execute_update("prompt", PromptRequest(message=text, **kw)), timeout)
 
     async def collect_until(self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 60) -> dict[str, Any]:
         deadline = time.monotonic() + timeout

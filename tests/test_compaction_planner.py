@@ -4,6 +4,7 @@ earlier compactions and file lists (the boundaries listed in pi-compat.md, "Comp
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from tempi.agent.compaction import (
@@ -19,6 +20,7 @@ from tempi.agent.messages import (
     AssistantMessage,
     BashExecutionMessage,
     ImageContent,
+    StopReason,
     TextContent,
     ToolCall,
     ToolResultMessage,
@@ -61,9 +63,9 @@ class Branch:
         self,
         entry_id: str,
         text: str = "",
-        calls: list[tuple[str, str, dict[str, Any]]] = (),  # type: ignore[assignment]
+        calls: Sequence[tuple[str, str, dict[str, Any]]] = (),
         total_tokens: int = 0,
-        stop_reason: str = "stop",
+        stop_reason: StopReason = "stop",
     ) -> str:
         content: list[Any] = [TextContent(text=text)] if text else []
         content += [ToolCall(id=call_id, name=name, arguments=args) for call_id, name, args in calls]
@@ -73,7 +75,7 @@ class Branch:
             provider="mock",
             model="mock-model",
             usage=Usage(total_tokens=total_tokens),
-            stop_reason="toolUse" if calls else stop_reason,  # type: ignore[arg-type]
+            stop_reason="toolUse" if calls else stop_reason,
             timestamp=self.clock,
         )
         return self.message(entry_id, message)
@@ -114,7 +116,7 @@ def texts(messages: list[Any]) -> list[str]:
     out = []
     for message in messages:
         if isinstance(message, UserMessage | AssistantMessage | ToolResultMessage):
-            out.append(message.text() or ",".join(c.name for c in getattr(message, "tool_calls", list)()))
+            out.append(message.text())
     return out
 
 

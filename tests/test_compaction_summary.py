@@ -3,12 +3,14 @@ failures, and compaction / branch-summary entries written once per id."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tempi.activities.compaction import (
+    CompactionAborted,
     CompactionError,
     NothingToCompactError,
     compact_session,
@@ -17,7 +19,7 @@ from tempi.activities.compaction import (
 )
 from tempi.activities.llm import StreamOptions
 from tempi.activities.session_store import SessionStore
-from tempi.agent.compaction import CompactionPlan, plan_compaction
+from tempi.agent.compaction import CompactionPlan
 from tempi.agent.compaction_prompts import SUMMARY_SYSTEM_PROMPT
 from tempi.agent.messages import (
     AssistantMessage,
@@ -28,6 +30,7 @@ from tempi.agent.messages import (
     UserMessage,
 )
 from tempi.agent.model_spec import ModelSpec
+from tempi.agent.session_entries import CompactionEntry
 from tempi.config.settings import CompactionSettings
 from tempi.testing.scripted_llm import ScriptedLLMServer
 
@@ -189,12 +192,23 @@ async def test_a_split_turn_with_no_earlier_messages_keeps_the_previous_summary(
     assert outcome.summary.startswith("## Goal\nEarlier goal")
 
 
-async def test_a_failed_summary_call_raises_with_the_providers_message(server: ScriptedLLMServer) -> None:
+@pytest.mark.parametrize("split", [False, True])
+async def test_a_failed_summary_call_raises_with_the_providers_message(
+    server: ScriptedLLMServer, split: bool
+) -> None:
+    failing = plan(is_split_turn=True, turn_prefix_messages=[user("go")]) if split else plan()
     with pytest.raises(CompactionError) as caught:
-        await summarize(plan(), model_for(server, scenario="no-such-scenario"), OPTIONS)
+        await summarize(failing, model_for(server, scenario="no-such-scenario"), OPTIONS)
     assert caught.value.provider_message is not None
     assert "unknown scenario" in caught.value.provider_message
     assert "unknown scenario" in str(caught.value)
+
+
+async def test_an_aborted_summary_says_so(server: ScriptedLLMServer) -> None:
+    abort = asyncio.Event()
+    abort.set()
+    with pytest.raises(CompactionAborted):
+        await summarize(plan(), model_for(server), OPTIONS, abort=abort)
 
 
 async def test_a_summary_without_credentials_fails_clearly(server: ScriptedLLMServer) -> None:
@@ -251,7 +265,8 @@ async def test_compact_session_appends_one_entry_and_the_next_context_uses_it(
 ) -> None:
     store = SessionStore(tmp_path)
     path, leaf = write_session(store, tmp_path, turns=6)
-    limits = CompactionSettings(keep_recent_tokens=250)
+    # A turn is about 311 tokens: keeping 600 keeps the last two turns whole.
+    limits = CompactionSettings(keep_recent_tokens=600)
 
     outcome = await compact_session(
         store, path, leaf, model_for(server), OPTIONS, limits, "focus on reads", "cmp00001",
@@ -344,7 +359,7 @@ async def test_a_second_compaction_sends_the_first_summary_for_updating(
 ) -> None:
     store = SessionStore(tmp_path)
     path, leaf = write_session(store, tmp_path, turns=4)
-    limits = CompactionSettings(keep_recent_tokens=250)
+    limits = CompactionSettings(keep_recent_tokens=600)
     model = model_for(server)
     await compact_session(store, path, leaf, model, OPTIONS, limits, None, "cmp00001", "t", "threshold")
     more = [
@@ -357,11 +372,13 @@ async def test_a_second_compaction_sends_the_first_summary_for_updating(
     )
     assert second is not None
     first_summary = store.load(path).tree.get("cmp00001")
-    assert first_summary is not None
+    assert isinstance(first_summary, CompactionEntry)
     text = user_text(server.requests_for(SCENARIO)[1].body)
-    assert f"<previous-summary>\n{first_summary.summary}\n</previous-summary>" in text  # type: ignore[union-attr]
+    assert f"<previous-summary>\n{first_summary.summary}\n</previous-summary>" in text
+    # Turns 0-1 went into the first summary; only what it kept is sent again.
+    assert "question 2" in text and "question 0" not in text
     # The first compaction's read files are carried into the second one's lists.
-    assert second.details.read_files == ["f0.py", "f1.py", "f2.py"]
+    assert second.details.read_files == ["f0.py", "f1.py", "f2.py", "f3.py"]
 
 
 # --- branch summaries ------------------------------------------------------------------
@@ -378,15 +395,18 @@ async def test_leaving_a_branch_writes_one_branch_summary(server: ScriptedLLMSer
     assert entry is not None and again == entry
     assert len(server.requests_for(SCENARIO)) == 1
     text = user_text(server.requests_for(SCENARIO)[0].body)
-    assert "question 1" in text and "question 2" in text and "question 0" not in text
+    # The user re-edits question 1: everything after it is left behind, not what leads to it.
+    assert "answer 1" in text and "question 2" in text
+    assert "question 1" not in text and "question 0" not in text
     assert "what failed" in text
     assert server.requests_for(SCENARIO)[0].body["max_completion_tokens"] == 2048
     stored = store.load(path).tree.get("bs000001")
     assert stored is not None
-    assert stored.to_json_dict() | {} == entry.to_json_dict()
+    assert stored.to_json_dict() == entry.to_json_dict()
     assert entry.parent_id == "a0" and entry.from_id == "a0"
     assert entry.summary.startswith(SUMMARY)
     assert entry.details == {"readFiles": ["f1.py", "f2.py"], "modifiedFiles": []}
+    assert entry.summary.endswith("<read-files>\nf1.py\nf2.py\n</read-files>")
 
 
 async def test_moving_within_one_branch_has_no_branch_summary(
@@ -405,4 +425,3 @@ def test_plans_and_outcomes_survive_a_json_round_trip() -> None:
     # Both cross the activity boundary as JSON.
     split = plan(is_split_turn=True, turn_prefix_messages=[user("go")], read_files=["a"])
     assert CompactionPlan.model_validate_json(split.to_json()) == split
-    assert plan_compaction([], CompactionSettings()) is None

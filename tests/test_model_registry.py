@@ -321,4 +321,4 @@ def test_no_key_and_no_model_explains_what_to_do() -> None:
         select_model(builtin_registry())
     message = str(raised.value)
     assert "ANTHROPIC_API_KEY" in message and "OPENAI_API_KEY" in message
-    assert "--api-key" in message and "faux/faux-model" in message
+    assert "models.json" in message and "faux/demo" in message

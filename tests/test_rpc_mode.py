@@ -4,6 +4,7 @@ compared with what pi 0.73.1 answered to the same commands."""
 from __future__ import annotations
 
 import json
+import os
 import queue
 import subprocess
 import sys
@@ -40,7 +41,7 @@ class RpcProcess:
         assert self.proc.stdout is not None
         buffer = b""
         while True:
-            chunk = self.proc.stdout.read1(65536)
+            chunk = os.read(self.proc.stdout.fileno(), 65536)
             if not chunk:
                 self.lines.put(None)
                 return
@@ -108,3 +109,226 @@ class RpcProcess:
             self.proc.kill()
             self.proc.wait()
             raise
+
+
+# --- the rig ------------------------------------------------------------------------------
+
+
+def _pi_transcript(name: str) -> list[dict[str, Any]]:
+    """pi's stdout lines of a recorded RPC session, parsed."""
+    lines = (PI_FIXTURES / "rpc" / f"{name}.transcript.jsonl").read_text().split("\n")
+    out = []
+    for raw in lines:
+        if raw.strip():
+            record = json.loads(raw)
+            if record["dir"] == "out" and isinstance(record["line"], dict):
+                out.append(record["line"])
+    return out
+
+
+@pytest.fixture
+def rpc_factory(tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer) -> Iterator[Any]:
+    started: list[RpcProcess] = []
+
+    def start(scenario_name: str, turns: list[dict[str, Any]], *args: str) -> RpcProcess:
+        scripted_server.add_scenario(scenario_name, turns)
+        home = tmp_path / "home"
+        work = tmp_path / "project"
+        work.mkdir(exist_ok=True)
+        write_models_json(home, scripted_server, scenario_name)
+        rpc = RpcProcess(
+            ["--model", "mock/mock-model", *args], cwd=work, env=tempi_env(home, temporal_address)
+        )
+        started.append(rpc)
+        return rpc
+
+    yield start
+    for rpc in started:
+        if rpc.proc.poll() is None:
+            rpc.proc.kill()
+            rpc.proc.wait()
+
+
+def _replay(rpc: RpcProcess, steps: list[dict[str, Any]]) -> None:
+    """Run pi's recorded steps: send commands, wait for responses and events as pi's driver did."""
+    for step in steps:
+        if "send" in step:
+            rpc.send(step["send"])
+        elif "wait_response" in step:
+            rpc.response(step["wait_response"], timeout=step.get("timeout", 30))
+        elif "wait" in step:
+            rpc.event(step["wait"], timeout=step.get("timeout", 30))
+        elif "sleep" in step:
+            time.sleep(step["sleep"])
+
+
+def _responses(lines: list[Any]) -> dict[str, dict[str, Any]]:
+    """Responses by command id (by command name when a response carries no id)."""
+    return {
+        str(m.get("id") or m["command"]): m
+        for m in lines
+        if isinstance(m, dict) and m.get("type") == "response"
+    }
+
+
+def _structure(lines: list[Any]) -> list[str]:
+    """The run's shape: lifecycle and message events with roles, and queue sizes. Streaming
+    updates and tool execution events are left out: their timing is the machine's."""
+    out = []
+    for m in lines:
+        if not isinstance(m, dict) or m.get("type") == "response":
+            continue
+        kind = m["type"]
+        if kind.startswith("tool_execution") or kind == "message_update":
+            continue
+        if kind in ("message_start", "message_end"):
+            kind += ":" + m["message"]["role"]
+        if kind == "queue_update":
+            kind += f":{len(m['steering'])}/{len(m['followUp'])}"
+        out.append(kind)
+    return out
+
+
+def _first_run(lines: list[Any], prompt_id: str) -> list[Any]:
+    start = next(i for i, m in enumerate(lines) if isinstance(m, dict) and m.get("id") == prompt_id)
+    end = next(
+        i for i, m in enumerate(lines) if i > start and isinstance(m, dict) and m.get("type") == "agent_end"
+    )
+    return lines[start : end + 1]
+
+
+# --- tests -------------------------------------------------------------------------------
+
+
+def test_replaying_pis_rpc_session_gives_pis_answers(rpc_factory: Any) -> None:
+    turns = json.loads((PI_FIXTURES / "scenarios" / "rpc1.json").read_text())
+    steps = json.loads((PI_FIXTURES / "rpc" / "steer-followup-compact.steps.json").read_text())
+    rpc = rpc_factory("rpc1-replay", turns, "--tools", "read,bash,edit,write")
+    _replay(rpc, steps)
+    assert rpc.close() == 0
+
+    ours, theirs = _responses(rpc.seen), _responses(_pi_transcript("steer-followup-compact"))
+    # pi drops the id of an unknown command; tempi echoes it, so clients can match it up.
+    theirs["r16"] = theirs.pop("bogus_command")
+    assert set(ours) == set(theirs)
+    for key, pi_response in theirs.items():
+        mine = ours[key]
+        assert mine["command"] == pi_response["command"], key
+        if key == "r13" and not mine["success"]:
+            # Until the workflow can compact, the command must say so plainly.
+            assert "not available" in mine["error"]
+            continue
+        assert mine["success"] == pi_response["success"], (key, mine)
+        if "data" in pi_response:
+            assert isinstance(mine["data"], dict)
+            assert set(mine["data"]) == set(pi_response["data"]), key
+    assert ours["r16"]["error"] == "Unknown command: bogus_command"
+    assert ours["r17"]["error"] == "Model not found: nope/nope"
+    # Steering lands before the follow-up, each as its own turn, as in pi.
+    roles = [m["role"] for m in ours["r6"]["data"]["messages"]]
+    assert roles == [m["role"] for m in theirs["r6"]["data"]["messages"]]
+    assert [m["text"] for m in ours["r12"]["data"]["messages"]] == [
+        m["text"] for m in theirs["r12"]["data"]["messages"]
+    ]
+    assert ours["r10"]["data"] == theirs["r10"]["data"]
+    assert ours["r9"]["data"]["output"] == "from-user-bash\n"
+    stats = ours["r7"]["data"]
+    assert {
+        k: stats[k]
+        for k in ("userMessages", "assistantMessages", "toolCalls", "toolResults", "totalMessages")
+    } == {
+        k: theirs["r7"]["data"][k]
+        for k in ("userMessages", "assistantMessages", "toolCalls", "toolResults", "totalMessages")
+    }
+    final_state = ours["r18"]["data"]
+    assert final_state["sessionName"] == "rpc-capture"
+    assert final_state["thinkingLevel"] == "off"  # the mock model cannot think, so "high" was clamped
+    assert final_state["isStreaming"] is False
+    # The name change is announced before its response.
+    names = [
+        i for i, m in enumerate(rpc.seen) if isinstance(m, dict) and m.get("type") == "session_info_changed"
+    ]
+    assert names and names[0] < rpc.seen.index(ours["r11"])
+    # The run with steering and a follow-up has pi's shape.
+    shape = _structure(_first_run(rpc.seen, "r3"))
+    pis = _structure(_first_run(_pi_transcript("steer-followup-compact"), "r3"))
+    assert shape == pis
+
+
+def _texts(messages: list[dict[str, Any]]) -> list[str]:
+    return [
+        "".join(b.get("text", "") for b in m["content"] if b.get("type") == "text")
+        if isinstance(m.get("content"), list)
+        else str(m.get("content"))
+        for m in messages
+    ]
+
+
+def test_bad_lines_get_errors_and_the_session_goes_on(rpc_factory: Any) -> None:
+    rpc = rpc_factory("rpc-robust", [{"text": "first\u2028answer"}, {"text": "second answer"}], "--no-tools")
+    rpc.send_raw(b"this is not json\n")
+    assert "Failed to parse command" in rpc.response("parse")["error"]
+    rpc.send_raw(b"[1, 2]\r\n")
+    assert "expected a JSON object" in rpc.response("parse")["error"]
+    rpc.send_raw(b'{"id": "x", "type": "prompt", "message": "\xff\xfe"}\n')
+    assert "not valid UTF-8" in rpc.response("parse")["error"]
+    unknown = rpc.call({"id": "u1", "type": "frobnicate"})
+    assert unknown == {
+        "id": "u1",
+        "type": "response",
+        "command": "frobnicate",
+        "success": False,
+        "error": "Unknown command: frobnicate",
+    }
+
+    # U+2028 inside a string is content, not a line break, in both directions.
+    prompt = "line one\u2028line two\u2029end"
+    assert rpc.call({"id": "p1", "type": "prompt", "message": prompt})["success"] is True
+    user_end = rpc.wait_for(lambda m: m.get("type") == "message_end" and m["message"]["role"] == "user")
+    assert _texts([user_end["message"]]) == [prompt]
+    rpc.event("agent_end")
+    messages = rpc.call({"id": "m1", "type": "get_messages"})["data"]["messages"]
+    assert _texts(messages) == [prompt, "first\u2028answer"]
+    assert rpc.close() == 0
+
+
+def test_sessions_can_be_forked_cloned_switched_and_exported(rpc_factory: Any, tmp_path: Path) -> None:
+    rpc = rpc_factory("rpc-branches", [{"text": "answer one"}, {"text": "answer <two>"}], "--no-tools")
+    for n, text in enumerate(["question one", "question <two>"]):
+        rpc.call({"id": f"p{n}", "type": "prompt", "message": text})
+        rpc.event("agent_end")
+    original = rpc.call({"type": "get_state"})["data"]
+    points = rpc.call({"type": "get_fork_messages"})["data"]["messages"]
+    assert [p["text"] for p in points] == ["question one", "question <two>"]
+
+    forked = rpc.call({"id": "f", "type": "fork", "entryId": points[1]["entryId"]})
+    assert forked["data"] == {"text": "question <two>", "cancelled": False}
+    fork_state = rpc.call({"type": "get_state"})["data"]
+    assert fork_state["sessionId"] != original["sessionId"]
+    header = json.loads(Path(fork_state["sessionFile"]).read_text().split("\n")[0])
+    assert header["parentSession"] == original["sessionFile"]
+    assert _texts(rpc.call({"type": "get_messages"})["data"]["messages"]) == ["question one", "answer one"]
+
+    assert rpc.call({"type": "clone"})["data"] == {"cancelled": False}
+    clone_state = rpc.call({"type": "get_state"})["data"]
+    assert clone_state["sessionFile"] not in (fork_state["sessionFile"], original["sessionFile"])
+    assert _texts(rpc.call({"type": "get_messages"})["data"]["messages"]) == ["question one", "answer one"]
+
+    switched = rpc.call({"type": "switch_session", "sessionPath": original["sessionFile"]})
+    assert switched["data"] == {"cancelled": False}
+    assert len(rpc.call({"type": "get_messages"})["data"]["messages"]) == 4
+    missing = rpc.call({"type": "switch_session", "sessionPath": str(tmp_path / "nope.jsonl")})
+    assert missing["success"] is False and "does not exist" in missing["error"]
+
+    out = tmp_path / "export.html"
+    exported = rpc.call({"type": "export_html", "outputPath": str(out)})
+    assert exported["data"] == {"path": str(out)}
+    page = out.read_text()
+    assert "question &lt;two&gt;" in page and "answer &lt;two&gt;" in page and "<two>" not in page
+
+    assert rpc.call({"type": "new_session"})["data"] == {"cancelled": False}
+    fresh = rpc.call({"type": "get_state"})["data"]
+    assert fresh["sessionId"] not in (original["sessionId"], fork_state["sessionId"])
+    assert rpc.call({"type": "get_messages"})["data"]["messages"] == []
+    assert rpc.call({"type": "fork", "entryId": "00000000"})["success"] is False
+    assert rpc.close() == 0

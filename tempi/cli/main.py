@@ -19,13 +19,7 @@ from tempi.cli.file_args import FileArgError, read_file_args, split_file_args
 from tempi.cli.html_export import default_export_path
 from tempi.cli.list_models import list_models
 from tempi.cli.plan import plan_run
-from tempi.cli.print_mode import run_print
-from tempi.cli.remote_cmd import REMOTE_COMMANDS, cmd_remote
 from tempi.cli.rpc_io import ProtocolOut
-from tempi.cli.rpc_mode import run_rpc
-from tempi.cli.runtime import open_runtime
-from tempi.cli.session_open import find_session_path, open_session
-from tempi.cli.sessions_cmd import cmd_sessions, export_html_file
 from tempi.config.errors import ConfigError
 from tempi.config.models_json import load_model_registry
 from tempi.config.paths import default_sessions_root, tempi_home
@@ -51,6 +45,8 @@ def _initial_prompts(
 
 
 async def run_session_command(args: argparse.Namespace) -> int:
+    from tempi.cli.session_open import choose_session, open_session
+
     cwd = Path.cwd().resolve()
     rpc = args.mode == "rpc"
     # RPC owns stdout from the start: nothing but protocol lines may reach it.
@@ -63,8 +59,16 @@ async def run_session_command(args: argparse.Namespace) -> int:
         raise UserError('Nothing to do: give a prompt, e.g. tempi -p "explain this repo" (see tempi --help).')
     planned = plan_run(args, cwd)
     store = SessionStore(default_sessions_root())
+    choice = choose_session(store, args, planned.settings, cwd)
+    # Imported only now: the worker they bring in loads the provider SDKs, which commands
+    # that fail early or only read files (--list-models, --export, sessions show) do without.
+    from tempi.cli.print_mode import run_print
+    from tempi.cli.rpc_mode import run_rpc
+    from tempi.cli.runtime import open_runtime
+
     async with open_runtime(no_worker=args.no_worker, quiet=args.mode != "text") as rt:
-        session = await open_session(rt.client, store, args, planned.plan, planned.settings, cwd)
+        override_model = bool(args.model or args.provider)
+        session = await open_session(rt.client, store, choice, planned.plan, override_model=override_model)
         try:
             if out is not None:
                 return await run_rpc(rt.client, store, planned, session, out)
@@ -77,6 +81,9 @@ async def run_session_command(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
+    from tempi.cli.session_open import find_session_path
+    from tempi.cli.sessions_cmd import export_html_file
+
     store = SessionStore(default_sessions_root())
     source = find_session_path(store, args.export)
     target = Path(args.messages[0]) if args.messages else default_export_path(source)
@@ -137,6 +144,7 @@ async def cmd_server(argv: list[str]) -> int:
 async def cmd_worker(argv: list[str]) -> int:
     from tempi.workers.temporal_client import configured_address, connect
     from tempi.workers.worker import build_worker
+    from tempi.workflows.session_types import DEFAULT_TASK_QUEUE
 
     p = argparse.ArgumentParser(
         prog="tempi worker",
@@ -145,15 +153,16 @@ async def cmd_worker(argv: list[str]) -> int:
         epilog="examples:\n  TEMPORAL_ADDRESS=temporal.example.com:7233 ANTHROPIC_API_KEY=... tempi worker",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.parse_args(argv)
+    p.add_argument("--task-queue", default=DEFAULT_TASK_QUEUE, help=f"queue to poll (default {DEFAULT_TASK_QUEUE})")
+    args = p.parse_args(argv)
     address = configured_address()
     if address is None:
         from tempi.workers.service import ensure_service
 
         address = ensure_service(tempi_home()).address
     client = await connect(address)
-    worker = build_worker(client, sessions_root=default_sessions_root())
-    print(f"tempi worker: polling {address}", file=sys.stderr, flush=True)
+    worker = build_worker(client, task_queue=args.task_queue, sessions_root=default_sessions_root())
+    print(f"tempi worker: polling {args.task_queue} on {address}", file=sys.stderr, flush=True)
     await worker.run()
     return 0
 
@@ -166,8 +175,11 @@ def _dispatch(argv: list[str]) -> int:
         if name == "worker":
             return asyncio.run(cmd_worker(rest))
         if name == "sessions":
+            from tempi.cli.sessions_cmd import cmd_sessions
+
             return asyncio.run(cmd_sessions(rest))
-        assert name in REMOTE_COMMANDS
+        from tempi.cli.remote_cmd import cmd_remote
+
         return asyncio.run(cmd_remote(rest, name))
     args = parse_args(argv)
     if args.list_models is not None:

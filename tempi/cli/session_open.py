@@ -68,14 +68,18 @@ def session_dir_for(args: argparse.Namespace, settings: Settings, cwd: Path) -> 
     return settings.session_dir_path(cwd)
 
 
-async def open_session(
-    client: Client,
-    store: SessionStore,
-    args: argparse.Namespace,
-    plan: SessionPlan,
-    settings: Settings,
-    cwd: Path,
-) -> OpenSession:
+@dataclass
+class SessionChoice:
+    """What the flags chose, settled before any server is contacted."""
+
+    existing: Path | None  # a file to continue (for --fork, the new copy)
+    session_dir: Path | None
+    throwaway: bool = False
+
+
+def choose_session(
+    store: SessionStore, args: argparse.Namespace, settings: Settings, cwd: Path
+) -> SessionChoice:
     chosen = [
         flag
         for flag, on in (
@@ -89,30 +93,42 @@ async def open_session(
     ]
     if len(chosen) > 1:
         raise UserError(f"{' and '.join(chosen)} cannot be used together; pick one.")
-    override_model = bool(args.model or args.provider)
     session_dir = session_dir_for(args, settings, cwd)
     if args.no_session:
-        throwaway = Path(tempfile.mkdtemp(prefix="tempi-no-session-"))
-        handle, config = await start_new_session(client, store, plan, session_dir=throwaway)
-        return OpenSession(handle, config, throwaway)
-    path: Path | None = None
+        return SessionChoice(None, None, throwaway=True)
     if args.session:
-        path = find_session_path(store, args.session)
-    elif args.continue_:
+        return SessionChoice(find_session_path(store, args.session), session_dir)
+    if args.continue_:
         path = store.most_recent(str(cwd))
         if path is None:
             raise UserError(f'No earlier session in {cwd} to continue. Start one with tempi -p "...".')
-    elif args.resume:
-        path = pick_session(store, cwd)
-    elif args.fork:
+        return SessionChoice(path, session_dir)
+    if args.resume:
+        return SessionChoice(pick_session(store, cwd), session_dir)
+    if args.fork:
         source = find_session_path(store, args.fork)
-        loaded = store.load(source)
-        path = fork_session_file(store, source, loaded.tree.leaf_id, session_dir=session_dir)
-    if path is None:
-        handle, config = await start_new_session(client, store, plan, session_dir=session_dir)
+        try:
+            leaf = store.load(source).tree.leaf_id
+        except SessionFileError as err:
+            raise UserError(str(err)) from err
+        return SessionChoice(fork_session_file(store, source, leaf, session_dir=session_dir), session_dir)
+    return SessionChoice(None, session_dir)
+
+
+async def open_session(
+    client: Client, store: SessionStore, choice: SessionChoice, plan: SessionPlan, *, override_model: bool
+) -> OpenSession:
+    if choice.throwaway:
+        throwaway = Path(tempfile.mkdtemp(prefix="tempi-no-session-"))
+        handle, config = await start_new_session(client, store, plan, session_dir=throwaway)
+        return OpenSession(handle, config, throwaway)
+    if choice.existing is None:
+        handle, config = await start_new_session(client, store, plan, session_dir=choice.session_dir)
         return OpenSession(handle, config)
     try:
-        handle, config = await resume_session(client, store, path, plan, override_model=override_model)
+        handle, config = await resume_session(
+            client, store, choice.existing, plan, override_model=override_model
+        )
     except SessionFileError as err:
         raise UserError(str(err)) from err
     return OpenSession(handle, config)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +18,11 @@ from tempi.agent.session_entries import CompactionEntry
 from tempi.agent.session_tree import entry_message
 from tempi.cli.errors import UserError
 from tempi.cli.html_export import default_export_path, export_session_html
-from tempi.cli.runtime import open_runtime
 from tempi.cli.session_open import find_session_path
 from tempi.cli.session_view import user_text
 from tempi.config.paths import default_sessions_root
 from tempi.workers.temporal_client import TemporalUnreachable
-from tempi.workflows.session_types import SESSION_WORKFLOW, SessionStateView, workflow_id_for
+from tempi.workflows.session_types import SESSION_WORKFLOW, workflow_id_for
 
 EXAMPLES = """\
 examples:
@@ -99,34 +100,38 @@ def export_html_file(store: SessionStore, source: Path, target: Path) -> None:
 # --- list ------------------------------------------------------------------------------
 
 
-async def _running_states(client: Client) -> dict[str, SessionStateView]:
-    """Open session workflows by workflow id, with their state."""
-    states: dict[str, SessionStateView] = {}
+async def _open_sessions(client: Client, wanted: set[str]) -> dict[str, bool]:
+    """Open session workflows among `wanted` (workflow ids): whether each is working now.
+    Working = an activity (model call or tool) is pending, which needs no worker to tell."""
+    found: dict[str, bool] = {}
     query = f"WorkflowType='{SESSION_WORKFLOW}' AND ExecutionStatus='Running'"
     async for wf in client.list_workflows(query):
+        if wf.id in wanted:
+            found[wf.id] = False
+
+    async def describe(workflow_id: str) -> None:
         try:
-            states[wf.id] = await client.get_workflow_handle(wf.id).query(
-                "get_state", result_type=SessionStateView
-            )
+            desc = await client.get_workflow_handle(workflow_id).describe(rpc_timeout=timedelta(seconds=5))
         except RPCError:
-            continue
-    return states
+            return
+        found[workflow_id] = bool(desc.raw_description.pending_activities)
+
+    await asyncio.gather(*(describe(w) for w in found))
+    return found
 
 
 async def _statuses(summaries: list[SessionSummary], no_status: bool) -> dict[str, str]:
     if no_status:
         return {}
+    from tempi.cli.runtime import open_runtime  # brings in the worker and provider SDKs
+
     try:
         async with open_runtime(no_worker=True, quiet=True) as rt:
-            states = await _running_states(rt.client)
+            working = await _open_sessions(rt.client, {workflow_id_for(s.id) for s in summaries})
     except (TemporalUnreachable, RPCError) as err:
         print(f"tempi: cannot tell which sessions are running ({err})", file=sys.stderr)
         return {}
-    out = {}
-    for s in summaries:
-        state = states.get(workflow_id_for(s.id))
-        out[s.id] = "running" if state is not None and state.is_streaming else "idle"
-    return out
+    return {s.id: "running" if working.get(workflow_id_for(s.id)) else "idle" for s in summaries}
 
 
 def _short_cwd(cwd: str) -> str:

@@ -167,12 +167,16 @@ class AgentSessionWorkflow:
         retry_attempt = 0
         self._emit_agent_start()
         try:
+            take_from: str | None = None  # queue to take the next turn's user messages from
             while True:
                 has_more_tools = True
                 force_llm = False
-                while has_more_tools or pending or force_llm:
+                while has_more_tools or pending or take_from or force_llm:
                     force_llm = False
                     self._emit({"type": "turn_start"})
+                    if take_from:
+                        # pi announces the dequeue (queue_update) inside the new turn.
+                        pending, take_from = self._dequeue(take_from), None
                     for msg in pending:
                         self._add_message(msg.to_json_dict())
                         self.state.stats.user_messages += 1
@@ -251,11 +255,10 @@ class AgentSessionWorkflow:
                         self._emit({"type": "turn_end", "message": aborted.to_json_dict(), "toolResults": []})
                         self._emit_agent_end()
                         return
-                    pending = self._dequeue("steering")
-                follow = self._dequeue("follow_up")
-                if not follow:
+                    take_from = "steering" if self._has_steering() else None
+                if not self.state.follow_up:
                     break
-                pending = follow
+                take_from = "follow_up"
             self._emit_agent_end()
         finally:
             self.streaming = False
