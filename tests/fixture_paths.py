@@ -6,5 +6,7 @@ import os
 from pathlib import Path
 
 PI_FIXTURES = Path(
-    os.environ.get("TEMPI_PI_FIXTURES", Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "pi-0.73.1")
+    os.environ.get(
+        "TEMPI_PI_FIXTURES", Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "pi-0.73.1"
+    )
 )

@@ -29,11 +29,17 @@ from tempi.workflows.session_types import (
 API_KEY = "sk-test-secret-0123456789"
 
 
-def scripted_model(server: ScriptedLLMServer, scenario: str, api: str = "openai-completions",
-                   context_window: int = 128_000) -> ModelSpec:
+def scripted_model(
+    server: ScriptedLLMServer, scenario: str, api: str = "openai-completions", context_window: int = 128_000
+) -> ModelSpec:
     return ModelSpec(
-        id="mock-model", name="mock-model", api=api, provider="mock",
-        base_url=server.url_for(scenario, api), context_window=context_window, max_tokens=16384,
+        id="mock-model",
+        name="mock-model",
+        api=api,
+        provider="mock",
+        base_url=server.url_for(scenario, api),
+        context_window=context_window,
+        max_tokens=16384,
     )
 
 
@@ -43,7 +49,9 @@ def fixed_credentials(_model: ModelSpec) -> tuple[str | None, dict[str, str]]:
 
 @contextlib.asynccontextmanager
 async def running_worker(client: Client, sessions_root: Path, task_queue: str) -> AsyncIterator[Worker]:
-    worker = build_worker(client, task_queue=task_queue, sessions_root=sessions_root, credentials=fixed_credentials)
+    worker = build_worker(
+        client, task_queue=task_queue, sessions_root=sessions_root, credentials=fixed_credentials
+    )
     async with worker:
         yield worker
 
@@ -59,9 +67,13 @@ class Session:
 
     async def prompt(self, text: str, timeout: float = 30, **kw: Any) -> None:
         # Bounded: an update waits for a worker, and a test without one must fail, not hang.
-        await asyncio.wait_for(self.handle.execute_update("prompt", PromptRequest(message=text, **kw)), timeout)
+        await asyncio.wait_for(
+            self.handle.execute_update("prompt", PromptRequest(message=text, **kw)), timeout
+        )
 
-    async def collect_until(self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 60) -> dict[str, Any]:
+    async def collect_until(
+        self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 60
+    ) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             batch = await self.follower.poll()
@@ -70,7 +82,9 @@ class Session:
             if match is not None:
                 return match
             await asyncio.sleep(0.03)
-        raise TimeoutError(f"no matching event within {timeout} s; last: {[e['type'] for e in self.events[-8:]]}")
+        raise TimeoutError(
+            f"no matching event within {timeout} s; last: {[e['type'] for e in self.events[-8:]]}"
+        )
 
     async def run_to_idle(self, timeout: float = 60) -> list[dict[str, Any]]:
         start = len(self.events)
@@ -85,8 +99,15 @@ class Session:
         return [e["message"]["role"] for e in self.events if e["type"] == "message_end"]
 
 
-async def start_session(client: Client, tmp: Path, model: ModelSpec, *, task_queue: str = DEFAULT_TASK_QUEUE,
-                        tools: list[str] | None = None, **config: Any) -> Session:
+async def start_session(
+    client: Client,
+    tmp: Path,
+    model: ModelSpec,
+    *,
+    task_queue: str = DEFAULT_TASK_QUEUE,
+    tools: list[str] | None = None,
+    **config: Any,
+) -> Session:
     session_id = str(uuid.uuid4())
     cwd = tmp / "work"
     cwd.mkdir(parents=True, exist_ok=True)

@@ -3,6 +3,7 @@ compared with what pi 0.73.1 produced for the same script."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -29,8 +30,12 @@ def _load_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def test_basic_json_mode_matches_pi(tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer) -> None:
-    scripted_server.add_scenario("basic-e2e", json.loads((PI_FIXTURES / "scenarios" / "basic.json").read_text()))
+def test_basic_json_mode_matches_pi(
+    tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
+) -> None:
+    scripted_server.add_scenario(
+        "basic-e2e", json.loads((PI_FIXTURES / "scenarios" / "basic.json").read_text())
+    )
     home = tmp_path / "home"
     work = tmp_path / "project"
     work.mkdir()
@@ -58,21 +63,30 @@ def test_basic_json_mode_matches_pi(tmp_path: Path, temporal_address: str, scrip
     entries = _load_jsonl(session_files[0])
     pi_entries = _load_jsonl(PI_FIXTURES / "sessions" / "basic-openai.jsonl")
     assert [e["type"] for e in entries] == [e["type"] for e in pi_entries]
-    assert [e.get("message", {}).get("role") for e in entries] == [e.get("message", {}).get("role") for e in pi_entries]
+    assert [e.get("message", {}).get("role") for e in entries] == [
+        e.get("message", {}).get("role") for e in pi_entries
+    ]
     for ours, theirs in zip(entries[1:], pi_entries[1:], strict=True):
         assert set(ours) == set(theirs)
         if "message" in ours:
-            assert set(ours["message"]) - {"responseId", "details"} == set(theirs["message"]) - {"responseId", "details"}
+            assert set(ours["message"]) - {"responseId", "details"} == set(theirs["message"]) - {
+                "responseId",
+                "details",
+            }
     # The tree is a single chain in file order.
-    for prev, entry in zip(entries[1:], entries[2:], strict=False):
+    for prev, entry in itertools.pairwise(entries[1:]):
         assert entry["parentId"] == prev["id"]
     assert entries[1]["parentId"] is None
 
 
-def test_print_mode_prints_final_text(tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer) -> None:
+def test_print_mode_prints_final_text(
+    tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
+) -> None:
     scripted_server.add_scenario("hello-text", [{"text": "Hello from the scripted model."}])
     home = tmp_path / "home"
     write_models_json(home, scripted_server, "hello-text")
-    proc = run_tempi(["--model", "mock/mock-model", "-p", "say hello"], cwd=tmp_path, env=tempi_env(home, temporal_address))
+    proc = run_tempi(
+        ["--model", "mock/mock-model", "-p", "say hello"], cwd=tmp_path, env=tempi_env(home, temporal_address)
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "Hello from the scripted model.\n"

@@ -36,7 +36,9 @@ async def test_long_session_with_big_tool_results_keeps_history_small(
     scripted_server.add_scenario(scenario, [*turns, {"text": "Read it all."}])
     queue = unique_queue()
     async with running_worker(temporal_client, tmp_path / "sessions", queue):
-        s = await start_session(temporal_client, tmp_path, scripted_model(scripted_server, scenario), task_queue=queue)
+        s = await start_session(
+            temporal_client, tmp_path, scripted_model(scripted_server, scenario), task_queue=queue
+        )
         (Path(s.config.cwd) / "big.txt").write_text(("x" * 99 + "\n") * (RESULT_BYTES // 100))
         await s.prompt("Read big.txt again and again.")
         events = await s.run_to_idle(timeout=1200)
@@ -44,8 +46,10 @@ async def test_long_session_with_big_tool_results_keeps_history_small(
     final = [e for e in events if e["type"] == "message_end"][-1]["message"]
     assert final["content"] and final["content"][0].get("text") == "Read it all.", final
     largest_bytes, largest_events = max(sizes)
-    print(f"\n{TURNS} turns x {RESULT_BYTES} B results: largest run history {largest_bytes} B, "
-          f"{max(e for _, e in sizes)} events, {len(sizes)} run(s)")
+    print(
+        f"\n{TURNS} turns x {RESULT_BYTES} B results: largest run history {largest_bytes} B, "
+        f"{max(e for _, e in sizes)} events, {len(sizes)} run(s)"
+    )
     # Each result crosses history once: about TURNS x RESULT_BYTES, never the square.
     assert largest_bytes < HISTORY_LIMIT_BYTES
     assert largest_bytes < TURNS * RESULT_BYTES * 1.2 + 1_000_000

@@ -306,7 +306,10 @@ def test_settings_default_beats_key_order() -> None:
 
 def test_stale_settings_default_falls_back_with_a_warning() -> None:
     selection = select_model(
-        builtin_registry(), default_provider="google", default_model="gemini-9", key_available=lambda p: p == "openai"
+        builtin_registry(),
+        default_provider="google",
+        default_model="gemini-9",
+        key_available=lambda p: p == "openai",
     )
     assert selection.model.id == "gpt-5"
     assert selection.warning is not None and "gemini-9" in selection.warning

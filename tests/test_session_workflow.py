@@ -4,6 +4,7 @@ semantics (steering, follow-ups, abort) and the session file it leaves behind.""
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 from pathlib import Path
 
@@ -35,7 +36,7 @@ def _payload_texts(node: object) -> list[str]:
 def _assert_single_chain(entries: list[dict]) -> None:
     ids = [e["id"] for e in entries[1:]]
     assert len(ids) == len(set(ids)), "an entry was written twice"
-    for prev, entry in zip(entries[1:], entries[2:], strict=False):
+    for prev, entry in itertools.pairwise(entries[1:]):
         assert entry["parentId"] == prev["id"], f"{entry['id']} does not follow {prev['id']}"
 
 
@@ -45,7 +46,9 @@ async def test_steer_and_follow_up_while_a_slow_tool_runs(
     scripted_server.add_scenario("rpc1-wf", json.loads((PI_FIXTURES / "scenarios" / "rpc1.json").read_text()))
     queue = unique_queue()
     async with running_worker(temporal_client, tmp_path / "sessions", queue):
-        s = await start_session(temporal_client, tmp_path, scripted_model(scripted_server, "rpc1-wf"), task_queue=queue)
+        s = await start_session(
+            temporal_client, tmp_path, scripted_model(scripted_server, "rpc1-wf"), task_queue=queue
+        )
         await s.prompt("Run the slow command.")
         await s.collect_until(lambda e: e["type"] == "tool_execution_start")
         await s.handle.signal("steer", "Stop that and just say hi.")
@@ -99,7 +102,9 @@ async def test_abort_during_streaming_keeps_partial_text_and_session_stays_usabl
     )
     queue = unique_queue()
     async with running_worker(temporal_client, tmp_path / "sessions", queue):
-        s = await start_session(temporal_client, tmp_path, scripted_model(scripted_server, "abort-stream"), task_queue=queue)
+        s = await start_session(
+            temporal_client, tmp_path, scripted_model(scripted_server, "abort-stream"), task_queue=queue
+        )
         await s.prompt("Talk a lot.")
         await s.collect_until(lambda e: e["type"] == "message_update")
         await s.handle.signal("abort")
@@ -133,7 +138,9 @@ async def test_abort_during_a_long_tool_kills_it_and_ends_the_run(
     )
     queue = unique_queue()
     async with running_worker(temporal_client, tmp_path / "sessions", queue):
-        s = await start_session(temporal_client, tmp_path, scripted_model(scripted_server, "abort-tool"), task_queue=queue)
+        s = await start_session(
+            temporal_client, tmp_path, scripted_model(scripted_server, "abort-tool"), task_queue=queue
+        )
         await s.prompt("Run something slow.")
         await s.collect_until(lambda e: e["type"] == "tool_execution_start")
         await s.handle.signal("abort")
@@ -160,7 +167,10 @@ async def test_transient_errors_retry_with_events_and_then_succeed(
     queue = unique_queue()
     async with running_worker(temporal_client, tmp_path / "sessions", queue):
         s = await start_session(
-            temporal_client, tmp_path, scripted_model(scripted_server, "retry-429"), task_queue=queue,
+            temporal_client,
+            tmp_path,
+            scripted_model(scripted_server, "retry-429"),
+            task_queue=queue,
             retry={"enabled": True, "max_retries": 3, "base_delay_ms": 50, "max_delay_ms": 200},
         )
         await s.prompt("hello")
@@ -181,10 +191,14 @@ async def test_transient_errors_retry_with_events_and_then_succeed(
 async def test_api_key_never_enters_workflow_history(
     tmp_path: Path, temporal_client: Client, scripted_server: ScriptedLLMServer
 ) -> None:
-    scripted_server.add_scenario("key-check", [{"tool_calls": [{"name": "bash", "arguments": {"command": "echo hi"}}]}, {"text": "ok"}])
+    scripted_server.add_scenario(
+        "key-check", [{"tool_calls": [{"name": "bash", "arguments": {"command": "echo hi"}}]}, {"text": "ok"}]
+    )
     queue = unique_queue()
     async with running_worker(temporal_client, tmp_path / "sessions", queue):
-        s = await start_session(temporal_client, tmp_path, scripted_model(scripted_server, "key-check"), task_queue=queue)
+        s = await start_session(
+            temporal_client, tmp_path, scripted_model(scripted_server, "key-check"), task_queue=queue
+        )
         await s.prompt("hello")
         await s.run_to_idle()
         history = await s.handle.fetch_history()

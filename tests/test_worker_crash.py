@@ -3,6 +3,7 @@ session, and the session file holds every entry exactly once, in tree order."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -23,7 +24,7 @@ def _start_worker(home: Path, address: str, queue: str, log: Path) -> subprocess
     return subprocess.Popen(
         [sys.executable, "-m", "tempi", "worker", "--task-queue", queue],
         env=tempi_env(home, address),
-        stdout=open(log, "ab"),  # noqa: SIM115
+        stdout=open(log, "ab"),
         stderr=subprocess.STDOUT,
     )
 
@@ -49,7 +50,9 @@ async def test_sigkill_worker_mid_turn_then_new_worker_finishes(
     worker_log = tmp_path / "worker.log"
     worker = _start_worker(home, temporal_address, queue, worker_log)
     try:
-        s = await start_session(temporal_client, tmp_path, scripted_model(scripted_server, scenario), task_queue=queue)
+        s = await start_session(
+            temporal_client, tmp_path, scripted_model(scripted_server, scenario), task_queue=queue
+        )
         await s.prompt("Do the six turns.")
         # Wait until the third assistant message is streaming, then kill the worker.
         await s.collect_until(
@@ -68,7 +71,7 @@ async def test_sigkill_worker_mid_turn_then_new_worker_finishes(
     entries = [json.loads(line) for line in Path(s.config.session_path).read_text().splitlines()]
     ids = [e["id"] for e in entries[1:]]
     assert len(ids) == len(set(ids)), "an entry was written twice"
-    for prev, entry in zip(entries[1:], entries[2:], strict=False):
+    for prev, entry in itertools.pairwise(entries[1:]):
         assert entry["parentId"] == prev["id"]
     roles = [e["message"]["role"] for e in entries if e["type"] == "message"]
     assert roles == ["user"] + ["assistant", "toolResult"] * TURNS + ["assistant"]

@@ -6,6 +6,7 @@ keep only the newest attempt's lines so text is never shown twice.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -68,7 +69,5 @@ class LiveReader:
 
 def remove_live_files(paths: list[Path]) -> None:
     for path in paths:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
-        except FileNotFoundError:
-            pass

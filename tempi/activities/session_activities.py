@@ -18,6 +18,7 @@ from typing import Any
 
 from temporalio import activity
 
+from tempi.activities.compaction import CompactionAborted, CompactionError, compact_session
 from tempi.activities.live_channel import LiveWriter, remove_live_files
 from tempi.activities.llm import StreamOptions, classify_error, retry_after_ms, stream_assistant
 from tempi.activities.session_store import SessionStore
@@ -34,6 +35,9 @@ from tempi.agent.tool_specs import tool_specs
 from tempi.workflows import activity_names as names
 from tempi.workflows.session_types import (
     BashResult,
+    CompactActivityResult,
+    CompactInput,
+    CompactResult,
     FlushInput,
     LlmCallInput,
     LlmCallResult,
@@ -199,7 +203,9 @@ class SessionActivities:
         if parked is not None:
             return ToolCallResult(message=ToolResultMessage.model_validate(parked["message"]))
         call = inp.tool_call
-        live = LiveWriter(live_path(inp.file.session_path, inp.file.session_id, call.id), activity.info().attempt)
+        live = LiveWriter(
+            live_path(inp.file.session_path, inp.file.session_id, call.id), activity.info().attempt
+        )
         abort = asyncio.Event()
         ctx = ToolContext(
             cwd=inp.file.cwd,
@@ -276,6 +282,38 @@ class SessionActivities:
             full_output_path=details.get("fullOutputPath"),
         )
 
+    @activity.defn(name=names.COMPACT)
+    async def compact(self, inp: CompactInput) -> CompactActivityResult:
+        write_outbox(self.store, inp.file, inp.outbox)
+        api_key, headers = self.credentials(inp.model)
+        options = StreamOptions(
+            api_key=api_key,
+            headers=headers,
+            thinking_level=inp.thinking_level,
+            session_id=inp.file.session_id,
+        )
+        try:
+            async with Heartbeater():
+                outcome = await compact_session(
+                    self.store,
+                    Path(inp.file.session_path),
+                    inp.leaf_id,
+                    inp.model,
+                    options,
+                    inp.policy,
+                    inp.custom_instructions,
+                    inp.entry_id,
+                    inp.entry_timestamp,
+                    inp.reason,
+                )
+        except (CompactionAborted, asyncio.CancelledError):
+            return CompactActivityResult(aborted=True, error="Compaction was aborted.")
+        except CompactionError as err:
+            return CompactActivityResult(error=f"Compaction failed: {err}")
+        if outcome is None:
+            return CompactActivityResult(error="Nothing to compact.")
+        return CompactActivityResult(outcome=CompactResult.model_validate(outcome.to_json_dict()))
+
     @activity.defn(name=names.FLUSH_ENTRIES)
     async def flush_entries(self, inp: FlushInput) -> None:
         write_outbox(self.store, inp.file, inp.outbox)
@@ -284,17 +322,23 @@ class SessionActivities:
         )
 
     def all(self) -> list[Callable[..., Any]]:
-        return [self.call_llm, self.run_tool, self.run_user_bash, self.flush_entries]
+        return [self.call_llm, self.run_tool, self.run_user_bash, self.compact, self.flush_entries]
 
 
 class _StreamProgress:
     def __init__(self, model: ModelSpec) -> None:
         self.partial = AssistantMessage(
-            content=[], api=model.api, provider=model.provider, model=model.id, timestamp=int(time.time() * 1000)
+            content=[],
+            api=model.api,
+            provider=model.provider,
+            model=model.id,
+            timestamp=int(time.time() * 1000),
         )
 
     def aborted(self) -> AssistantMessage:
-        return self.partial.model_copy(update={"stop_reason": "aborted", "error_message": "Aborted by the user."})
+        return self.partial.model_copy(
+            update={"stop_reason": "aborted", "error_message": "Aborted by the user."}
+        )
 
 
 async def _stream_to_live(

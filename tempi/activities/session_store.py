@@ -106,7 +106,11 @@ def _parse_header(line: str | None, path: Path) -> dict[str, Any]:
         header = json.loads(line) if line is not None else None
     except json.JSONDecodeError:
         header = None
-    if not isinstance(header, dict) or header.get("type") != "session" or not isinstance(header.get("id"), str):
+    if (
+        not isinstance(header, dict)
+        or header.get("type") != "session"
+        or not isinstance(header.get("id"), str)
+    ):
         raise SessionFileError(f"{path} is not a session file: its first line is not a session header")
     return header
 
@@ -141,7 +145,11 @@ def _upgrade_v2(raw: list[dict[str, Any]]) -> None:
     """Version 3 renamed the `hookMessage` role to `custom`."""
     for entry in raw:
         message = entry.get("message")
-        if entry.get("type") == "message" and isinstance(message, dict) and message.get("role") == "hookMessage":
+        if (
+            entry.get("type") == "message"
+            and isinstance(message, dict)
+            and message.get("role") == "hookMessage"
+        ):
             message["role"] = "custom"
 
 
@@ -338,7 +346,9 @@ class SessionStore:
             first, newline, _ = existing.partition(b"\n")
             if existing.strip():
                 try:
-                    existing_header: dict[str, Any] | None = _parse_header(first.decode("utf-8", "replace"), path)
+                    existing_header: dict[str, Any] | None = _parse_header(
+                        first.decode("utf-8", "replace"), path
+                    )
                 except SessionFileError:
                     if newline:
                         raise

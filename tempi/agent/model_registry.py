@@ -123,18 +123,41 @@ BUILTIN_MODELS: tuple[ModelSpec, ...] = (
     _anthropic("claude-haiku-4-5-20251001", "Claude Haiku 4.5", True, 200_000, 64_000, _HAIKU_45),
     _anthropic("claude-3-5-haiku-latest", "Claude Haiku 3.5 (latest)", False, 200_000, 8_192, _HAIKU_35),
     _anthropic("claude-3-5-haiku-20241022", "Claude Haiku 3.5", False, 200_000, 8_192, _HAIKU_35),
-
     _openai("gpt-5.5", "GPT-5.5", True, 272_000, 128_000, (5, 30, 0.5, 0), thinking=_NO_OFF_XHIGH),
     _openai("gpt-5.4", "GPT-5.4", True, 272_000, 128_000, (2.5, 15, 0.25, 0), thinking=_NO_OFF_XHIGH),
-    _openai("gpt-5.4-mini", "GPT-5.4 mini", True, 400_000, 128_000, (0.75, 4.5, 0.075, 0), thinking=_NO_OFF_XHIGH),
-    _openai("gpt-5.4-nano", "GPT-5.4 nano", True, 400_000, 128_000, (0.2, 1.25, 0.02, 0), thinking=_NO_OFF_XHIGH),
-    _openai("gpt-5.3-codex", "GPT-5.3 Codex", True, 400_000, 128_000, (1.75, 14, 0.175, 0), thinking=_NO_OFF_XHIGH),
+    _openai(
+        "gpt-5.4-mini", "GPT-5.4 mini", True, 400_000, 128_000, (0.75, 4.5, 0.075, 0), thinking=_NO_OFF_XHIGH
+    ),
+    _openai(
+        "gpt-5.4-nano", "GPT-5.4 nano", True, 400_000, 128_000, (0.2, 1.25, 0.02, 0), thinking=_NO_OFF_XHIGH
+    ),
+    _openai(
+        "gpt-5.3-codex", "GPT-5.3 Codex", True, 400_000, 128_000, (1.75, 14, 0.175, 0), thinking=_NO_OFF_XHIGH
+    ),
     _openai("gpt-5.2", "GPT-5.2", True, 400_000, 128_000, (1.75, 14, 0.175, 0), thinking=_NO_OFF_XHIGH),
-    _openai("gpt-5.2-codex", "GPT-5.2 Codex", True, 400_000, 128_000, (1.75, 14, 0.175, 0), thinking=_NO_OFF_XHIGH),
+    _openai(
+        "gpt-5.2-codex", "GPT-5.2 Codex", True, 400_000, 128_000, (1.75, 14, 0.175, 0), thinking=_NO_OFF_XHIGH
+    ),
     _openai("gpt-5.1", "GPT-5.1", True, 400_000, 128_000, (1.25, 10, 0.125, 0), thinking=_NO_OFF),
     _openai("gpt-5.1-codex", "GPT-5.1 Codex", True, 400_000, 128_000, (1.25, 10, 0.125, 0), thinking=_NO_OFF),
-    _openai("gpt-5.1-codex-max", "GPT-5.1 Codex Max", True, 400_000, 128_000, (1.25, 10, 0.125, 0), thinking=_NO_OFF),
-    _openai("gpt-5.1-codex-mini", "GPT-5.1 Codex mini", True, 400_000, 128_000, (0.25, 2, 0.025, 0), thinking=_NO_OFF),
+    _openai(
+        "gpt-5.1-codex-max",
+        "GPT-5.1 Codex Max",
+        True,
+        400_000,
+        128_000,
+        (1.25, 10, 0.125, 0),
+        thinking=_NO_OFF,
+    ),
+    _openai(
+        "gpt-5.1-codex-mini",
+        "GPT-5.1 Codex mini",
+        True,
+        400_000,
+        128_000,
+        (0.25, 2, 0.025, 0),
+        thinking=_NO_OFF,
+    ),
     _openai("gpt-5", "GPT-5", True, 400_000, 128_000, (1.25, 10, 0.125, 0), thinking=_NO_OFF),
     _openai("gpt-5-codex", "GPT-5-Codex", True, 400_000, 128_000, (1.25, 10, 0.125, 0), thinking=_NO_OFF),
     _openai("gpt-5-mini", "GPT-5 Mini", True, 400_000, 128_000, (0.25, 2, 0.025, 0), thinking=_NO_OFF),
@@ -150,13 +173,30 @@ BUILTIN_MODELS: tuple[ModelSpec, ...] = (
     _openai("o3-mini", "o3-mini", True, 200_000, 100_000, (1.1, 4.4, 0.55, 0), images=False),
     _openai("o4-mini", "o4-mini", True, 200_000, 100_000, (1.1, 4.4, 0.28, 0)),
     _openai("o1", "o1", True, 200_000, 100_000, (15, 60, 7.5, 0)),
-
     # Answers from a script instead of a network; for tests and demos.
-    _model(FAUX_PROVIDER, "faux", "", FAUX_MODEL_ID, "Faux (scripted)", reasoning=True,
-           context=128_000, max_out=16_384, cost=(0, 0, 0, 0)),
+    _model(
+        FAUX_PROVIDER,
+        "faux",
+        "",
+        FAUX_MODEL_ID,
+        "Faux (scripted)",
+        reasoning=True,
+        context=128_000,
+        max_out=16_384,
+        cost=(0, 0, 0, 0),
+    ),
     # Offline demo: looks around the working directory and reports, with no API key.
-    _model(FAUX_PROVIDER, "faux", "", "demo", "Offline demo", reasoning=False,
-           context=128_000, max_out=16_384, cost=(0, 0, 0, 0)),
+    _model(
+        FAUX_PROVIDER,
+        "faux",
+        "",
+        "demo",
+        "Offline demo",
+        reasoning=False,
+        context=128_000,
+        max_out=16_384,
+        cost=(0, 0, 0, 0),
+    ),
 )
 
 # Providers pi knows without built-in models here: enough to fill in a models.json
@@ -495,8 +535,7 @@ def _match_pattern(pattern: str, models: list[ModelSpec]) -> ModelSelection | No
         return None
     if suffix not in THINKING_LEVELS:
         raise ModelSelectionError(
-            f'Unknown thinking level "{suffix}" in "{pattern}". '
-            f"Valid levels: {', '.join(THINKING_LEVELS)}"
+            f'Unknown thinking level "{suffix}" in "{pattern}". Valid levels: {", ".join(THINKING_LEVELS)}'
         )
     return ModelSelection(model=inner.model, thinking_level=cast(ThinkingLevel, suffix))
 

@@ -28,7 +28,9 @@ class ModelSpec(PiModel):
     provider: str
     base_url: str = ""
     reasoning: bool = False
-    input: list[Literal["text", "image"]] = Field(default_factory=lambda: ["text"])
+    input: list[Literal["text", "image"]] = Field(
+        default_factory=lambda: list[Literal["text", "image"]](["text"])
+    )
     cost: ModelCost = Field(default_factory=ModelCost)
     context_window: int = 128_000
     max_tokens: int = 16_384

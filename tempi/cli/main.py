@@ -153,7 +153,9 @@ async def cmd_worker(argv: list[str]) -> int:
         epilog="examples:\n  TEMPORAL_ADDRESS=temporal.example.com:7233 ANTHROPIC_API_KEY=... tempi worker",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--task-queue", default=DEFAULT_TASK_QUEUE, help=f"queue to poll (default {DEFAULT_TASK_QUEUE})")
+    p.add_argument(
+        "--task-queue", default=DEFAULT_TASK_QUEUE, help=f"queue to poll (default {DEFAULT_TASK_QUEUE})"
+    )
     args = p.parse_args(argv)
     address = configured_address()
     if address is None:

@@ -21,7 +21,7 @@ from tempi.config.models_json import load_model_registry
 from tempi.config.paths import tempi_home
 from tempi.config.settings import Settings, load_settings
 from tempi.workers.temporal_client import configured_address
-from tempi.workflows.session_types import RetryPolicySettings
+from tempi.workflows.session_types import CompactionPolicy, RetryPolicySettings
 
 
 @dataclass
@@ -119,5 +119,11 @@ def plan_run(args: argparse.Namespace, cwd: Path) -> PlannedRun:
         ),
         steering_mode=settings.steering_mode,
         follow_up_mode=settings.follow_up_mode,
+        find_model=registry.find,
+        compaction=CompactionPolicy(
+            enabled=settings.compaction.enabled,
+            reserve_tokens=settings.compaction.reserve_tokens,
+            keep_recent_tokens=settings.compaction.keep_recent_tokens,
+        ),
     )
     return PlannedRun(plan=plan, registry=registry, settings=settings)

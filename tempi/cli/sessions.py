@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from tempi.agent.model_spec import ModelSpec, ThinkingLevel
 from tempi.workflows.session_types import (
     DEFAULT_TASK_QUEUE,
     SESSION_WORKFLOW,
+    CompactionPolicy,
     RetryPolicySettings,
     SessionConfig,
     SessionInput,
@@ -39,6 +41,8 @@ class SessionPlan:
     system_prompt: str
     tools: list[str]
     retry: RetryPolicySettings
+    compaction: CompactionPolicy = field(default_factory=CompactionPolicy)
+    find_model: Callable[[str, str], ModelSpec | None] | None = None
     steering_mode: str = "one-at-a-time"
     follow_up_mode: str = "one-at-a-time"
 
@@ -80,6 +84,7 @@ async def start_new_session(
         system_prompt=plan.system_prompt,
         tools=plan.tools,
         retry=plan.retry,
+        compaction=plan.compaction,
         steering_mode=plan.steering_mode,  # type: ignore[arg-type]
         follow_up_mode=plan.follow_up_mode,  # type: ignore[arg-type]
         created_at=created,
@@ -105,10 +110,12 @@ async def resume_session(
     model = plan.model
     thinking = plan.thinking_level
     if not override_model and context.model_id and context.provider:
-        model = plan.model if (plan.model.provider, plan.model.id) == (context.provider, context.model_id) else (
-            plan.model.model_copy(update={"id": context.model_id, "provider": context.provider})
-        )
-        thinking = context.thinking_level or thinking  # type: ignore[assignment]
+        # Continue with the session's own model when this machine knows it.
+        restored = plan.find_model(context.provider, context.model_id) if plan.find_model else None
+        if restored is not None:
+            model = restored
+        if context.thinking_level:
+            thinking = context.thinking_level
     config = SessionConfig(
         session_id=session_id,
         session_path=str(path),
@@ -118,6 +125,7 @@ async def resume_session(
         system_prompt=plan.system_prompt,
         tools=plan.tools,
         retry=plan.retry,
+        compaction=plan.compaction,
         resume_leaf_id=loaded.tree.leaf_id,
         existing_file=True,
     )

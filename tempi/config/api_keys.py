@@ -126,13 +126,17 @@ def resolve_request_headers(
     config = registry.request_config(model.provider)
     if config is not None and config.headers:
         for name, value in config.headers.items():
-            headers[name] = resolve_config_value(value, f'header "{name}" of provider "{model.provider}"', env)
+            headers[name] = resolve_config_value(
+                value, f'header "{name}" of provider "{model.provider}"', env
+            )
     for name, value in (registry.header_config_for(model) or {}).items():
         headers[name] = resolve_config_value(
             value, f'header "{name}" of model "{model.provider}/{model.id}"', env
         )
     if config is not None and config.auth_header:
         if not api_key:
-            raise ConfigError(f'Provider "{model.provider}" sets "authHeader" but no API key was found for it')
+            raise ConfigError(
+                f'Provider "{model.provider}" sets "authHeader" but no API key was found for it'
+            )
         headers["Authorization"] = f"Bearer {api_key}"
     return headers

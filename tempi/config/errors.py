@@ -26,7 +26,9 @@ def read_json_object(path: Path, text: str, what: str) -> dict[str, object]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"{what} {path} is not valid JSON: line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+        raise ConfigError(
+            f"{what} {path} is not valid JSON: line {exc.lineno} column {exc.colno}: {exc.msg}"
+        ) from None
     if not isinstance(data, dict):
         raise ConfigError(f"{what} {path} must hold a JSON object, found {type(data).__name__}")
     return data

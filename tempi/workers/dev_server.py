@@ -51,7 +51,9 @@ def start_dev_server(
     deadline = time.monotonic() + 60
     while not port_open(port):
         if proc.poll() is not None:
-            raise RuntimeError(f"The Temporal dev server exited at start (code {proc.returncode}); see {log_path}")
+            raise RuntimeError(
+                f"The Temporal dev server exited at start (code {proc.returncode}); see {log_path}"
+            )
         if time.monotonic() > deadline:
             proc.kill()
             raise RuntimeError("The Temporal dev server did not start within 60 s")

@@ -96,7 +96,9 @@ async def serve(home: Path, *, port: int | None, idle_minutes: float, ui_port: i
         print("another tempi service already runs for this home", file=sys.stderr)
         return
     port = port or free_port()
-    server = start_dev_server(home / "temporal.db", port, ui_port=ui_port, log_path=home / "logs" / "temporal.log")
+    server = start_dev_server(
+        home / "temporal.db", port, ui_port=ui_port, log_path=home / "logs" / "temporal.log"
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

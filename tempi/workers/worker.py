@@ -25,7 +25,9 @@ def build_worker(
 ) -> Worker:
     activities = SessionActivities(SessionStore(sessions_root), credentials or Credentials())
     runner = SandboxedWorkflowRunner(
-        restrictions=SandboxRestrictions.default.with_passthrough_modules("tempi", "pydantic", "pydantic_core")
+        restrictions=SandboxRestrictions.default.with_passthrough_modules(
+            "tempi", "pydantic", "pydantic_core"
+        )
     )
     return Worker(
         client,

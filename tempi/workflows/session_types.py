@@ -11,7 +11,14 @@ from typing import Any, Literal
 from pydantic import Field
 
 from tempi.agent.base import PiModel
-from tempi.agent.messages import AssistantMessage, ImageContent, ToolCall, ToolResultMessage, UserMessage, Usage
+from tempi.agent.messages import (
+    AssistantMessage,
+    ImageContent,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
 from tempi.agent.model_spec import ModelSpec, ThinkingLevel
 
 QueueMode = Literal["one-at-a-time", "all"]
@@ -32,6 +39,12 @@ class RetryPolicySettings(PiModel):
     max_delay_ms: int = 60_000
 
 
+class CompactionPolicy(PiModel):
+    enabled: bool = True
+    reserve_tokens: int = 16_384
+    keep_recent_tokens: int = 20_000
+
+
 class SessionConfig(PiModel):
     """What a session is started with; changes later arrive as signals."""
 
@@ -46,6 +59,7 @@ class SessionConfig(PiModel):
     steering_mode: QueueMode = "one-at-a-time"
     follow_up_mode: QueueMode = "one-at-a-time"
     retry: RetryPolicySettings = Field(default_factory=RetryPolicySettings)
+    compaction: CompactionPolicy = Field(default_factory=CompactionPolicy)
     parent_session: str | None = None
     created_at: str | None = None  # the header's ISO timestamp
     # Start a fresh file (header + model/thinking entries) or continue an existing one.
@@ -208,6 +222,28 @@ class CompactResult(PiModel):
     first_kept_entry_id: str
     tokens_before: int
     details: dict[str, Any] | None = None
+
+
+class CompactInput(PiModel):
+    file: SessionFileRef
+    outbox: list[OutboxItem] = Field(default_factory=list)
+    leaf_id: str | None
+    model: ModelSpec
+    thinking_level: ThinkingLevel
+    policy: CompactionPolicy
+    custom_instructions: str | None = None
+    entry_id: str
+    entry_timestamp: str
+    reason: Literal["manual", "threshold", "overflow"]
+
+
+class CompactActivityResult(PiModel):
+    """A failed or empty compaction is an answer, not an activity failure: retrying
+    would ask the model the same question again."""
+
+    outcome: CompactResult | None = None
+    error: str | None = None
+    aborted: bool = False
 
 
 class UserBashInput(PiModel):

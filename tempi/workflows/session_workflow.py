@@ -9,6 +9,7 @@ their results there, and every entry crosses history once.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
@@ -16,7 +17,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, CancelledError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
     from tempi.agent.messages import (
@@ -33,6 +34,10 @@ with workflow.unsafe.imports_passed_through():
         BashRequest,
         BashResult,
         CarriedState,
+        CompactActivityResult,
+        CompactInput,
+        CompactRequest,
+        CompactResult,
         EventsPage,
         FlushInput,
         LlmCallInput,
@@ -61,6 +66,10 @@ INFRA_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interva
 
 ABORTED_TEXT = "Aborted by the user."
 SKIPPED_TEXT = "Not run: a user message was queued, so the remaining tool calls were skipped."
+OVERFLOW_RECOVERY_FAILED = (
+    "The context is still too large after compacting once, so the request was not retried. "
+    "Start a new session, compact with a focus (/compact ...), or switch to a model with a larger context window."
+)
 LOST_BASH_TEXT = (
     "The worker running this command stopped before it reported back, so the command may or "
     "may not have completed. Check the workspace state before running it again."
@@ -101,6 +110,7 @@ class AgentSessionWorkflow:
         # Writers of the session file take turns, so entries land in tree order.
         self.store_lock = asyncio.Lock()
         self.run_start_offset = 0
+        self.compacting = False
         self.file_ref = SessionFileRef(
             session_id=cfg.session_id,
             session_path=cfg.session_path,
@@ -168,6 +178,8 @@ class AgentSessionWorkflow:
         self._emit_agent_start()
         try:
             take_from: str | None = None  # queue to take the next turn's user messages from
+            overflow_compacted = False
+            last_good: AssistantMessage | None = None
             while True:
                 has_more_tools = True
                 force_llm = False
@@ -195,6 +207,13 @@ class AgentSessionWorkflow:
                     if message.stop_reason in ("error", "aborted"):
                         self._emit({"type": "turn_end", "message": message.to_json_dict(), "toolResults": []})
                         self._emit_agent_end()
+                        if result.error_kind == "overflow" and not self.abort_requested:
+                            if not await self._recover_from_overflow(overflow_compacted):
+                                return
+                            overflow_compacted = True
+                            self._emit_agent_start()
+                            force_llm = True
+                            continue
                         delay = self._retry_delay_ms(result, retry_attempt)
                         if delay is None:
                             if retry_attempt > 0:
@@ -233,6 +252,7 @@ class AgentSessionWorkflow:
                     if retry_attempt > 0:
                         self._emit({"type": "auto_retry_end", "success": True, "attempt": retry_attempt})
                         retry_attempt = 0
+                    last_good = message
 
                     calls = message.tool_calls()
                     has_more_tools = bool(calls)
@@ -245,7 +265,9 @@ class AgentSessionWorkflow:
                         self._emit({"type": "message_end", "message": r})
                         self.state.stats.tool_results += 1
                         self.state.message_count += 1
-                    self._emit({"type": "turn_end", "message": message.to_json_dict(), "toolResults": result_dicts})
+                    self._emit(
+                        {"type": "turn_end", "message": message.to_json_dict(), "toolResults": result_dicts}
+                    )
                     if self.abort_requested:
                         # pi ends an aborted run with an aborted assistant message.
                         self._emit({"type": "turn_start"})
@@ -260,11 +282,112 @@ class AgentSessionWorkflow:
                     break
                 take_from = "follow_up"
             self._emit_agent_end()
+            if last_good is not None and self._over_threshold(last_good):
+                await self._compact_with_events("threshold")
         finally:
             self.streaming = False
             for body in self.deferred_entries:
                 self._record_entry(body)
             self.deferred_entries = []
+
+    # --- compaction --------------------------------------------------------------------
+
+    def _auto_compaction(self) -> bool:
+        return self.config.compaction.enabled
+
+    def _over_threshold(self, message: AssistantMessage) -> bool:
+        u = message.usage
+        tokens = u.total_tokens or (u.input + u.output + u.cache_read + u.cache_write)
+        window = self.state.model.context_window
+        return self._auto_compaction() and tokens > window - self.config.compaction.reserve_tokens
+
+    async def _recover_from_overflow(self, already_compacted: bool) -> bool:
+        """pi's overflow path: compact once and retry; a second overflow ends the run."""
+        if already_compacted:
+            self._emit(
+                {
+                    "type": "compaction_end",
+                    "reason": "overflow",
+                    "aborted": False,
+                    "willRetry": False,
+                    "errorMessage": OVERFLOW_RECOVERY_FAILED,
+                }
+            )
+            return False
+        if not self._auto_compaction():
+            return False
+        return not isinstance(await self._compact_with_events("overflow", will_retry=True), str)
+
+    async def _compact_with_events(
+        self, reason: str, custom_instructions: str | None = None, *, will_retry: bool = False
+    ) -> CompactResult | str:
+        """Compact, announcing it; returns the result or the error text."""
+        self._emit({"type": "compaction_start", "reason": reason})
+        result = await self._compact(reason, custom_instructions)
+        if result.outcome is None:
+            self._emit(
+                {
+                    "type": "compaction_end",
+                    "reason": reason,
+                    "aborted": result.aborted,
+                    "willRetry": False,
+                    "errorMessage": result.error or "Compaction failed.",
+                }
+            )
+            return result.error or "Compaction failed."
+        self._emit(
+            {
+                "type": "compaction_end",
+                "reason": reason,
+                "result": result.outcome.to_json_dict(),
+                "aborted": False,
+                "willRetry": will_retry,
+            }
+        )
+        return result.outcome
+
+    async def _compact(self, reason: str, custom_instructions: str | None) -> CompactActivityResult:
+        entry_id = self._new_id()
+        self.compacting = True
+        try:
+            async with self.store_lock:
+                outbox, self.outbox = self.outbox, []
+                task = asyncio.ensure_future(
+                    workflow.execute_activity(
+                        act.COMPACT,
+                        CompactInput(
+                            file=self._file(),
+                            outbox=outbox,
+                            leaf_id=self.state.leaf_id,
+                            model=self.state.model,
+                            thinking_level=self.state.thinking_level,
+                            policy=self.config.compaction,
+                            custom_instructions=custom_instructions,
+                            entry_id=entry_id,
+                            entry_timestamp=_iso(self._now_ms()),
+                            reason=reason,  # type: ignore[arg-type]
+                        ),
+                        result_type=CompactActivityResult,
+                        start_to_close_timeout=LLM_TIMEOUT,
+                        heartbeat_timeout=LLM_HEARTBEAT,
+                        retry_policy=INFRA_RETRY,
+                        cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+                    )
+                )
+                try:
+                    result: CompactActivityResult = await self._track(task)
+                except (ActivityError, CancelledError, asyncio.CancelledError) as err:
+                    self.outbox = outbox + self.outbox
+                    return CompactActivityResult(
+                        error=f"Compaction failed: {_cause(err)}", aborted=self.abort_requested
+                    )
+                if result.outcome is not None:
+                    self.state.leaf_id = entry_id
+                    self.state.file_started = True
+                    self.file_ref.existing_file = True
+                return result
+        finally:
+            self.compacting = False
 
     def _retry_delay_ms(self, result: LlmCallResult, attempt: int) -> int | None:
         retry = self.config.retry
@@ -283,7 +406,9 @@ class AgentSessionWorkflow:
 
     async def _sleep_unless_aborted(self, delay_ms: int) -> bool:
         try:
-            await workflow.wait_condition(lambda: self.abort_requested, timeout=timedelta(milliseconds=delay_ms))
+            await workflow.wait_condition(
+                lambda: self.abort_requested, timeout=timedelta(milliseconds=delay_ms)
+            )
         except TimeoutError:
             return True
         return False
@@ -333,7 +458,9 @@ class AgentSessionWorkflow:
                 # No answer came back; the outbox may not have been written, so it goes
                 # out again (writes are idempotent) ahead of the message that ends the turn.
                 self.outbox = outbox + self.outbox
-                message = self._aborted_message() if self.abort_requested else self._error_message(_cause(err))
+                message = (
+                    self._aborted_message() if self.abort_requested else self._error_message(_cause(err))
+                )
                 self._record_entry({"type": "message", "message": message.to_json_dict()}, entry_id=entry_id)
                 return LlmCallResult(message=message)
         self.state.file_started = True
@@ -367,9 +494,12 @@ class AgentSessionWorkflow:
             self.live_keys.append(call.id)
             if call.name not in self.config.tools:
                 available = ", ".join(self.config.tools) or "none"
-                results[i] = self._synthetic_result(call, f"Unknown tool {call.name!r}. Available tools: {available}.")
+                refusal = self._synthetic_result(
+                    call, f"Unknown tool {call.name!r}. Available tools: {available}."
+                )
+                results[i] = refusal
                 inline.add(i)
-                self._emit_tool_end(call, results[i])
+                self._emit_tool_end(call, refusal)
             else:
                 runnable.append(i)
 
@@ -383,10 +513,12 @@ class AgentSessionWorkflow:
         if self.config.tool_execution == "sequential":
             for i in runnable:
                 if self._has_steering() or self.abort_requested:
-                    msg = self._synthetic_result(calls[i], ABORTED_TEXT if self.abort_requested else SKIPPED_TEXT)
-                    results[i] = msg
+                    skipped = self._synthetic_result(
+                        calls[i], ABORTED_TEXT if self.abort_requested else SKIPPED_TEXT
+                    )
+                    results[i] = skipped
                     inline.add(i)
-                    self._emit_tool_end(calls[i], msg)
+                    self._emit_tool_end(calls[i], skipped)
                     continue
                 await run_one(i)
         else:
@@ -397,21 +529,21 @@ class AgentSessionWorkflow:
                 call = calls[i]
                 path = mutated_path(call.name, call.arguments)
                 before = last_for_path.get(path) if path else None
-                fut = asyncio.ensure_future(self._after(before, lambda i=i: run_one(i)))
+                fut = asyncio.ensure_future(self._after(before, functools.partial(run_one, i)))
                 if path:
                     last_for_path[path] = fut
                 tasks.append(fut)
             await asyncio.gather(*tasks)
 
         final: list[ToolResultMessage] = []
-        for i, msg in enumerate(results):
-            assert msg is not None
+        for i, result in enumerate(results):
+            assert result is not None
             if i in inline:
-                entry = {"type": "message", "message": msg.to_json_dict()}
+                entry = {"type": "message", "message": result.to_json_dict()}
                 self.outbox.append(OutboxItem(entry=self._entry(entry, entry_ids[i], parents[i])))
             else:
                 self.outbox.append(OutboxItem(pending_id=entry_ids[i]))
-            final.append(msg)
+            final.append(result)
         self.state.leaf_id = entry_ids[-1]
         self.made_ids.update(entry_ids)
         return final
@@ -433,7 +565,9 @@ class AgentSessionWorkflow:
             await asyncio.wait([before])
         await fn()
 
-    async def _run_tool(self, call: ToolCall, entry_id: str, parent_id: str) -> tuple[ToolResultMessage, bool]:
+    async def _run_tool(
+        self, call: ToolCall, entry_id: str, parent_id: str
+    ) -> tuple[ToolResultMessage, bool]:
         """Returns the result and whether the activity parked it in the store."""
         if self.abort_requested:
             return self._synthetic_result(call, ABORTED_TEXT), False
@@ -651,7 +785,9 @@ class AgentSessionWorkflow:
         try:
             result: BashResult = await self.user_bash
         except (ActivityError, CancelledError, asyncio.CancelledError) as err:
-            result = BashResult(output=f"The command did not finish: {_cause(err)}", exit_code=None, cancelled=True)
+            result = BashResult(
+                output=f"The command did not finish: {_cause(err)}", exit_code=None, cancelled=True
+            )
         finally:
             self.user_bash = None
         message: dict[str, Any] = {
@@ -674,6 +810,21 @@ class AgentSessionWorkflow:
             self._record_entry(body)
             self.state.message_count += 1
         return result
+
+    @workflow.update
+    async def compact(self, req: CompactRequest) -> CompactResult:
+        if self.streaming:
+            self.abort()
+            await workflow.wait_condition(lambda: not self.streaming)
+        await workflow.wait_condition(lambda: not self.compacting)
+        result = await self._compact_with_events("manual", req.custom_instructions)
+        if isinstance(result, str):
+            raise ApplicationError(result, non_retryable=True)
+        return result
+
+    @workflow.signal
+    def set_auto_compaction(self, enabled: bool) -> None:
+        self.config.compaction.enabled = enabled
 
     @workflow.signal
     def abort_bash(self) -> None:
@@ -771,6 +922,8 @@ class AgentSessionWorkflow:
             model=self.state.model,
             thinking_level=self.state.thinking_level,
             is_streaming=self.streaming,
+            is_compacting=self.compacting,
+            auto_compaction_enabled=self._auto_compaction(),
             steering_mode=self.state.steering_mode,
             follow_up_mode=self.state.follow_up_mode,
             session_name=self.state.session_name,

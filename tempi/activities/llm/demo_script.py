@@ -21,7 +21,9 @@ def demo_response(context: LlmContext) -> FauxResponse:
         elif "bash" in tools:
             call = FauxToolCall(name="bash", arguments={"command": "ls -la"})
         else:
-            return FauxResponse(text=f"(offline demo) You asked: {request}\nI have no tools here, so that is all.")
+            return FauxResponse(
+                text=f"(offline demo) You asked: {request}\nI have no tools here, so that is all."
+            )
         return FauxResponse(
             text=f"(offline demo) You asked: {request}\nLet me look at the working directory first.",
             tool_calls=[call],

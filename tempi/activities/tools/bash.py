@@ -6,8 +6,8 @@ import asyncio
 import os
 import secrets
 import tempfile
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from tempi.activities.tools.backend import ExecResult
