@@ -281,8 +281,6 @@ async def compact(srv: RpcServer, cmd: dict[str, Any]) -> Any:
             result_type=CompactResult,
         )
     except WorkflowUpdateFailedError as err:
-        if "expected but not found" in str(err.cause):
-            raise RpcError("Compaction is not available yet in this version of tempi.") from err
         raise RpcError(str(err.cause)) from err
     return result.to_json_dict()
 
