@@ -23,7 +23,8 @@ from tempi.activities.live_channel import LiveWriter, remove_live_files
 from tempi.activities.llm import StreamOptions, classify_error, retry_after_ms, stream_assistant
 from tempi.activities.session_store import SessionStore
 from tempi.activities.sidecar import live_path, pending_path, sidecar_dir
-from tempi.activities.tools import LocalBackend, ToolContext, execute_tool
+from tempi.activities.tools import ExecutionBackend, LocalBackend, ToolContext, execute_tool
+from tempi.activities.tools.bwrap_backend import BwrapBackend
 from tempi.activities.tools.bash import run_command
 from tempi.agent.llm_context import LlmContext
 from tempi.agent.llm_conversion import to_llm_messages
@@ -58,6 +59,13 @@ CredentialResolver = Callable[[ModelSpec], tuple[str | None, dict[str, str]]]
 def _now_iso() -> str:
     ms = int(time.time() * 1000)
     return time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(ms / 1000)) + f"{ms % 1000:03d}Z"
+
+
+def make_backend(ref: SessionFileRef) -> ExecutionBackend:
+    """Where the session's tools act: this machine, or a bubblewrap sandbox over its cwd."""
+    if ref.sandbox == "bwrap":
+        return BwrapBackend(ref.cwd)
+    return LocalBackend()
 
 
 def ensure_session_file(store: SessionStore, ref: SessionFileRef) -> None:
@@ -209,7 +217,7 @@ class SessionActivities:
         abort = asyncio.Event()
         ctx = ToolContext(
             cwd=inp.file.cwd,
-            backend=LocalBackend(),
+            backend=make_backend(inp.file),
             tool_call_id=call.id,
             on_update=lambda partial: live.write({"partialResult": partial.to_json_dict()}),
             abort=abort,
@@ -261,7 +269,7 @@ class SessionActivities:
     async def run_user_bash(self, inp: UserBashInput) -> BashResult:
         ctx = ToolContext(
             cwd=inp.file.cwd,
-            backend=LocalBackend(),
+            backend=make_backend(inp.file),
             abort=asyncio.Event(),
             spill_dir=str(sidecar_dir(inp.file.session_path, inp.file.session_id) / "output"),
         )

@@ -93,6 +93,12 @@ def build_parser() -> argparse.ArgumentParser:
     prompt.add_argument("-t", "--tools", help=f"comma-separated tools to enable, of: {', '.join(ALL_TOOLS)}")
     prompt.add_argument("--no-tools", action="store_true", help="no tools at all")
     prompt.add_argument(
+        "--sandbox",
+        choices=["local", "bwrap"],
+        default="local",
+        help="where tools act: local (this machine) or bwrap (no network, only the working directory writable)",
+    )
+    prompt.add_argument(
         "--no-context-files", action="store_true", help="do not add AGENTS.md / CLAUDE.md files"
     )
     sessions = p.add_argument_group("sessions")

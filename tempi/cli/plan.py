@@ -120,6 +120,7 @@ def plan_run(args: argparse.Namespace, cwd: Path) -> PlannedRun:
         steering_mode=settings.steering_mode,
         follow_up_mode=settings.follow_up_mode,
         find_model=registry.find,
+        sandbox=args.sandbox,
         compaction=CompactionPolicy(
             enabled=settings.compaction.enabled,
             reserve_tokens=settings.compaction.reserve_tokens,

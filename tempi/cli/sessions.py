@@ -41,6 +41,7 @@ class SessionPlan:
     system_prompt: str
     tools: list[str]
     retry: RetryPolicySettings
+    sandbox: str = "local"
     compaction: CompactionPolicy = field(default_factory=CompactionPolicy)
     find_model: Callable[[str, str], ModelSpec | None] | None = None
     steering_mode: str = "one-at-a-time"
@@ -83,6 +84,7 @@ async def start_new_session(
         thinking_level=plan.thinking_level,
         system_prompt=plan.system_prompt,
         tools=plan.tools,
+        sandbox=plan.sandbox,  # type: ignore[arg-type]
         retry=plan.retry,
         compaction=plan.compaction,
         steering_mode=plan.steering_mode,  # type: ignore[arg-type]
@@ -124,6 +126,7 @@ async def resume_session(
         thinking_level=thinking,
         system_prompt=plan.system_prompt,
         tools=plan.tools,
+        sandbox=plan.sandbox,  # type: ignore[arg-type]
         retry=plan.retry,
         compaction=plan.compaction,
         resume_leaf_id=loaded.tree.leaf_id,

@@ -56,6 +56,7 @@ class SessionConfig(PiModel):
     system_prompt: str = ""
     tools: list[str] = Field(default_factory=list)
     tool_execution: Literal["parallel", "sequential"] = "parallel"
+    sandbox: Literal["local", "bwrap"] = "local"
     steering_mode: QueueMode = "one-at-a-time"
     follow_up_mode: QueueMode = "one-at-a-time"
     retry: RetryPolicySettings = Field(default_factory=RetryPolicySettings)
@@ -156,6 +157,7 @@ class SessionFileRef(PiModel):
     session_id: str
     session_path: str
     cwd: str
+    sandbox: Literal["local", "bwrap"] = "local"
     parent_session: str | None = None
     header_timestamp: str | None = None
     existing_file: bool = False

@@ -117,6 +117,7 @@ class AgentSessionWorkflow:
             cwd=cfg.cwd,
             parent_session=cfg.parent_session,
             header_timestamp=cfg.created_at,
+            sandbox=cfg.sandbox,
             existing_file=cfg.existing_file,
         )
         if inp.carried is None and not cfg.existing_file:
