@@ -24,8 +24,8 @@ from tempi.activities.llm import StreamOptions, classify_error, retry_after_ms, 
 from tempi.activities.session_store import SessionStore
 from tempi.activities.sidecar import live_path, pending_path, sidecar_dir
 from tempi.activities.tools import ExecutionBackend, LocalBackend, ToolContext, execute_tool
-from tempi.activities.tools.bwrap_backend import BwrapBackend
 from tempi.activities.tools.bash import run_command
+from tempi.activities.tools.bwrap_backend import BwrapBackend
 from tempi.agent.llm_context import LlmContext
 from tempi.agent.llm_conversion import to_llm_messages
 from tempi.agent.messages import AssistantMessage, TextContent, ToolResultMessage
