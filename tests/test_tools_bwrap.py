@@ -23,7 +23,9 @@ def _text(outcome: ToolOutcome) -> str:
 def ctx(tmp_path: Path) -> ToolContext:
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    return ToolContext(cwd=str(workspace), backend=BwrapBackend(str(workspace)), spill_dir=str(tmp_path / "spill"))
+    return ToolContext(
+        cwd=str(workspace), backend=BwrapBackend(str(workspace)), spill_dir=str(tmp_path / "spill")
+    )
 
 
 @pytest.fixture
@@ -80,7 +82,9 @@ async def test_writes_outside_the_workspace_fail(ctx: ToolContext, tmp_path: Pat
 
 
 async def test_no_network_inside_the_sandbox(ctx: ToolContext, listening_port: int) -> None:
-    probe = f"python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {listening_port}), timeout=2)'"
+    probe = (
+        f"python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {listening_port}), timeout=2)'"
+    )
     # The same probe reaches the port from outside the sandbox...
     local = await execute_tool("bash", {"command": probe}, ToolContext(cwd=ctx.cwd))
     assert not local.is_error, _text(local)

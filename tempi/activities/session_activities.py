@@ -133,7 +133,7 @@ def build_llm_context(store: SessionStore, inp: LlmCallInput) -> LlmContext:
     return LlmContext(
         system_prompt=inp.system_prompt,
         messages=to_llm_messages(context.messages),
-        tools=tool_specs(inp.tools),
+        tools=[*tool_specs(inp.tools), *inp.extra_tools],
     )
 
 

@@ -10,11 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tempi.agent.model_registry import ModelRegistry, ModelSelectionError, select_model
+from tempi.agent.subagents import TASK_TOOL, AgentDefinition
 from tempi.agent.system_prompt import build_system_prompt
 from tempi.agent.tool_specs import ALL_TOOLS, DEFAULT_TOOLS
 from tempi.cli.context_files import discover_context_files
 from tempi.cli.errors import UserError
 from tempi.cli.sessions import SessionPlan
+from tempi.config.agents import load_agents
 from tempi.config.api_keys import DEFAULT_API_KEY_ENV, has_configured_key
 from tempi.config.errors import ConfigError
 from tempi.config.models_json import load_model_registry
@@ -42,15 +44,17 @@ def text_or_file(value: str) -> str:
     return value
 
 
-def _tools(args: argparse.Namespace) -> list[str]:
+def _tools(args: argparse.Namespace, agents: list[AgentDefinition]) -> list[str]:
+    """The session's tools; `task` joins the defaults when agent definitions exist."""
     if args.no_tools:
         return []
     if not args.tools:
-        return list(DEFAULT_TOOLS)
+        return [*DEFAULT_TOOLS, TASK_TOOL] if agents else list(DEFAULT_TOOLS)
     tools = [t.strip() for t in args.tools.split(",") if t.strip()]
-    unknown = [t for t in tools if t not in ALL_TOOLS]
+    known = (*ALL_TOOLS, TASK_TOOL)
+    unknown = [t for t in tools if t not in known]
     if unknown:
-        raise UserError(f"Unknown tool(s): {', '.join(unknown)}. Available: {', '.join(ALL_TOOLS)}")
+        raise UserError(f"Unknown tool(s): {', '.join(unknown)}. Available: {', '.join(known)}")
     return tools
 
 
@@ -93,7 +97,11 @@ def plan_run(args: argparse.Namespace, cwd: Path) -> PlannedRun:
     if selection.warning:
         print(f"tempi: {selection.warning}", file=sys.stderr)
     apply_api_key(args, selection.model.provider, registry)
-    tools = _tools(args)
+    try:
+        agents = load_agents(tempi_home(), cwd, registry)
+    except ConfigError as err:
+        raise UserError(str(err)) from err
+    tools = _tools(args, agents)
     thinking = args.thinking or selection.thinking_level or settings.default_thinking_level or "off"
     context = [] if args.no_context_files else discover_context_files(cwd, tempi_home())
     prompt = build_system_prompt(
@@ -120,6 +128,7 @@ def plan_run(args: argparse.Namespace, cwd: Path) -> PlannedRun:
         steering_mode=settings.steering_mode,
         follow_up_mode=settings.follow_up_mode,
         find_model=registry.find,
+        agents=agents,
         sandbox=args.sandbox,
         compaction=CompactionPolicy(
             enabled=settings.compaction.enabled,

@@ -15,6 +15,7 @@ from temporalio.service import RPCError
 
 from tempi.activities.session_store import SessionStore
 from tempi.agent.model_spec import ModelSpec, ThinkingLevel
+from tempi.agent.subagents import AgentDefinition
 from tempi.workflows.session_types import (
     DEFAULT_TASK_QUEUE,
     SESSION_WORKFLOW,
@@ -42,6 +43,7 @@ class SessionPlan:
     tools: list[str]
     retry: RetryPolicySettings
     sandbox: str = "local"
+    agents: list[AgentDefinition] = field(default_factory=list)
     compaction: CompactionPolicy = field(default_factory=CompactionPolicy)
     find_model: Callable[[str, str], ModelSpec | None] | None = None
     steering_mode: str = "one-at-a-time"
@@ -85,6 +87,7 @@ async def start_new_session(
         system_prompt=plan.system_prompt,
         tools=plan.tools,
         sandbox=plan.sandbox,  # type: ignore[arg-type]
+        agents=plan.agents,
         retry=plan.retry,
         compaction=plan.compaction,
         steering_mode=plan.steering_mode,  # type: ignore[arg-type]
@@ -127,6 +130,7 @@ async def resume_session(
         system_prompt=plan.system_prompt,
         tools=plan.tools,
         sandbox=plan.sandbox,  # type: ignore[arg-type]
+        agents=plan.agents,
         retry=plan.retry,
         compaction=plan.compaction,
         resume_leaf_id=loaded.tree.leaf_id,

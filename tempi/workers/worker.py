@@ -12,7 +12,7 @@ from tempi.activities.session_activities import CredentialResolver, SessionActiv
 from tempi.activities.session_store import SessionStore
 from tempi.workers.credentials import Credentials
 from tempi.workflows.session_types import DEFAULT_TASK_QUEUE
-from tempi.workflows.session_workflow import AgentSessionWorkflow
+from tempi.workflows.session_workflow import AgentSessionWorkflow, SubagentWorkflow
 
 
 def build_worker(
@@ -32,7 +32,7 @@ def build_worker(
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=[AgentSessionWorkflow],
+        workflows=[AgentSessionWorkflow, SubagentWorkflow],
         activities=activities.all(),
         workflow_runner=runner,
         max_concurrent_activities=200,

@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from tempi.agent.base import PiModel
+from tempi.agent.llm_context import ToolSpec
 from tempi.agent.messages import (
     AssistantMessage,
     ImageContent,
@@ -20,6 +21,7 @@ from tempi.agent.messages import (
     UserMessage,
 )
 from tempi.agent.model_spec import ModelSpec, ThinkingLevel
+from tempi.agent.subagents import AgentDefinition
 
 QueueMode = Literal["one-at-a-time", "all"]
 ErrorKind = Literal["retryable", "overflow", "fatal"]
@@ -62,6 +64,7 @@ class SessionConfig(PiModel):
     retry: RetryPolicySettings = Field(default_factory=RetryPolicySettings)
     compaction: CompactionPolicy = Field(default_factory=CompactionPolicy)
     parent_session: str | None = None
+    agents: list[AgentDefinition] = Field(default_factory=list)  # what the `task` tool can start
     created_at: str | None = None  # the header's ISO timestamp
     # Start a fresh file (header + model/thinking entries) or continue an existing one.
     resume_leaf_id: str | None = None
@@ -173,6 +176,7 @@ class LlmCallInput(PiModel):
     thinking_level: ThinkingLevel
     system_prompt: str
     tools: list[str]
+    extra_tools: list[ToolSpec] = Field(default_factory=list)  # specs the workflow owns (task)
 
 
 class LlmCallResult(PiModel):
@@ -251,3 +255,17 @@ class CompactActivityResult(PiModel):
 class UserBashInput(PiModel):
     file: SessionFileRef
     command: str
+
+
+class SubagentInput(PiModel):
+    session: SessionInput
+    task: str
+
+
+class SubagentResult(PiModel):
+    text: str
+    stop_reason: str
+    error_message: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+    session_file: str
+    patch: str | None = None

@@ -13,11 +13,12 @@ import functools
 import json
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from pathlib import PurePosixPath
 from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from tempi.agent.messages import (
@@ -28,6 +29,16 @@ with workflow.unsafe.imports_passed_through():
         UserMessage,
     )
     from tempi.agent.model_spec import ModelSpec, ThinkingLevel
+    from tempi.agent.subagents import (
+        BUILTIN_AGENTS,
+        PARALLEL_CONCURRENCY,
+        TASK_TOOL,
+        AgentDefinition,
+        SubagentOutcome,
+        format_task_result,
+        parse_task_args,
+        task_tool_spec,
+    )
     from tempi.agent.tool_specs import is_read_only, mutated_path
     from tempi.workflows import activity_names as act
     from tempi.workflows.session_types import (
@@ -49,9 +60,12 @@ with workflow.unsafe.imports_passed_through():
         SessionFileRef,
         SessionInput,
         SessionStateView,
+        SubagentInput,
+        SubagentResult,
         ToolCallInput,
         ToolCallResult,
         UserBashInput,
+        workflow_id_for,
     )
 
 LLM_TIMEOUT = timedelta(minutes=15)
@@ -111,6 +125,10 @@ class AgentSessionWorkflow:
         self.store_lock = asyncio.Lock()
         self.run_start_offset = 0
         self.compacting = False
+        self.children: dict[str, workflow.ChildWorkflowHandle[Any, Any]] = {}
+        self.last_message: AssistantMessage | None = None
+        self.background: set[asyncio.Future[Any]] = set()
+        self.child_sessions: dict[str, list[dict[str, str]]] = {}
         self.file_ref = SessionFileRef(
             session_id=cfg.session_id,
             session_path=cfg.session_path,
@@ -197,6 +215,7 @@ class AgentSessionWorkflow:
 
                     result = await self._call_llm()
                     message = result.message
+                    self.last_message = message
                     self._add_message(message.to_json_dict(), start_emitted=True)
                     self.state.stats.assistant_messages += 1
                     self.state.stats.usage = self.state.stats.usage.add(message.usage)
@@ -273,6 +292,7 @@ class AgentSessionWorkflow:
                         # pi ends an aborted run with an aborted assistant message.
                         self._emit({"type": "turn_start"})
                         aborted = self._aborted_message()
+                        self.last_message = aborted
                         self._record_entry({"type": "message", "message": aborted.to_json_dict()})
                         self._add_message(aborted.to_json_dict())
                         self._emit({"type": "turn_end", "message": aborted.to_json_dict(), "toolResults": []})
@@ -440,7 +460,8 @@ class AgentSessionWorkflow:
                 model=model,
                 thinking_level=self.state.thinking_level,
                 system_prompt=self.config.system_prompt,
-                tools=self.config.tools,
+                tools=[t for t in self.config.tools if t != TASK_TOOL],
+                extra_tools=[task_tool_spec(self._agents())] if TASK_TOOL in self.config.tools else [],
             )
             task = asyncio.ensure_future(
                 workflow.execute_activity(
@@ -505,7 +526,10 @@ class AgentSessionWorkflow:
                 runnable.append(i)
 
         async def run_one(i: int) -> None:
-            msg, parked = await self._run_tool(calls[i], entry_ids[i], parents[i])
+            if calls[i].name == TASK_TOOL:
+                msg, parked = await self._run_task(calls[i]), False
+            else:
+                msg, parked = await self._run_tool(calls[i], entry_ids[i], parents[i])
             results[i] = msg
             if not parked:
                 inline.add(i)
@@ -602,6 +626,138 @@ class AgentSessionWorkflow:
             text = LOST_BASH_TEXT if runs_commands else f"The tool failed: {_cause(err)}"
             return self._synthetic_result(call, text), False
         return result.message, True
+
+    # --- subagents -----------------------------------------------------------------------
+
+    def _agents(self) -> list[AgentDefinition]:
+        named = {a.name for a in self.config.agents}
+        return [*self.config.agents, *(a for a in BUILTIN_AGENTS if a.name not in named)]
+
+    async def _run_task(self, call: ToolCall) -> ToolResultMessage:
+        agents = self._agents()
+        try:
+            args = parse_task_args(call.arguments, agents)
+        except ValueError as err:
+            return self._synthetic_result(call, str(err))
+        by_name = {a.name: a for a in agents}
+        items = args.items()
+        outcomes: list[SubagentOutcome | None] = [None] * len(items)
+
+        def progress() -> None:
+            done = sum(o is not None for o in outcomes)
+            self._emit(
+                {
+                    "type": "tool_execution_update",
+                    "toolCallId": call.id,
+                    "toolName": call.name,
+                    "args": call.arguments,
+                    "partialResult": {
+                        "content": [
+                            {"type": "text", "text": f"{done}/{len(items)} subagent task(s) finished"}
+                        ],
+                        "details": {
+                            "mode": args.mode,
+                            "children": list(self.child_sessions.get(call.id, [])),
+                        },
+                    },
+                }
+            )
+
+        async def run(i: int, previous: str | None) -> SubagentOutcome:
+            item = items[i]
+            task = item.task.replace("{previous}", previous or "")
+            outcome = await self._run_child(call.id, by_name[item.agent], task, progress)
+            outcomes[i] = outcome
+            progress()
+            return outcome
+
+        if args.mode == "chain":
+            previous: str | None = None
+            for i in range(len(items)):
+                result = await run(i, previous)
+                if result.stop_reason in ("error", "aborted") or self.abort_requested:
+                    break
+                previous = result.text
+        else:
+            limit = asyncio.Semaphore(PARALLEL_CONCURRENCY)
+
+            async def bounded(i: int) -> None:
+                async with limit:
+                    if not self.abort_requested:
+                        await run(i, None)
+
+            await asyncio.gather(*(bounded(i) for i in range(len(items))))
+        finished = [o for o in outcomes if o is not None]
+        text, failed = format_task_result(args.mode, finished)
+        if len(finished) < len(items):
+            failed = True
+            text += f"\n\n{len(items) - len(finished)} task(s) did not run."
+        return ToolResultMessage(
+            tool_call_id=call.id,
+            tool_name=call.name,
+            content=[TextContent(text=text)],
+            details={"mode": args.mode, "results": [o.to_json_dict() for o in finished]},
+            is_error=failed,
+            timestamp=self._now_ms(),
+        )
+
+    async def _run_child(
+        self, call_id: str, agent: AgentDefinition, task: str, progress: Callable[[], None]
+    ) -> SubagentOutcome:
+        child_id = str(workflow.uuid4())
+        created = _iso(self._now_ms())
+        stamp = created.replace(":", "-").replace(".", "-")
+        tools = [t for t in (agent.tools or self.config.tools) if t != TASK_TOOL]
+        config = self.config.model_copy(
+            update={
+                "session_id": child_id,
+                "session_path": str(
+                    PurePosixPath(self.config.session_path).parent / f"{stamp}_{child_id}.jsonl"
+                ),
+                "model": agent.model or self.state.model,
+                "thinking_level": self.state.thinking_level,
+                "system_prompt": f"{agent.system_prompt}\n\nWorking directory: {self.config.cwd}",
+                "tools": tools,
+                "parent_session": self.config.session_path,
+                "agents": [],
+                "created_at": created,
+                "resume_leaf_id": None,
+                "existing_file": False,
+            }
+        )
+        handle = await workflow.start_child_workflow(
+            "SubagentWorkflow",
+            SubagentInput(session=SessionInput(config=config), task=task),
+            id=workflow_id_for(child_id),
+            task_queue=workflow.info().task_queue,
+            result_type=SubagentResult,
+            parent_close_policy=workflow.ParentClosePolicy.REQUEST_CANCEL,
+        )
+        self.children[child_id] = handle
+        self.child_sessions.setdefault(call_id, []).append(
+            {"sessionId": child_id, "sessionFile": config.session_path, "agent": agent.name}
+        )
+        progress()
+        try:
+            result: SubagentResult = await handle
+        except ChildWorkflowError as err:
+            result = SubagentResult(
+                text="", stop_reason="error", error_message=_cause(err), session_file=config.session_path
+            )
+        finally:
+            self.children.pop(child_id, None)
+        self.state.stats.usage = self.state.stats.usage.add(result.usage)
+        return SubagentOutcome(
+            agent=agent.name,
+            task=task,
+            session_id=child_id,
+            session_file=result.session_file,
+            text=result.text,
+            stop_reason=result.stop_reason,
+            error_message=result.error_message,
+            usage=result.usage.to_json_dict(),
+            patch=result.patch,
+        )
 
     def _synthetic_result(self, call: ToolCall, text: str) -> ToolResultMessage:
         return ToolResultMessage(
@@ -856,6 +1012,11 @@ class AgentSessionWorkflow:
         self.abort_requested = True
         for task in list(self.in_flight):
             task.cancel()
+        # Children end their runs themselves, so their files and answers stay whole.
+        for child in list(self.children.values()):
+            signal = asyncio.ensure_future(child.signal("abort"))
+            self.background.add(signal)
+            signal.add_done_callback(self.background.discard)
 
     @workflow.signal
     def shutdown(self) -> None:
@@ -953,3 +1114,25 @@ def _cause(err: BaseException) -> str:
     while err.__cause__ is not None:
         err = err.__cause__
     return str(err) or type(err).__name__
+
+
+@workflow.defn(name="SubagentWorkflow")
+class SubagentWorkflow(AgentSessionWorkflow):
+    """A child session that works on one task and returns its final answer."""
+
+    @workflow.init
+    def __init__(self, inp: SubagentInput) -> None:
+        super().__init__(inp.session)
+
+    @workflow.run
+    async def run(self, inp: SubagentInput) -> SubagentResult:  # type: ignore[override]
+        await self._run_agent([self._user_message(PromptRequest(message=inp.task))])
+        await self._flush()
+        last = self.last_message
+        return SubagentResult(
+            text=last.text() if last else "",
+            stop_reason=last.stop_reason if last else "error",
+            error_message=last.error_message if last else "the subagent produced no answer",
+            usage=self.state.stats.usage,
+            session_file=self.config.session_path,
+        )
