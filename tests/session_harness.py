@@ -120,10 +120,10 @@ async def start_session(
         tools=tools if tools is not None else ["read", "bash", "edit", "write"],
         **config,
     )
-    handle = await client.start_workflow(
+    await client.start_workflow(
         SESSION_WORKFLOW, SessionInput(config=cfg), id=workflow_id_for(session_id), task_queue=task_queue
     )
-    return Session(handle, cfg)
+    return Session(client.get_workflow_handle(workflow_id_for(session_id)), cfg)
 
 
 def unique_queue() -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import sys
 import time
 from pathlib import Path
@@ -13,7 +14,7 @@ from temporalio.service import RPCError
 
 from tempi.activities.session_store import SessionStore
 from tempi.agent.messages import ImageContent
-from tempi.cli.args import SUBCOMMANDS, build_parser, parse_args
+from tempi.cli.args import SUBCOMMANDS, parse_args
 from tempi.cli.errors import UserError
 from tempi.cli.file_args import FileArgError, read_file_args, split_file_args
 from tempi.cli.html_export import default_export_path
@@ -190,12 +191,9 @@ def _dispatch(argv: list[str]) -> int:
         return _export(args)
     interactive = not args.print_mode and not args.messages and sys.stdin.isatty() and args.mode == "text"
     if interactive:
-        build_parser().print_help()
-        print(
-            "\nThe interactive terminal mode is not built yet; use -p, --mode json or --mode rpc.",
-            file=sys.stderr,
-        )
-        return 2
+        from tempi.cli.interactive.app import run_interactive
+
+        return asyncio.run(run_interactive(args))
     return asyncio.run(run_session_command(args))
 
 
@@ -211,4 +209,8 @@ def main(argv: list[str] | None = None) -> None:
         code = 1
     except KeyboardInterrupt:
         code = 130
-    sys.exit(code)
+    # Temporal's core runs native threads that can still be winding down when Python
+    # finalizes, which aborts the process; everything is flushed, so skip finalization.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -95,13 +95,14 @@ async def start_new_session(
         created_at=created,
         parent_session=parent_session,
     )
-    handle = await client.start_workflow(
+    await client.start_workflow(
         SESSION_WORKFLOW,
         SessionInput(config=config),
         id=workflow_id_for(session_id),
         task_queue=DEFAULT_TASK_QUEUE,
     )
-    return handle, config
+    # Not pinned to this run: the session continues as new, and clients follow it.
+    return client.get_workflow_handle(workflow_id_for(session_id)), config
 
 
 async def resume_session(
@@ -138,14 +139,14 @@ async def resume_session(
     )
     if await is_running(handle):
         return handle, config
-    handle = await client.start_workflow(
+    await client.start_workflow(
         SESSION_WORKFLOW,
         SessionInput(config=config),
         id=workflow_id_for(session_id),
         task_queue=DEFAULT_TASK_QUEUE,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
     )
-    return handle, config
+    return client.get_workflow_handle(workflow_id_for(session_id)), config
 
 
 async def find_handle(client: Client, store: SessionStore, session_ref: str) -> WorkflowHandle[Any, Any]:
