@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
-from typing import TypeVar
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 
 from tempi.activities.llm.errors import StreamAborted
 
@@ -72,3 +72,23 @@ async def _cancel(task: asyncio.Future[T]) -> None:
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError, Exception):
         await task
+
+
+async def relay_stream(
+    client: Any,
+    create: Awaitable[Any],
+    abort: AbortWatch,
+    convert: Callable[[AsyncIterator[Any]], AsyncIterator[T]],
+) -> AsyncGenerator[T, None]:
+    """Open an SDK stream, convert its events while honouring abort, and always close
+    both the stream and the client, however the caller stops reading."""
+    try:
+        stream = await abort.run(create)
+        try:
+            async with contextlib.aclosing(abort.iterate(stream)) as raw:
+                async for event in convert(raw):
+                    yield event
+        finally:
+            await stream.close()
+    finally:
+        await client.close()

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any, cast
 
 import anthropic
 
-from tempi.activities.llm.abort import AbortWatch
+from tempi.activities.llm.abort import AbortWatch, relay_stream
 from tempi.activities.llm.assembler import REDACTED_THINKING_TEXT, MessageAssembler
 from tempi.activities.llm.contract import (
     StreamOptions,
@@ -199,16 +198,9 @@ async def stream_anthropic_messages(
         timeout=options.timeout_s,
         default_headers={**BETA_HEADERS, **request_headers(model, options)},
     )
-    try:
-        stream = await abort.run(cast(Any, client.messages).create(**body))
-        try:
-            async with contextlib.aclosing(abort.iterate(stream)) as events:
-                async for event in _content_events(events, assembler):
-                    yield event
-        finally:
-            await stream.close()
-    finally:
-        await client.close()
+    create = cast(Any, client.messages).create(**body)
+    async for event in relay_stream(client, create, abort, lambda raw: _content_events(raw, assembler)):
+        yield event
 
 
 async def _content_events(

@@ -6,14 +6,13 @@ Also the API most OpenAI-compatible servers speak (vLLM, llama.cpp, Ollama, Open
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any, cast
 
 import openai
 
-from tempi.activities.llm.abort import AbortWatch
+from tempi.activities.llm.abort import AbortWatch, relay_stream
 from tempi.activities.llm.assembler import MessageAssembler
 from tempi.activities.llm.contract import (
     StreamOptions,
@@ -191,16 +190,9 @@ async def stream_openai_completions(
         timeout=options.timeout_s,
         default_headers=request_headers(model, options),
     )
-    try:
-        stream = await abort.run(cast(Any, client.chat.completions).create(**body))
-        try:
-            async with contextlib.aclosing(abort.iterate(stream)) as chunks:
-                async for event in _content_events(chunks, assembler):
-                    yield event
-        finally:
-            await stream.close()
-    finally:
-        await client.close()
+    create = cast(Any, client.chat.completions).create(**body)
+    async for event in relay_stream(client, create, abort, lambda raw: _content_events(raw, assembler)):
+        yield event
 
 
 async def _content_events(

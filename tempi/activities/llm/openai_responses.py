@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 from collections.abc import AsyncGenerator, AsyncIterator
@@ -10,7 +9,7 @@ from typing import Any, cast
 
 import openai
 
-from tempi.activities.llm.abort import AbortWatch
+from tempi.activities.llm.abort import AbortWatch, relay_stream
 from tempi.activities.llm.assembler import MessageAssembler
 from tempi.activities.llm.contract import (
     StreamOptions,
@@ -212,16 +211,9 @@ async def stream_openai_responses(
         timeout=options.timeout_s,
         default_headers=request_headers(model, options),
     )
-    try:
-        stream = await abort.run(cast(Any, client.responses).create(**body))
-        try:
-            async with contextlib.aclosing(abort.iterate(stream)) as events:
-                async for event in _content_events(events, assembler):
-                    yield event
-        finally:
-            await stream.close()
-    finally:
-        await client.close()
+    create = cast(Any, client.responses).create(**body)
+    async for event in relay_stream(client, create, abort, lambda raw: _content_events(raw, assembler)):
+        yield event
 
 
 async def _content_events(
