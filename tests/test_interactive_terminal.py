@@ -68,7 +68,9 @@ class Terminal:
             time.sleep(0.1)
 
     def close(self) -> None:
+        socket_path = self._tmux("display-message", "-p", "#{socket_path}").strip()
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=10)
+        Path(socket_path).unlink(missing_ok=True)
 
 
 @pytest.fixture
@@ -92,9 +94,7 @@ def _setup(tmp_path: Path, server: ScriptedLLMServer, scenario: str, script: Any
     return home, work
 
 
-def _open(
-    terminals: list[Terminal], work: Path, home: Path, temporal_address: str, *args: str
-) -> Terminal:
+def _open(terminals: list[Terminal], work: Path, home: Path, temporal_address: str, *args: str) -> Terminal:
     t = Terminal(["--model", "mock/mock-model", *args], cwd=work, env=tempi_env(home, temporal_address))
     terminals.append(t)
     t.wait_for("mock/mock-model")  # the footer: ready for input
@@ -243,8 +243,14 @@ def test_bash_command_and_hotkeys(
     assert "from-the-user" in body
     t.type("/hotkeys")
     t.keys("Enter")
-    screen = t.wait_for("Alt+Enter")
-    assert "/compact" in screen
+    screen = t.wait_for("Emacs-style editing")
+    assert "/compact" in screen.split("Emacs-style editing", 1)[1]
+    # Completion: @ completes files of the working directory.
+    (work / "notes-for-tempi.md").write_text("x")
+    t.type("look at @notes-for")
+    t.keys("Tab")
+    t.wait_for("❯ look at @notes-for-tempi.md")
+    t.keys("C-c")
     t.keys("C-d")
     t.wait_for("[tempi exited 0]")
     assert os.path.isdir(home / "sessions")

@@ -52,7 +52,7 @@ def spinner_frame(now: float) -> str:
 
 
 def user_block(text: str) -> RenderableType:
-    out = Text()
+    out = Text("\n")  # a blank line sets each exchange apart
     out.append("❯ ", style="bold cyan")
     out.append(text, style="bold")
     return out

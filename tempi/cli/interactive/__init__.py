@@ -1,0 +1,1 @@
+"""`tempi` in a terminal without -p: the interactive mode."""

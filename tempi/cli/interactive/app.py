@@ -1,0 +1,570 @@
+"""The interactive loop: an inline prompt_toolkit application under the terminal's own
+scrollback. Finished output is printed above it for good; what is still changing (the
+streaming answer, running tools, the queue) lives in the application's few bottom lines."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import sys
+import time
+from collections.abc import Awaitable
+from pathlib import Path
+from typing import Any
+
+from prompt_toolkit.application import Application, run_in_terminal
+from prompt_toolkit.filters import Condition
+from prompt_toolkit.formatted_text import ANSI, StyleAndTextTuples
+from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.keys import Keys
+from prompt_toolkit.layout import (
+    ConditionalContainer,
+    Dimension,
+    FormattedTextControl,
+    HSplit,
+    Layout,
+    Window,
+)
+from prompt_toolkit.layout.controls import BufferControl
+from prompt_toolkit.layout.menus import CompletionsMenu
+from prompt_toolkit.styles import Style
+from rich.console import RenderableType
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.service import RPCError
+
+from tempi.activities.session_store import SessionStore
+from tempi.cli.event_follower import POLL_INTERVAL_S, EventFollower
+from tempi.cli.interactive import commands
+from tempi.cli.interactive.footer import FooterInfo, usage_tokens
+from tempi.cli.interactive.input_editor import InputCompleter, build_input_buffer, history_for
+from tempi.cli.interactive.picker import Picker
+from tempi.cli.interactive.render import LiveView, bash_block, history_blocks, notice, to_ansi
+from tempi.cli.plan import PlannedRun
+from tempi.cli.session_open import OpenSession
+from tempi.cli.session_view import context_messages, context_usage, load_at_leaf
+from tempi.cli.sessions import SessionPlan, session_state
+from tempi.workflows.session_types import BashRequest, BashResult, EventsPage, PromptRequest
+
+CTRL_C_WINDOW_S = 2.0
+STATUS_SHOWN_S = 4.0
+# Room the editor, queue and footer need below the live area.
+RESERVED_ROWS = 9
+
+STYLE = Style.from_dict(
+    {
+        "footer": "#888888",
+        "rule": "#444444",
+        "prompt": "bold ansicyan",
+        "status": "ansiyellow",
+        "hint": "#888888",
+        "queue": "ansimagenta",
+        "picker.title": "bold",
+        "picker.hint": "#888888",
+        "picker.selected": "reverse",
+    }
+)
+
+
+class InteractiveApp:
+    def __init__(
+        self,
+        client: Client,
+        store: SessionStore,
+        planned: PlannedRun,
+        session: OpenSession,
+        cwd: Path,
+        session_dir: Path | None,
+    ) -> None:
+        self.client = client
+        self.store = store
+        self.planned = planned
+        self.session = session
+        self.cwd = cwd
+        self.session_dir = session_dir
+        self.view = LiveView()
+        self.footer = self._fresh_footer()
+        self.picker: Picker | None = None
+        self.status = ""
+        self.status_at = 0.0
+        self.ctrl_c_at: float | None = None
+        self.bash_running: str | None = None
+        self.follower: EventFollower | None = None
+        self.pump_task: asyncio.Task[None] | None = None
+        self.tasks: set[asyncio.Task[Any]] = set()
+        self.printing = asyncio.Lock()
+        self.input = build_input_buffer(InputCompleter(commands.completions, cwd), history_for())
+        self.application: Application[None] = self._build_application()
+
+    # --- the current session -------------------------------------------------------------
+
+    @property
+    def handle(self) -> WorkflowHandle[Any, Any]:
+        return self.session.handle
+
+    def _fresh_footer(self) -> FooterInfo:
+        config = self.session.config
+        return FooterInfo(
+            cwd=str(self.cwd),
+            model=config.model,
+            thinking_level=config.thinking_level,
+            session_id=config.session_id,
+        )
+
+    async def current_plan(self) -> SessionPlan:
+        state = await session_state(self.handle)
+        plan = self.planned.plan
+        plan.model, plan.thinking_level = state.model, state.thinking_level
+        return plan
+
+    async def use_session(self, session: OpenSession, *, history: bool) -> None:
+        """Show `session` from now on: its history (if asked) and then its live events."""
+        if self.pump_task is not None:
+            self.pump_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.pump_task
+        previous, self.session = self.session, session
+        if previous is not session:
+            previous.cleanup()
+        self.view = LiveView()
+        self.footer = self._fresh_footer()
+        start = await self.show_history() if history else None
+        follower = EventFollower(
+            session.handle,
+            session.config.session_path,
+            session.config.session_id,
+            from_offset=start if start is not None else 0,
+        )
+        if start is None:
+            await self._skip_to_end(follower)
+        self.follower = follower
+        self.pump_task = asyncio.create_task(self._pump())
+        self.spawn(self.refresh_footer())
+
+    @staticmethod
+    async def _skip_to_end(follower: EventFollower) -> None:
+        page: EventsPage = await follower.handle.query("read_events", 1 << 62, result_type=EventsPage)
+        follower.offset = page.next_offset
+
+    async def _current_run_start(self) -> tuple[int, int] | None:
+        """Offset of the last `agent_start` in the log and its first message's timestamp."""
+        offset, found, first_ms = 0, None, None
+        while True:
+            page: EventsPage = await self.handle.query("read_events", offset, result_type=EventsPage)
+            if not page.events:
+                break
+            base = page.next_offset - len(page.events)
+            for i, event in enumerate(page.events):
+                if event.get("type") == "agent_start":
+                    found, first_ms = base + i, None
+                elif found is not None and first_ms is None and event.get("type") == "message_start":
+                    first_ms = int((event.get("message") or {}).get("timestamp") or 0)
+            offset = page.next_offset
+        if found is None:
+            return None
+        return found, first_ms if first_ms is not None else 1 << 62
+
+    async def show_history(self) -> int | None:
+        """Print the session so far; if a run is going, return where its events start, so
+        that it is shown from its beginning (including what it did while no one watched)."""
+        state = await session_state(self.handle)
+        loaded, leaf = await load_at_leaf(self.store, state.session_file, state.leaf_id)
+        messages = context_messages(loaded, leaf)
+        run = await self._current_run_start() if state.is_streaming else None
+        if run is not None:
+            messages = [m for m in messages if int(m.get("timestamp") or 0) < run[1]]
+        blocks = history_blocks(messages)
+        if blocks:
+            title = state.session_name or state.session_id[:8]
+            await self.show(notice(f"── session {title}: earlier messages ──"), *blocks)
+        if run is not None:
+            await self.show(notice("── the agent is still working; following it live ──"))
+            return run[0]
+        return None
+
+    # --- output -----------------------------------------------------------------------------
+
+    def width(self) -> int:
+        return self.application.output.get_size().columns
+
+    def _write(self, text: str) -> None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+    async def write_raw(self, text: str) -> None:
+        async with self.printing:
+            if self.application.is_running:
+                await run_in_terminal(lambda: self._write(text), in_executor=False)
+            else:
+                self._write(text)
+
+    async def show(self, *blocks: RenderableType) -> None:
+        """Print finished output above the editor, into the scrollback."""
+        if blocks:
+            width = self.width()
+            await self.write_raw("".join(to_ansi(b, width) for b in blocks))
+
+    def set_status(self, text: str) -> None:
+        self.status, self.status_at = text, time.monotonic()
+        self.application.invalidate()
+
+    def spawn(self, coro: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(self._guarded(coro))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _guarded(self, coro: Awaitable[Any]) -> None:
+        try:
+            await coro
+        except asyncio.CancelledError:
+            raise
+        except RPCError as err:
+            await self.show(notice(f"The Temporal server answered with an error: {err}", "red"))
+        except Exception as err:  # a failed command is reported; the session goes on
+            await self.show(notice(f"Error: {err}", "red"))
+
+    # --- events -----------------------------------------------------------------------------
+
+    async def _pump(self) -> None:
+        assert self.follower is not None
+        while True:
+            try:
+                batch = await self.follower.poll()
+            except RPCError:
+                await asyncio.sleep(0.5)  # the server is briefly unreachable: keep trying
+                continue
+            now = time.monotonic()
+            blocks: list[RenderableType] = []
+            for event in batch:
+                blocks.extend(self.view.apply(event, now))
+                self._note(event)
+            await self.show(*blocks)
+            self.application.invalidate()
+            if not batch:
+                await asyncio.sleep(POLL_INTERVAL_S)
+
+    def _note(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        message = event.get("message") or {}
+        if kind == "message_end" and message.get("role") == "assistant":
+            if message.get("usage") and message.get("stopReason") not in ("error", "aborted"):
+                self.footer.context_tokens = usage_tokens(message["usage"])
+        elif kind == "agent_end":
+            self.spawn(self.refresh_footer())
+        elif kind == "compaction_end":
+            self.spawn(self.refresh_footer(estimate_context=True))
+        elif kind == "session_info_changed":
+            self.footer.session_name = event.get("name") or None
+
+    async def refresh_footer(self, *, estimate_context: bool = False) -> None:
+        state = await session_state(self.handle)
+        self.footer.update_from_state(state)
+        if estimate_context or self.footer.context_tokens is None:
+            loaded, leaf = await load_at_leaf(self.store, state.session_file, state.leaf_id)
+            messages = context_messages(loaded, leaf)
+            if estimate_context:
+                # After compaction the last answer's usage counts what was dropped.
+                messages = [{k: v for k, v in m.items() if k != "usage"} for m in messages]
+            usage = context_usage(messages, state.model) if messages else None
+            self.footer.context_tokens = int(usage["tokens"]) if usage else None
+        self.application.invalidate()
+
+    # --- input ------------------------------------------------------------------------------
+
+    def submit(self, *, follow_up: bool) -> None:
+        text = self.input.text
+        if not text.strip():
+            return
+        self.input.reset(append_to_history=True)
+        self.spawn(self.handle_input(text, follow_up=follow_up))
+
+    async def handle_input(self, text: str, *, follow_up: bool) -> None:
+        stripped = text.strip()
+        if stripped.startswith("/"):
+            found = commands.find_command(stripped)
+            if found is not None:
+                command, arg = found
+                await command.run(self, arg)
+                return
+        if stripped.startswith("!") and len(stripped) > 1:
+            await self.run_bash(stripped)
+            return
+        await self.send(text, follow_up=follow_up)
+
+    async def send(self, text: str, *, follow_up: bool) -> None:
+        # With a behaviour set, the session queues the message if it is working and runs
+        # it as a prompt if not, so there is no race with a run that is just ending.
+        request = PromptRequest(message=text, streaming_behavior="followUp" if follow_up else "steer")
+        try:
+            await self.handle.execute_update("prompt", request)
+        except WorkflowUpdateFailedError as err:
+            await self.show(notice(f"The session refused the message: {err.cause}", "red"))
+
+    async def run_bash(self, line: str) -> None:
+        private = line.startswith("!!")
+        command = line[2:] if private else line[1:]
+        if not command.strip():
+            return
+        self.bash_running = command
+        self.application.invalidate()
+        try:
+            result = await self.handle.execute_update(
+                "bash", BashRequest(command=command, exclude_from_context=private), result_type=BashResult
+            )
+        finally:
+            self.bash_running = None
+        outcome = bash_block(command, result.output, result.exit_code, result.cancelled)
+        if outcome.full_output is not None:
+            self.view.last_full_output = outcome.full_output
+        await self.show(outcome.block)
+
+    def open_picker(self, picker: Picker) -> None:
+        self.picker = picker
+        self.application.invalidate()
+
+    def escape(self) -> None:
+        if self.bash_running is not None:
+            self.spawn(self.handle.signal("abort_bash"))
+            self.set_status("Cancelling the command…")
+        elif self.view.streaming:
+            self.spawn(self.handle.signal("abort"))
+            self.set_status("Aborting…")
+
+    def ctrl_c(self) -> None:
+        now = time.monotonic()
+        if self.picker is not None:
+            self.picker = None
+            return
+        if self.ctrl_c_at is not None and now - self.ctrl_c_at < CTRL_C_WINDOW_S:
+            self.quit()
+            return
+        self.ctrl_c_at = now
+        self.input.reset()
+        self.set_status("Press Ctrl+C again to quit (the session is kept).")
+
+    def quit(self) -> None:
+        if self.application.is_running:
+            self.application.exit()
+
+    def expand_output(self) -> None:
+        full = self.view.last_full_output
+        if full is None:
+            self.set_status("No shortened output to show.")
+            return
+        from rich.text import Text
+
+        self.spawn(self.show(Text(full, style="dim")))
+
+    # --- layout -----------------------------------------------------------------------------
+
+    def _live_text(self) -> ANSI:
+        live = self.view.live(time.monotonic())
+        if live is None:
+            return ANSI("")
+        rows = self.application.output.get_size().rows
+        lines = to_ansi(live, self.width()).rstrip("\n").split("\n")
+        return ANSI("\n".join(lines[-max(3, rows - RESERVED_ROWS) :]))
+
+    def _queue_text(self) -> StyleAndTextTuples:
+        out: StyleAndTextTuples = []
+        for text in self.view.steering:
+            out.append(("class:queue", f"↳ steering (queued): {text.splitlines()[0] if text else ''}\n"))
+        for text in self.view.follow_up:
+            out.append(("class:queue", f"↳ follow-up (queued): {text.splitlines()[0] if text else ''}\n"))
+        return out
+
+    def _status_text(self) -> StyleAndTextTuples:
+        if self.status and time.monotonic() - self.status_at < STATUS_SHOWN_S:
+            return [("class:status", self.status)]
+        if self.bash_running is not None:
+            return [("class:hint", f"running !{self.bash_running} … esc cancels")]
+        if self.view.streaming:
+            return [("class:hint", "esc abort · enter steer · alt+enter follow-up")]
+        return []
+
+    def _build_application(self) -> Application[None]:
+        picker_open = Condition(lambda: self.picker is not None)
+        live = Window(FormattedTextControl(self._live_text), dont_extend_height=True, wrap_lines=False)
+        queue = ConditionalContainer(
+            Window(FormattedTextControl(self._queue_text), dont_extend_height=True),
+            filter=Condition(lambda: bool(self.view.steering or self.view.follow_up)),
+        )
+        status = ConditionalContainer(
+            Window(FormattedTextControl(self._status_text), height=1),
+            filter=Condition(lambda: bool(self._status_text())),
+        )
+        picker = ConditionalContainer(
+            Window(
+                FormattedTextControl(lambda: self.picker.lines() if self.picker else []),
+                dont_extend_height=True,
+            ),
+            filter=picker_open,
+        )
+        editor = Window(
+            BufferControl(self.input),
+            get_line_prefix=lambda line, wrap: [("class:prompt", "❯ " if line == 0 and not wrap else "  ")],
+            height=Dimension(min=1, max=12),
+            dont_extend_height=True,
+            wrap_lines=True,
+        )
+        footer = Window(FormattedTextControl(lambda: self.footer.lines(self.width())), height=2)
+        body = HSplit(
+            [
+                live,
+                queue,
+                status,
+                Window(height=1, char="─", style="class:rule"),
+                picker,
+                editor,
+                CompletionsMenu(max_height=8),
+                Window(height=1, char="─", style="class:rule"),
+                footer,
+            ]
+        )
+        app: Application[None] = Application(
+            layout=Layout(body, focused_element=editor),
+            key_bindings=self._key_bindings(picker_open),
+            style=STYLE,
+            full_screen=False,
+            mouse_support=False,
+            refresh_interval=0.1,
+            erase_when_done=True,
+        )
+        # A lone Esc aborts; Esc+key is Alt+key. Decide quickly which one it was.
+        app.ttimeoutlen = 0.05
+        app.timeoutlen = 0.3
+        return app
+
+    def _key_bindings(self, picker_open: Condition) -> KeyBindings:
+        kb = KeyBindings()
+        editing = ~picker_open
+
+        @kb.add("enter", filter=editing, eager=True)
+        def _enter(event: KeyPressEvent) -> None:
+            state = self.input.complete_state
+            if state is not None and state.current_completion is not None:
+                self.input.complete_state = None  # accept the chosen completion
+                return
+            before = self.input.document.text_before_cursor
+            if before.endswith("\\"):
+                self.input.delete_before_cursor(1)
+                self.input.insert_text("\n")
+                return
+            self.submit(follow_up=False)
+
+        @kb.add("escape", "enter", filter=editing)
+        def _alt_enter(event: KeyPressEvent) -> None:
+            self.submit(follow_up=True)
+
+        @kb.add("c-j", filter=editing)
+        def _newline(event: KeyPressEvent) -> None:
+            self.input.insert_text("\n")
+
+        @kb.add("escape", filter=editing)
+        def _escape(event: KeyPressEvent) -> None:
+            if self.input.complete_state is not None:
+                self.input.cancel_completion()
+                return
+            self.escape()
+
+        @kb.add("c-c")
+        def _ctrl_c(event: KeyPressEvent) -> None:
+            self.ctrl_c()
+
+        @kb.add("c-d", filter=editing)
+        def _ctrl_d(event: KeyPressEvent) -> None:
+            if not self.input.text:
+                self.quit()
+            else:
+                self.input.delete()
+
+        @kb.add("c-o")
+        def _expand(event: KeyPressEvent) -> None:
+            self.expand_output()
+
+        @kb.add("up", filter=picker_open)
+        @kb.add("c-p", filter=picker_open)
+        def _up(event: KeyPressEvent) -> None:
+            if self.picker:
+                self.picker.move(-1)
+
+        @kb.add("down", filter=picker_open)
+        @kb.add("c-n", filter=picker_open)
+        def _down(event: KeyPressEvent) -> None:
+            if self.picker:
+                self.picker.move(1)
+
+        @kb.add("enter", filter=picker_open, eager=True)
+        def _choose(event: KeyPressEvent) -> None:
+            picker, self.picker = self.picker, None
+            chosen = picker.chosen() if picker else None
+            if picker is not None and chosen is not None:
+                self.spawn(picker.on_choose(chosen.value))
+
+        @kb.add("escape", filter=picker_open)
+        def _cancel(event: KeyPressEvent) -> None:
+            self.picker = None
+
+        @kb.add("backspace", filter=picker_open)
+        def _backspace(event: KeyPressEvent) -> None:
+            if self.picker:
+                self.picker.backspace()
+
+        @kb.add(Keys.Any, filter=picker_open)
+        def _type(event: KeyPressEvent) -> None:
+            if self.picker and event.data.isprintable():
+                self.picker.type(event.data)
+
+        return kb
+
+    # --- running ----------------------------------------------------------------------------
+
+    async def run(self, *, history: bool) -> None:
+        await self.show(
+            notice(
+                "tempi · Enter sends · Alt+Enter queues a follow-up · "
+                "Esc aborts · /hotkeys for more · Ctrl+C twice quits"
+            )
+        )
+        await self.use_session(self.session, history=history)
+        try:
+            await self.application.run_async()
+        finally:
+            for task in [*self.tasks, *([self.pump_task] if self.pump_task else [])]:
+                task.cancel()
+            await asyncio.gather(*self.tasks, return_exceptions=True)
+        await self._farewell()
+
+    async def _farewell(self) -> None:
+        if self.session.throwaway_dir is not None:
+            with contextlib.suppress(RPCError):
+                await self.handle.signal("shutdown")
+            self.session.cleanup()
+            return
+        try:
+            working = (await session_state(self.handle)).is_streaming
+        except RPCError:
+            working = False
+        config = self.session.config
+        more = " It is still working; it goes on when a worker runs." if working else ""
+        await self.show(
+            notice(f"Session {config.session_id[:8]} is kept.{more} `tempi --continue` reopens it.")
+        )
+
+
+async def run_interactive(args: argparse.Namespace) -> int:
+    from tempi.cli.plan import plan_run
+    from tempi.cli.runtime import open_runtime
+    from tempi.cli.session_open import choose_session, open_session
+    from tempi.config.paths import default_sessions_root
+
+    cwd = Path.cwd().resolve()
+    planned = plan_run(args, cwd)
+    store = SessionStore(default_sessions_root())
+    choice = choose_session(store, args, planned.settings, cwd)
+    async with open_runtime(no_worker=args.no_worker) as rt:
+        override_model = bool(args.model or args.provider)
+        session = await open_session(rt.client, store, choice, planned.plan, override_model=override_model)
+        app = InteractiveApp(rt.client, store, planned, session, cwd, choice.session_dir)
+        await app.run(history=choice.existing is not None)
+    return 0

@@ -1,0 +1,380 @@
+"""The slash commands of the interactive mode. Each takes the app and the text after its name."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import shutil
+import subprocess
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.table import Table
+from rich.text import Text
+from temporalio.client import WorkflowUpdateFailedError
+
+from tempi.activities.session_store import SessionFileError
+from tempi.agent.model_spec import THINKING_LEVELS, ModelSpec, ThinkingLevel
+from tempi.agent.session_entries import CompactionEntry, MessageEntry, SessionEntry
+from tempi.agent.session_tree import SessionTree
+from tempi.cli.forking import fork_session_file
+from tempi.cli.html_export import default_export_path, export_session_html
+from tempi.cli.interactive.picker import Picker, PickerItem
+from tempi.cli.interactive.render import notice
+from tempi.cli.session_open import OpenSession
+from tempi.cli.session_view import context_messages, fork_points, load_at_leaf, session_stats, user_text
+from tempi.cli.sessions import resume_session, session_state, start_new_session
+from tempi.config.api_keys import has_configured_key
+from tempi.workflows.session_types import CompactRequest, CompactResult
+
+if TYPE_CHECKING:
+    from tempi.cli.interactive.app import InteractiveApp
+
+Handler = Callable[["InteractiveApp", str], Awaitable[None]]
+
+HOTKEYS = [
+    ("Enter", "send; while the agent works, queue a steering message"),
+    ("Alt+Enter", "while the agent works, queue a follow-up for when it is done"),
+    ("Ctrl+J, or \\ then Enter", "new line"),
+    ("Esc", "abort the run (or a running !command)"),
+    ("Ctrl+C", "clear the input; twice: quit (the session keeps its state)"),
+    ("Ctrl+D", "quit, on an empty input"),
+    ("Ctrl+O", "show the whole output of the last shortened tool result"),
+    ("Tab", "complete /commands and @files"),
+    ("Up / Down", "earlier prompts (history)"),
+    ("Ctrl+A/E/K/U/W, Alt+B/F", "Emacs-style editing"),
+    ("!command", "run a shell command; its output joins the context (!!: it does not)"),
+]
+
+
+@dataclass
+class Command:
+    name: str
+    summary: str
+    run: Handler
+
+
+# --- models and thinking --------------------------------------------------------------------
+
+
+def available_models(app: InteractiveApp) -> list[ModelSpec]:
+    registry = app.planned.registry
+    return [m for m in registry.models if has_configured_key(m.provider, registry)]
+
+
+def levels_for(model: ModelSpec) -> list[ThinkingLevel]:
+    """The thinking levels a model accepts (pi's rules: xhigh only where mapped)."""
+    if not model.reasoning:
+        return ["off"]
+    mapping = model.thinking_level_map or {}
+    levels: list[ThinkingLevel] = [lvl for lvl in THINKING_LEVELS if lvl != "xhigh" or mapping.get("xhigh")]
+    return [lvl for lvl in levels if lvl == "off" or lvl not in mapping or mapping[lvl] is not None]
+
+
+async def _apply_thinking(app: InteractiveApp, level: ThinkingLevel) -> ThinkingLevel:
+    allowed = levels_for((await session_state(app.handle)).model)
+    # A level the model cannot use becomes the nearest it can.
+    if level not in allowed:
+        level = "off" if allowed == ["off"] or level == "off" else allowed[-1]
+    await app.handle.signal("set_thinking_level", level)
+    app.planned.plan.thinking_level = level
+    return level
+
+
+async def choose_model(app: InteractiveApp, model: ModelSpec) -> None:
+    await app.handle.signal("set_model", model)
+    app.planned.plan.model = model
+    level = await _apply_thinking(app, (await session_state(app.handle)).thinking_level)
+    await app.refresh_footer()
+    await app.show(notice(f"Model: {model.provider}/{model.id} (thinking {level})", "green"))
+
+
+async def cmd_model(app: InteractiveApp, arg: str) -> None:
+    models = available_models(app)
+    if arg:
+        models = [m for m in models if arg.lower() in f"{m.provider}/{m.id} {m.name}".lower()]
+        if len(models) == 1:
+            await choose_model(app, models[0])
+            return
+        if not models:
+            await app.show(notice(f"No model with an API key matches {arg!r}.", "red"))
+            return
+    if not models:
+        await app.show(notice("No model has an API key configured.", "red"))
+        return
+    current = app.footer.model
+    items = [
+        PickerItem(
+            f"{m.provider}/{m.id}",
+            m,
+            ("(current)" if (m.provider, m.id) == (current.provider, current.id) else "")
+            + (" reasoning" if m.reasoning else ""),
+        )
+        for m in models
+    ]
+    app.open_picker(Picker("Choose a model", items, lambda m: choose_model(app, m)))
+
+
+async def _set_thinking(app: InteractiveApp, level: ThinkingLevel) -> None:
+    chosen = await _apply_thinking(app, level)
+    await app.refresh_footer()
+    await app.show(notice(f"Thinking level: {chosen}", "green"))
+
+
+async def cmd_thinking(app: InteractiveApp, arg: str) -> None:
+    if arg:
+        if arg not in THINKING_LEVELS:
+            await app.show(
+                notice(f"Unknown thinking level {arg!r}; one of {', '.join(THINKING_LEVELS)}.", "red")
+            )
+            return
+        await _set_thinking(app, arg)
+        return
+    levels = levels_for(app.footer.model)
+    items = [PickerItem(lvl, lvl, "(current)" if lvl == app.footer.thinking_level else "") for lvl in levels]
+    app.open_picker(Picker("Thinking level", items, lambda lvl: _set_thinking(app, lvl)))
+
+
+# --- context -----------------------------------------------------------------------------
+
+
+async def cmd_compact(app: InteractiveApp, arg: str) -> None:
+    app.view.compacting = True
+    # A failure needs no message here: the session's compaction_end event says why.
+    with contextlib.suppress(WorkflowUpdateFailedError):
+        await app.handle.execute_update(
+            "compact", CompactRequest(custom_instructions=arg or None), result_type=CompactResult
+        )
+    await app.refresh_footer(estimate_context=True)
+
+
+# --- sessions -------------------------------------------------------------------------------
+
+
+async def _switch_to_file(app: InteractiveApp, path: Path) -> None:
+    plan = await app.current_plan()
+    try:
+        handle, config = await resume_session(app.client, app.store, path, plan, override_model=False)
+    except SessionFileError as err:
+        await app.show(notice(str(err), "red"))
+        return
+    await app.use_session(OpenSession(handle, config), history=True)
+
+
+async def cmd_new(app: InteractiveApp, arg: str) -> None:
+    plan = await app.current_plan()
+    handle, config = await start_new_session(app.client, app.store, plan, session_dir=app.session_dir)
+    await app.use_session(OpenSession(handle, config), history=False)
+    await app.show(notice(f"New session {config.session_id[:8]}.", "green"))
+
+
+async def cmd_resume(app: InteractiveApp, arg: str) -> None:
+    sessions = [s for s in app.store.list_sessions(str(app.cwd)) if s.id != app.session.config.session_id]
+    if not sessions:
+        await app.show(notice("No other session in this directory.", "yellow"))
+        return
+    items = [
+        PickerItem(
+            (s.name or (s.first_message or "(no messages)")).replace("\n", " ")[:70],
+            s.path,
+            f"{s.modified.astimezone():%Y-%m-%d %H:%M}  {s.id[:8]}  {s.message_count} msgs",
+        )
+        for s in sessions[:100]
+    ]
+    app.open_picker(Picker("Resume a session", items, lambda path: _switch_to_file(app, path)))
+
+
+async def _loaded(app: InteractiveApp) -> tuple[Any, str]:
+    state = await session_state(app.handle)
+    loaded, _ = await load_at_leaf(app.store, state.session_file, state.leaf_id)
+    return loaded, state.session_file
+
+
+async def cmd_fork(app: InteractiveApp, arg: str) -> None:
+    loaded, session_file = await _loaded(app)
+    points = fork_points(loaded)
+    if loaded is None or not points:
+        await app.show(notice("Nothing to fork from yet: send a message first.", "yellow"))
+        return
+
+    async def fork_at(entry_id: str) -> None:
+        entry = loaded.tree.get(entry_id)
+        path = fork_session_file(app.store, Path(session_file), entry.parent_id)
+        await _switch_to_file(app, path)
+        text = user_text(entry.message.to_json_dict())
+        app.input.text = text
+        app.input.cursor_position = len(text)
+        await app.show(notice("Forked: edit the message and send it to take the new branch.", "green"))
+
+    items = [PickerItem(p["text"].replace("\n", " ")[:90], p["entryId"]) for p in reversed(points)]
+    app.open_picker(Picker("Fork from a message", items, fork_at))
+
+
+def _entry_label(entry: SessionEntry) -> str | None:
+    if isinstance(entry, CompactionEntry):
+        return "[compaction]"
+    if not isinstance(entry, MessageEntry):
+        return None
+    message = entry.message.to_json_dict()
+    role = message.get("role")
+    if role == "user":
+        return f"user: {user_text(message)}"
+    if role == "assistant":
+        text = user_text(message)
+        calls = [b.get("name") for b in message.get("content") or [] if b.get("type") == "toolCall"]
+        return f"assistant: {text or ''}{' [' + ', '.join(map(str, calls)) + ']' if calls else ''}"
+    return None
+
+
+def tree_items(tree: SessionTree, current_leaf: str | None) -> list[PickerItem]:
+    """The entries that carry a message, in tree order; a branch point indents its children."""
+    on_path = {e.id for e in tree.path_to(current_leaf)} if current_leaf and current_leaf in tree else set()
+    items: list[PickerItem] = []
+    stack: list[tuple[SessionEntry, int]] = [(e, 0) for e in reversed(tree.children(None))]
+    while stack:
+        entry, depth = stack.pop()
+        children = tree.children(entry.id)
+        label = _entry_label(entry)
+        if label is not None:
+            marker = "•" if entry.id in on_path else " "
+            items.append(PickerItem(f"{'  ' * depth}{marker} {label.replace(chr(10), ' ')[:90]}", entry.id))
+        child_depth = depth + 1 if len(children) > 1 else depth
+        stack.extend((c, child_depth) for c in reversed(children))
+    return items
+
+
+async def cmd_tree(app: InteractiveApp, arg: str) -> None:
+    state = await session_state(app.handle)
+    loaded, leaf = await load_at_leaf(app.store, state.session_file, state.leaf_id)
+    if loaded is None or not len(loaded.tree):
+        await app.show(notice("The session has no entries yet.", "yellow"))
+        return
+
+    async def branch_at(entry_id: str) -> None:
+        # The workflow cannot move its leaf, so the chosen point continues as a linked copy.
+        path = fork_session_file(app.store, Path(state.session_file), entry_id)
+        await _switch_to_file(app, path)
+        await app.show(notice("Continuing from the chosen entry (as a new, linked session file).", "green"))
+
+    items = tree_items(loaded.tree, leaf)
+    picker = Picker("Session tree (• = current branch)", items, branch_at)
+    picker.index = max((i for i, item in enumerate(items) if item.label.lstrip().startswith("•")), default=0)
+    app.open_picker(picker)
+
+
+async def cmd_name(app: InteractiveApp, arg: str) -> None:
+    if not arg.strip():
+        name = (await session_state(app.handle)).session_name
+        await app.show(
+            notice(f"Session name: {name}" if name else "The session has no name; /name NAME sets one.")
+        )
+        return
+    await app.handle.signal("set_session_name", arg.strip())
+    app.footer.session_name = arg.strip()
+
+
+async def cmd_export(app: InteractiveApp, arg: str) -> None:
+    _, session_file = await _loaded(app)
+    source = Path(session_file)
+    if not source.is_file():
+        await app.show(
+            notice("Nothing to export yet: the session file is written after the first answer.", "yellow")
+        )
+        return
+    target = Path(arg).expanduser() if arg else app.cwd / default_export_path(source)
+    export_session_html(app.store, source, target)
+    await app.show(notice(f"Exported to {target}", "green"))
+
+
+async def cmd_session(app: InteractiveApp, arg: str) -> None:
+    state = await session_state(app.handle)
+    loaded, leaf = await load_at_leaf(app.store, state.session_file, state.leaf_id)
+    stats = session_stats(context_messages(loaded, leaf), state.model, state.session_file, state.session_id)
+    table = Table(show_header=False, box=None, padding=(0, 2))
+    tokens = stats["tokens"]
+    rows = [
+        ("Session", f"{state.session_id}{'  ' + state.session_name if state.session_name else ''}"),
+        ("File", state.session_file),
+        ("Messages", f"{stats['userMessages']} user, {stats['assistantMessages']} assistant, "
+                     f"{stats['toolCalls']} tool calls, {stats['totalMessages']} in all"),
+        ("Tokens", f"{tokens['input']:,} in, {tokens['output']:,} out, {tokens['cacheRead']:,} cache read, "
+                   f"{tokens['cacheWrite']:,} cache write"),
+        ("Cost", f"${stats['cost']:.4f}"),
+        ("Context", app.footer.context_text()),
+    ]  # fmt: skip
+    for key, value in rows:
+        table.add_row(Text(key, style="bold"), Text(value, overflow="fold"))
+    await app.show(table)
+
+
+def _to_clipboard(text: str) -> bool:
+    for tool in (["pbcopy"], ["wl-copy"], ["xclip", "-selection", "clipboard"], ["xsel", "-b", "-i"]):
+        if shutil.which(tool[0]):
+            try:
+                subprocess.run(tool, input=text.encode(), timeout=5, check=True)
+                return True
+            except (OSError, subprocess.SubprocessError):
+                continue
+    return False
+
+
+async def cmd_copy(app: InteractiveApp, arg: str) -> None:
+    text = (await session_state(app.handle)).last_assistant_text
+    if not text:
+        await app.show(notice("No answer to copy yet.", "yellow"))
+        return
+    if not _to_clipboard(text):
+        # OSC 52: the terminal itself (also over ssh and in tmux) puts it on the clipboard.
+        osc = f"\x1b]52;c;{base64.b64encode(text.encode()).decode()}\x07"
+        await app.write_raw(osc)
+    await app.show(notice(f"Copied the last answer ({len(text)} characters).", "green"))
+
+
+async def cmd_hotkeys(app: InteractiveApp, arg: str) -> None:
+    table = Table(show_header=False, box=None, padding=(0, 2))
+    for key, what in HOTKEYS:
+        table.add_row(Text(key, style="bold"), what)
+    for command in COMMANDS:
+        table.add_row(Text(f"/{command.name}", style="bold"), command.summary)
+    await app.show(table)
+
+
+async def cmd_quit(app: InteractiveApp, arg: str) -> None:
+    app.quit()
+
+
+COMMANDS: list[Command] = [
+    Command("model", "choose the model (optionally: a search)", cmd_model),
+    Command("thinking", "set the thinking level", cmd_thinking),
+    Command("compact", "summarise older messages to free context [focus]", cmd_compact),
+    Command("new", "start a new session", cmd_new),
+    Command("resume", "continue another session of this directory", cmd_resume),
+    Command("fork", "branch into a new session from an earlier message", cmd_fork),
+    Command("tree", "browse the session tree and continue from any entry", cmd_tree),
+    Command("name", "name the session", cmd_name),
+    Command("export", "write the session as HTML [path]", cmd_export),
+    Command("session", "session file, messages, tokens and cost", cmd_session),
+    Command("copy", "copy the last answer to the clipboard", cmd_copy),
+    Command("hotkeys", "keys and commands", cmd_hotkeys),
+    Command("quit", "leave (the session is kept; tempi --continue reopens it)", cmd_quit),
+    Command("exit", "same as /quit", cmd_quit),
+]
+BY_NAME = {c.name: c for c in COMMANDS}
+
+
+def completions() -> list[tuple[str, str]]:
+    return [(c.name, c.summary) for c in COMMANDS]
+
+
+def find_command(text: str) -> tuple[Command, str] | None:
+    """The command a `/name args` line names (a unique prefix is enough), and its argument."""
+    name, _, arg = text[1:].partition(" ")
+    command = BY_NAME.get(name)
+    if command is None:
+        matches = [c for c in COMMANDS if c.name.startswith(name)] if name else []
+        if len(matches) != 1:
+            return None
+        command = matches[0]
+    return command, arg.strip()

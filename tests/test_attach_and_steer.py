@@ -1,0 +1,126 @@
+"""Watch and redirect a running session from other processes: `tempi attach` shows its
+live events from the start, `tempi steer` reaches it, and the original client sees both."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import IO
+
+from tempi.testing.scripted_llm import ScriptedLLMServer
+from tests.conftest import run_tempi, tempi_env, write_models_json
+
+
+class LineReader:
+    """Collects a process's stdout lines on a thread so waits can be bounded."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.lines: list[dict] = []
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream: IO[str]) -> None:
+        for line in stream:
+            self.lines.append(json.loads(line))
+
+    def wait_for(self, predicate, timeout: float = 30) -> dict:  # type: ignore[no-untyped-def]
+        deadline = time.monotonic() + timeout
+        seen = 0
+        while time.monotonic() < deadline:
+            for event in self.lines[seen:]:
+                if predicate(event):
+                    return event
+            seen = len(self.lines)
+            time.sleep(0.05)
+        raise AssertionError(f"no matching line; got {[e.get('type') for e in self.lines][-10:]}")
+
+
+def test_attach_from_another_process_and_steer_from_a_third(
+    tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
+) -> None:
+    scripted_server.add_scenario(
+        "attach-steer",
+        [
+            {
+                "text": "Starting the slow step.",
+                "tool_calls": [{"name": "bash", "arguments": {"command": "sleep 10; echo slow-done"}}],
+            },
+            {"text": "Steered: doing it your way."},
+        ],
+    )
+    home = tmp_path / "home"
+    write_models_json(home, scripted_server, "attach-steer")
+    env = tempi_env(home, temporal_address)
+    # The production layout: a worker of its own, and clients that only talk to Temporal
+    # (queries need a worker, so none of the clients may take the only one away).
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "tempi", "worker"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    runner = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tempi",
+            "--model",
+            "mock/mock-model",
+            "--mode",
+            "json",
+            "--no-worker",
+            "-p",
+            "do the slow thing",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    attach = None
+    try:
+        assert runner.stdout is not None
+        main = LineReader(runner.stdout)
+        session_id = main.wait_for(lambda e: e["type"] == "session")["id"]
+        main.wait_for(lambda e: e["type"] == "tool_execution_start")
+
+        attach = subprocess.Popen(
+            [sys.executable, "-m", "tempi", "attach", session_id[:8], "--mode", "json", "--no-worker"],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert attach.stdout is not None
+        watcher = LineReader(attach.stdout)
+        # From the start: the prompt that was sent before attaching.
+        watcher.wait_for(lambda e: e["type"] == "message_end" and e["message"]["role"] == "user")
+
+        steer = run_tempi(
+            ["steer", session_id, "Do it my way instead.", "--no-worker"], cwd=tmp_path, env=env
+        )
+        assert steer.returncode == 0, steer.stderr
+
+        final = main.wait_for(
+            lambda e: e["type"] == "message_end" and "Steered" in json.dumps(e["message"]), timeout=40
+        )
+        assert final["message"]["stopReason"] == "stop"
+        assert runner.wait(30) == 0
+        # The watcher saw the steering message and the answer, live.
+        watcher.wait_for(
+            lambda e: e["type"] == "message_end" and "Do it my way instead." in json.dumps(e["message"])
+        )
+        watcher.wait_for(lambda e: e["type"] == "message_end" and "Steered" in json.dumps(e["message"]))
+        assert any(e["type"] == "message_update" for e in watcher.lines)
+    finally:
+        for proc in (runner, attach, worker):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
