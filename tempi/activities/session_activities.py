@@ -18,7 +18,12 @@ from typing import Any
 
 from temporalio import activity
 
-from tempi.activities.compaction import CompactionAborted, CompactionError, compact_session
+from tempi.activities.compaction import (
+    CompactionAborted,
+    CompactionError,
+    compact_session,
+    summarize_branch_session,
+)
 from tempi.activities.live_channel import LiveWriter, remove_live_files
 from tempi.activities.llm import StreamOptions, classify_error, retry_after_ms, stream_assistant
 from tempi.activities.session_store import SessionStore
@@ -36,6 +41,8 @@ from tempi.agent.tool_specs import tool_specs
 from tempi.workflows import activity_names as names
 from tempi.workflows.session_types import (
     BashResult,
+    BranchSummaryInput,
+    BranchSummaryResult,
     CompactActivityResult,
     CompactInput,
     CompactResult,
@@ -322,6 +329,32 @@ class SessionActivities:
             return CompactActivityResult(error="Nothing to compact.")
         return CompactActivityResult(outcome=CompactResult.model_validate(outcome.to_json_dict()))
 
+    @activity.defn(name=names.SUMMARIZE_BRANCH)
+    async def summarize_branch(self, inp: BranchSummaryInput) -> BranchSummaryResult:
+        api_key, headers = self.credentials(inp.model)
+        options = StreamOptions(
+            api_key=api_key, headers=headers, thinking_level=inp.thinking_level, session_id=inp.file.session_id
+        )
+        try:
+            async with Heartbeater():
+                entry = await summarize_branch_session(
+                    self.store,
+                    Path(inp.file.session_path),
+                    inp.old_leaf_id,
+                    inp.target_id,
+                    inp.new_leaf_id,
+                    inp.model,
+                    options,
+                    inp.entry_id,
+                    inp.entry_timestamp,
+                    inp.custom_instructions,
+                )
+        except CompactionError as err:
+            return BranchSummaryResult(error=f"Branch summary failed: {err}")
+        if entry is None:
+            return BranchSummaryResult()
+        return BranchSummaryResult(entry_id=entry.id, summary=entry.summary)
+
     @activity.defn(name=names.FLUSH_ENTRIES)
     async def flush_entries(self, inp: FlushInput) -> None:
         write_outbox(self.store, inp.file, inp.outbox)
@@ -330,7 +363,7 @@ class SessionActivities:
         )
 
     def all(self) -> list[Callable[..., Any]]:
-        return [self.call_llm, self.run_tool, self.run_user_bash, self.compact, self.flush_entries]
+        return [self.call_llm, self.run_tool, self.run_user_bash, self.compact, self.summarize_branch, self.flush_entries]
 
 
 class _StreamProgress:

@@ -269,3 +269,36 @@ class SubagentResult(PiModel):
     usage: Usage = Field(default_factory=Usage)
     session_file: str
     patch: str | None = None
+
+
+class NavigateRequest(PiModel):
+    """Move the session's leaf to another point of its tree (pi's /tree)."""
+
+    target_id: str
+    new_leaf_id: str | None  # the target, or its parent when a user message is re-edited
+    summarize: bool = False
+    custom_instructions: str | None = None
+
+
+class NavigateResult(PiModel):
+    leaf_id: str | None
+    branch_summary_id: str | None = None
+    summary: str | None = None
+
+
+class BranchSummaryInput(PiModel):
+    file: SessionFileRef
+    old_leaf_id: str | None
+    target_id: str
+    new_leaf_id: str | None
+    model: ModelSpec
+    thinking_level: ThinkingLevel
+    entry_id: str
+    entry_timestamp: str
+    custom_instructions: str | None = None
+
+
+class BranchSummaryResult(PiModel):
+    entry_id: str | None = None
+    summary: str | None = None
+    error: str | None = None

@@ -44,6 +44,8 @@ with workflow.unsafe.imports_passed_through():
     from tempi.workflows.session_types import (
         BashRequest,
         BashResult,
+        BranchSummaryInput,
+        BranchSummaryResult,
         CarriedState,
         CompactActivityResult,
         CompactInput,
@@ -53,6 +55,8 @@ with workflow.unsafe.imports_passed_through():
         FlushInput,
         LlmCallInput,
         LlmCallResult,
+        NavigateRequest,
+        NavigateResult,
         OutboxItem,
         PromptRequest,
         QueueMode,
@@ -978,6 +982,42 @@ class AgentSessionWorkflow:
         if isinstance(result, str):
             raise ApplicationError(result, non_retryable=True)
         return result
+
+    @workflow.update
+    async def navigate(self, req: NavigateRequest) -> NavigateResult:
+        """Continue from another point of the tree, optionally summarizing the branch left."""
+        if self.streaming:
+            raise ApplicationError("The agent is working; abort the run before moving in the session tree.")
+        async with self.store_lock:
+            await self._flush_locked()
+            old_leaf = self.state.leaf_id
+            if not req.summarize:
+                self.state.leaf_id = req.new_leaf_id
+                return NavigateResult(leaf_id=req.new_leaf_id)
+            result: BranchSummaryResult = await workflow.execute_activity(
+                act.SUMMARIZE_BRANCH,
+                BranchSummaryInput(
+                    file=self._file(),
+                    old_leaf_id=old_leaf,
+                    target_id=req.target_id,
+                    new_leaf_id=req.new_leaf_id,
+                    model=self.state.model,
+                    thinking_level=self.state.thinking_level,
+                    entry_id=self._new_id(),
+                    entry_timestamp=_iso(self._now_ms()),
+                    custom_instructions=req.custom_instructions,
+                ),
+                result_type=BranchSummaryResult,
+                start_to_close_timeout=LLM_TIMEOUT,
+                heartbeat_timeout=LLM_HEARTBEAT,
+                retry_policy=INFRA_RETRY,
+            )
+            if result.error:
+                raise ApplicationError(result.error, non_retryable=True)
+            self.state.leaf_id = result.entry_id or req.new_leaf_id
+            return NavigateResult(
+                leaf_id=self.state.leaf_id, branch_summary_id=result.entry_id, summary=result.summary
+            )
 
     @workflow.signal
     def set_auto_compaction(self, enabled: bool) -> None:

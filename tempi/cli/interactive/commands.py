@@ -27,7 +27,7 @@ from tempi.cli.session_open import OpenSession
 from tempi.cli.session_view import context_messages, fork_points, load_at_leaf, session_stats, user_text
 from tempi.cli.sessions import resume_session, session_state, start_new_session
 from tempi.config.api_keys import has_configured_key
-from tempi.workflows.session_types import CompactRequest, CompactResult
+from tempi.workflows.session_types import CompactRequest, CompactResult, NavigateRequest, NavigateResult
 
 if TYPE_CHECKING:
     from tempi.cli.interactive.app import InteractiveApp
@@ -252,11 +252,31 @@ async def cmd_tree(app: InteractiveApp, arg: str) -> None:
         await app.show(notice("The session has no entries yet.", "yellow"))
         return
 
+    summarize = arg.strip().startswith("summarize")
+    focus = arg.strip()[len("summarize") :].strip() or None if summarize else None
+
     async def branch_at(entry_id: str) -> None:
-        # The workflow cannot move its leaf, so the chosen point continues as a linked copy.
-        path = fork_session_file(app.store, Path(state.session_file), entry_id)
-        await _switch_to_file(app, path)
-        await app.show(notice("Continuing from the chosen entry (as a new, linked session file).", "green"))
+        entry = loaded.tree.get(entry_id)
+        # Choosing a user message re-edits it: continue from its parent, text in the editor.
+        user_entry = entry if isinstance(entry, MessageEntry) and entry.message.role == "user" else None
+        new_leaf = user_entry.parent_id if user_entry is not None else entry_id
+        try:
+            result = await app.handle.execute_update(
+                "navigate",
+                NavigateRequest(
+                    target_id=entry_id, new_leaf_id=new_leaf, summarize=summarize, custom_instructions=focus
+                ),
+                result_type=NavigateResult,
+            )
+        except WorkflowUpdateFailedError as err:
+            await app.show(notice(f"Could not move there: {err.cause or err}", "red"))
+            return
+        if user_entry is not None:
+            text = user_text(user_entry.message.to_json_dict())
+            app.input.text = text
+            app.input.cursor_position = len(text)
+        note = " (the branch left behind was summarized)" if result.branch_summary_id else ""
+        await app.show(notice(f"Continuing from the chosen entry{note}.", "green"))
 
     items = tree_items(loaded.tree, leaf)
     picker = Picker("Session tree (• = current branch)", items, branch_at)
@@ -352,7 +372,9 @@ COMMANDS: list[Command] = [
     Command("new", "start a new session", cmd_new),
     Command("resume", "continue another session of this directory", cmd_resume),
     Command("fork", "branch into a new session from an earlier message", cmd_fork),
-    Command("tree", "browse the session tree and continue from any entry", cmd_tree),
+    Command(
+        "tree", "browse the session tree and continue from any entry (/tree summarize [focus])", cmd_tree
+    ),
     Command("name", "name the session", cmd_name),
     Command("export", "write the session as HTML [path]", cmd_export),
     Command("session", "session file, messages, tokens and cost", cmd_session),
