@@ -16,7 +16,7 @@ from temporalio.worker import Worker
 from tempi.agent.model_spec import ModelSpec
 from tempi.cli.event_follower import EventFollower
 from tempi.testing.scripted_llm import ScriptedLLMServer
-from tempi.workers.worker import build_worker
+from tempi.workers.worker import running_workers
 from tempi.workflows.session_types import (
     DEFAULT_TASK_QUEUE,
     SESSION_WORKFLOW,
@@ -48,12 +48,17 @@ def fixed_credentials(_model: ModelSpec) -> tuple[str | None, dict[str, str]]:
 
 
 @contextlib.asynccontextmanager
-async def running_worker(client: Client, sessions_root: Path, task_queue: str) -> AsyncIterator[Worker]:
-    worker = build_worker(
-        client, task_queue=task_queue, sessions_root=sessions_root, credentials=fixed_credentials
-    )
-    async with worker:
-        yield worker
+async def running_worker(
+    client: Client, sessions_root: Path, task_queue: str, *, host_sandboxes: bool = False
+) -> AsyncIterator[list[Worker]]:
+    async with running_workers(
+        client,
+        task_queue=task_queue,
+        sessions_root=sessions_root,
+        credentials=fixed_credentials,
+        host_sandboxes=host_sandboxes,
+    ) as workers:
+        yield workers
 
 
 class Session:

@@ -26,7 +26,9 @@ async def test_navigate_with_branch_summary_then_continue_on_the_new_branch(
     )
     queue = unique_queue()
     async with running_worker(temporal_client, tmp_path / "sessions", queue):
-        s = await start_session(temporal_client, tmp_path, scripted_model(scripted_server, "navigate"), task_queue=queue)
+        s = await start_session(
+            temporal_client, tmp_path, scripted_model(scripted_server, "navigate"), task_queue=queue
+        )
         await s.prompt("first question")
         await s.run_to_idle()
         await s.prompt("second question")

@@ -26,6 +26,7 @@ from tempi.activities.compaction import (
 )
 from tempi.activities.live_channel import LiveWriter, remove_live_files
 from tempi.activities.llm import StreamOptions, classify_error, retry_after_ms, stream_assistant
+from tempi.activities.sandbox import WORKSPACE_DIR, SandboxUnavailableError, open_backend
 from tempi.activities.session_store import SessionStore
 from tempi.activities.sidecar import live_path, pending_path, sidecar_dir
 from tempi.activities.tools import ExecutionBackend, LocalBackend, ToolContext, execute_tool
@@ -33,7 +34,7 @@ from tempi.activities.tools.bash import run_command
 from tempi.activities.tools.bwrap_backend import BwrapBackend
 from tempi.agent.llm_context import LlmContext
 from tempi.agent.llm_conversion import to_llm_messages
-from tempi.agent.messages import AssistantMessage, TextContent, ToolResultMessage
+from tempi.agent.messages import AssistantMessage, TextContent, ToolCall, ToolResultMessage
 from tempi.agent.model_spec import ModelSpec
 from tempi.agent.partial_message import compact_delta
 from tempi.agent.session_entries import MessageEntry
@@ -68,11 +69,29 @@ def _now_iso() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(ms / 1000)) + f"{ms % 1000:03d}Z"
 
 
-def make_backend(ref: SessionFileRef) -> ExecutionBackend:
-    """Where the session's tools act: this machine, or a bubblewrap sandbox over its cwd."""
+async def make_backend(ref: SessionFileRef) -> tuple[ExecutionBackend, str]:
+    """Where the session's tools act, and their working directory there: this machine, a
+    bubblewrap sandbox over the cwd, or the session's docker container."""
+    if ref.sandbox == "docker":
+        if ref.container_id is None:
+            raise SandboxUnavailableError("The session's sandbox was not created")
+        return await open_backend(ref.container_id), WORKSPACE_DIR
     if ref.sandbox == "bwrap":
-        return BwrapBackend(ref.cwd)
-    return LocalBackend()
+        return BwrapBackend(ref.cwd), ref.cwd
+    return LocalBackend(), ref.cwd
+
+
+def _sandbox_lost(call: ToolCall, timestamp_ms: int, err: SandboxUnavailableError) -> ToolCallResult:
+    text = f"The sandbox is gone ({err}); a fresh one starts with the next tool call. Files changed in it may be lost."
+    message = ToolResultMessage(
+        tool_call_id=call.id,
+        tool_name=call.name,
+        content=[TextContent(text=text)],
+        details={},
+        is_error=True,
+        timestamp=timestamp_ms,
+    )
+    return ToolCallResult(message=message, sandbox_lost=True)
 
 
 def ensure_session_file(store: SessionStore, ref: SessionFileRef) -> None:
@@ -218,13 +237,17 @@ class SessionActivities:
         if parked is not None:
             return ToolCallResult(message=ToolResultMessage.model_validate(parked["message"]))
         call = inp.tool_call
+        try:
+            backend, cwd = await make_backend(inp.file)
+        except SandboxUnavailableError as err:
+            return _sandbox_lost(call, inp.timestamp_ms, err)
         live = LiveWriter(
             live_path(inp.file.session_path, inp.file.session_id, call.id), activity.info().attempt
         )
         abort = asyncio.Event()
         ctx = ToolContext(
-            cwd=inp.file.cwd,
-            backend=make_backend(inp.file),
+            cwd=cwd,
+            backend=backend,
             tool_call_id=call.id,
             on_update=lambda partial: live.write({"partialResult": partial.to_json_dict()}),
             abort=abort,
@@ -274,9 +297,10 @@ class SessionActivities:
 
     @activity.defn(name=names.RUN_USER_BASH)
     async def run_user_bash(self, inp: UserBashInput) -> BashResult:
+        backend, cwd = await make_backend(inp.file)
         ctx = ToolContext(
-            cwd=inp.file.cwd,
-            backend=make_backend(inp.file),
+            cwd=cwd,
+            backend=backend,
             abort=asyncio.Event(),
             spill_dir=str(sidecar_dir(inp.file.session_path, inp.file.session_id) / "output"),
         )
@@ -333,7 +357,10 @@ class SessionActivities:
     async def summarize_branch(self, inp: BranchSummaryInput) -> BranchSummaryResult:
         api_key, headers = self.credentials(inp.model)
         options = StreamOptions(
-            api_key=api_key, headers=headers, thinking_level=inp.thinking_level, session_id=inp.file.session_id
+            api_key=api_key,
+            headers=headers,
+            thinking_level=inp.thinking_level,
+            session_id=inp.file.session_id,
         )
         try:
             async with Heartbeater():
@@ -363,7 +390,14 @@ class SessionActivities:
         )
 
     def all(self) -> list[Callable[..., Any]]:
-        return [self.call_llm, self.run_tool, self.run_user_bash, self.compact, self.summarize_branch, self.flush_entries]
+        return [
+            self.call_llm,
+            self.run_tool,
+            self.run_user_bash,
+            self.compact,
+            self.summarize_branch,
+            self.flush_entries,
+        ]
 
 
 class _StreamProgress:

@@ -49,6 +49,13 @@ start a fresh one), or be named in models.json, which the worker re-reads on eve
 """
 
 
+def _sandbox_arg(value: str) -> str:
+    kind = value.split(":", 1)[0]
+    if kind not in ("local", "bwrap", "docker") or (kind != "docker" and ":" in value):
+        raise argparse.ArgumentTypeError(f"{value!r}: use local, bwrap, docker or docker:IMAGE")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="tempi",
@@ -94,9 +101,12 @@ def build_parser() -> argparse.ArgumentParser:
     prompt.add_argument("--no-tools", action="store_true", help="no tools at all")
     prompt.add_argument(
         "--sandbox",
-        choices=["local", "bwrap"],
+        type=_sandbox_arg,
         default="local",
-        help="where tools act: local (this machine) or bwrap (no network, only the working directory writable)",
+        metavar="local|bwrap|docker[:IMAGE]",
+        help="where tools act: local (this machine), bwrap (no network, only the working directory "
+        "writable) or docker (a container per session, the working directory at /workspace; "
+        "default image tempi-sandbox:latest, see deploy/sandbox/)",
     )
     prompt.add_argument(
         "--no-context-files", action="store_true", help="do not add AGENTS.md / CLAUDE.md files"

@@ -144,7 +144,7 @@ async def cmd_server(argv: list[str]) -> int:
 
 async def cmd_worker(argv: list[str]) -> int:
     from tempi.workers.temporal_client import configured_address, connect
-    from tempi.workers.worker import build_worker
+    from tempi.workers.worker import running_workers
     from tempi.workflows.session_types import DEFAULT_TASK_QUEUE
 
     p = argparse.ArgumentParser(
@@ -164,9 +164,12 @@ async def cmd_worker(argv: list[str]) -> int:
 
         address = ensure_service(tempi_home()).address
     client = await connect(address)
-    worker = build_worker(client, task_queue=args.task_queue, sessions_root=default_sessions_root())
-    print(f"tempi worker: polling {args.task_queue} on {address}", file=sys.stderr, flush=True)
-    await worker.run()
+    async with running_workers(
+        client, task_queue=args.task_queue, sessions_root=default_sessions_root()
+    ) as workers:
+        queues = ", ".join(w.task_queue for w in workers)
+        print(f"tempi worker: polling {queues} on {address}", file=sys.stderr, flush=True)
+        await asyncio.Event().wait()  # until interrupted
     return 0
 
 

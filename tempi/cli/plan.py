@@ -23,7 +23,7 @@ from tempi.config.models_json import load_model_registry
 from tempi.config.paths import tempi_home
 from tempi.config.settings import Settings, load_settings
 from tempi.workers.temporal_client import configured_address
-from tempi.workflows.session_types import CompactionPolicy, RetryPolicySettings
+from tempi.workflows.session_types import DEFAULT_SANDBOX_IMAGE, CompactionPolicy, RetryPolicySettings
 
 
 @dataclass
@@ -129,7 +129,8 @@ def plan_run(args: argparse.Namespace, cwd: Path) -> PlannedRun:
         follow_up_mode=settings.follow_up_mode,
         find_model=registry.find,
         agents=agents,
-        sandbox=args.sandbox,
+        sandbox=args.sandbox.split(":", 1)[0],
+        sandbox_image=args.sandbox.split(":", 1)[1] if ":" in args.sandbox else DEFAULT_SANDBOX_IMAGE,
         compaction=CompactionPolicy(
             enabled=settings.compaction.enabled,
             reserve_tokens=settings.compaction.reserve_tokens,

@@ -13,7 +13,7 @@ from temporalio.client import Client
 from tempi.config.paths import default_sessions_root, tempi_home
 from tempi.workers.service import ensure_service
 from tempi.workers.temporal_client import configured_address, connect
-from tempi.workers.worker import build_worker
+from tempi.workers.worker import running_workers
 
 
 @dataclass
@@ -35,6 +35,5 @@ async def open_runtime(*, no_worker: bool = False, quiet: bool = False) -> Async
     if no_worker:
         yield Runtime(client=client, address=address, embedded=False)
         return
-    worker = build_worker(client, sessions_root=default_sessions_root())
-    async with worker:
+    async with running_workers(client, sessions_root=default_sessions_root()):
         yield Runtime(client=client, address=address, embedded=False)

@@ -17,6 +17,7 @@ from tempi.activities.session_store import SessionStore
 from tempi.agent.model_spec import ModelSpec, ThinkingLevel
 from tempi.agent.subagents import AgentDefinition
 from tempi.workflows.session_types import (
+    DEFAULT_SANDBOX_IMAGE,
     DEFAULT_TASK_QUEUE,
     SESSION_WORKFLOW,
     CompactionPolicy,
@@ -43,6 +44,7 @@ class SessionPlan:
     tools: list[str]
     retry: RetryPolicySettings
     sandbox: str = "local"
+    sandbox_image: str = DEFAULT_SANDBOX_IMAGE
     agents: list[AgentDefinition] = field(default_factory=list)
     compaction: CompactionPolicy = field(default_factory=CompactionPolicy)
     find_model: Callable[[str, str], ModelSpec | None] | None = None
@@ -87,6 +89,7 @@ async def start_new_session(
         system_prompt=plan.system_prompt,
         tools=plan.tools,
         sandbox=plan.sandbox,  # type: ignore[arg-type]
+        sandbox_image=plan.sandbox_image,
         agents=plan.agents,
         retry=plan.retry,
         compaction=plan.compaction,
@@ -131,6 +134,7 @@ async def resume_session(
         system_prompt=plan.system_prompt,
         tools=plan.tools,
         sandbox=plan.sandbox,  # type: ignore[arg-type]
+        sandbox_image=plan.sandbox_image,
         agents=plan.agents,
         retry=plan.retry,
         compaction=plan.compaction,

@@ -25,7 +25,7 @@ from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, 
 
 from tempi.workers.dev_server import free_port, port_open, start_dev_server
 from tempi.workers.temporal_client import connect
-from tempi.workers.worker import build_worker
+from tempi.workers.worker import running_workers
 
 DEFAULT_IDLE_MINUTES = 30.0
 
@@ -107,7 +107,6 @@ async def serve(home: Path, *, port: int | None, idle_minutes: float, ui_port: i
     address = f"127.0.0.1:{port}"
     try:
         client = await connect(address)
-        worker = build_worker(client, sessions_root=sessions_root(home), activity_hook=tracker)
         info = ServiceInfo(
             address=address,
             pid=os.getpid(),
@@ -117,7 +116,7 @@ async def serve(home: Path, *, port: int | None, idle_minutes: float, ui_port: i
         tmp = info_path(home).with_suffix(".tmp")
         tmp.write_text(json.dumps(info.__dict__))
         os.replace(tmp, info_path(home))
-        async with worker:
+        async with running_workers(client, sessions_root=sessions_root(home), activity_hook=tracker):
             while not stop.is_set():
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), 5)

@@ -1,13 +1,18 @@
-"""A tempi worker: the session workflow plus its activities on one task queue."""
+"""tempi's workers: the session workflows and their activities on the main task queue,
+plus, where a Docker engine answers, the tool activities of the sandboxes on that engine
+(`sandbox-<host>`), which must run where their containers are."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from temporalio.client import Client
 from temporalio.worker import Interceptor, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from tempi.activities.sandbox_activities import SandboxActivities
 from tempi.activities.session_activities import CredentialResolver, SessionActivities
 from tempi.activities.session_store import SessionStore
 from tempi.workers.credentials import Credentials
@@ -33,8 +38,76 @@ def build_worker(
         client,
         task_queue=task_queue,
         workflows=[AgentSessionWorkflow, SubagentWorkflow],
-        activities=activities.all(),
+        activities=[*activities.all(), SandboxActivities().create],
         workflow_runner=runner,
         max_concurrent_activities=200,
         interceptors=[activity_hook] if activity_hook else [],
     )
+
+
+def docker_host_queue() -> str | None:
+    """This machine's sandbox queue when a Docker engine answers, else None."""
+    try:
+        import docker
+
+        from tempi.activities.sandbox import sandbox_task_queue
+
+        client = docker.from_env(timeout=3)
+        client.ping()
+        return sandbox_task_queue(client)
+    except Exception:
+        return None
+
+
+def build_sandbox_worker(
+    client: Client,
+    queue: str,
+    *,
+    sessions_root: Path,
+    credentials: CredentialResolver | None = None,
+    activity_hook: Interceptor | None = None,
+) -> Worker:
+    activities = SessionActivities(SessionStore(sessions_root), credentials or Credentials())
+    return Worker(
+        client,
+        task_queue=queue,
+        activities=[activities.run_tool, activities.run_user_bash, SandboxActivities().finish],
+        max_concurrent_activities=200,
+        interceptors=[activity_hook] if activity_hook else [],
+    )
+
+
+@contextlib.asynccontextmanager
+async def running_workers(
+    client: Client,
+    *,
+    task_queue: str = DEFAULT_TASK_QUEUE,
+    sessions_root: Path,
+    credentials: CredentialResolver | None = None,
+    activity_hook: Interceptor | None = None,
+    host_sandboxes: bool = True,
+) -> AsyncIterator[list[Worker]]:
+    workers = [
+        build_worker(
+            client,
+            task_queue=task_queue,
+            sessions_root=sessions_root,
+            credentials=credentials,
+            activity_hook=activity_hook,
+        )
+    ]
+    queue = docker_host_queue() if host_sandboxes else None
+    if queue:
+        workers.append(
+            build_sandbox_worker(
+                client,
+                queue,
+                sessions_root=sessions_root,
+                credentials=credentials,
+                activity_hook=activity_hook,
+            )
+        )
+    async with contextlib.AsyncExitStack() as stack:
+        for worker in workers:
+            await stack.enter_async_context(worker)
+        yield workers

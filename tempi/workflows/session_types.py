@@ -24,6 +24,8 @@ from tempi.agent.model_spec import ModelSpec, ThinkingLevel
 from tempi.agent.subagents import AgentDefinition
 
 QueueMode = Literal["one-at-a-time", "all"]
+SandboxKind = Literal["local", "bwrap", "docker"]
+DEFAULT_SANDBOX_IMAGE = "tempi-sandbox:latest"
 ErrorKind = Literal["retryable", "overflow", "fatal"]
 
 SESSION_WORKFLOW = "AgentSessionWorkflow"
@@ -58,7 +60,11 @@ class SessionConfig(PiModel):
     system_prompt: str = ""
     tools: list[str] = Field(default_factory=list)
     tool_execution: Literal["parallel", "sequential"] = "parallel"
-    sandbox: Literal["local", "bwrap"] = "local"
+    sandbox: SandboxKind = "local"
+    sandbox_image: str = DEFAULT_SANDBOX_IMAGE
+    sandbox_network: bool = False
+    # A subagent's docker sandbox works on a copy of this folder and returns a patch.
+    workspace_copy_from: str | None = None
     steering_mode: QueueMode = "one-at-a-time"
     follow_up_mode: QueueMode = "one-at-a-time"
     retry: RetryPolicySettings = Field(default_factory=RetryPolicySettings)
@@ -83,9 +89,15 @@ class SessionStats(PiModel):
     last_input_tokens: int = 0
 
 
+class SandboxRef(PiModel):
+    container_id: str
+    task_queue: str  # the queue of the worker on the container's host
+
+
 class CarriedState(PiModel):
     """What survives continue-as-new."""
 
+    sandbox: SandboxRef | None = None
     leaf_id: str | None = None
     file_started: bool = False
     model: ModelSpec
@@ -160,7 +172,8 @@ class SessionFileRef(PiModel):
     session_id: str
     session_path: str
     cwd: str
-    sandbox: Literal["local", "bwrap"] = "local"
+    sandbox: SandboxKind = "local"
+    container_id: str | None = None  # the docker sandbox, once it exists
     parent_session: str | None = None
     header_timestamp: str | None = None
     existing_file: bool = False
@@ -196,6 +209,7 @@ class ToolCallInput(PiModel):
 
 class ToolCallResult(PiModel):
     message: ToolResultMessage
+    sandbox_lost: bool = False  # the container is gone; the next tool call starts a fresh one
 
 
 class FlushInput(PiModel):
@@ -302,3 +316,28 @@ class BranchSummaryResult(PiModel):
     entry_id: str | None = None
     summary: str | None = None
     error: str | None = None
+
+
+class SandboxCreateInput(PiModel):
+    session_id: str
+    session_path: str
+    image: str
+    workspace: str  # host folder mounted at /workspace
+    copy_from: str | None = None
+    network: bool = False
+
+
+class SandboxCreated(PiModel):
+    container_id: str
+    task_queue: str
+    workspace: str
+
+
+class SandboxFinishInput(PiModel):
+    session_id: str
+    container_id: str
+    want_patch: bool = False
+
+
+class SandboxFinished(PiModel):
+    patch: str | None = None

@@ -18,7 +18,14 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, ChildWorkflowError
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    CancelledError,
+    ChildWorkflowError,
+    TimeoutType,
+)
+from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 
 with workflow.unsafe.imports_passed_through():
     from tempi.agent.messages import (
@@ -60,6 +67,11 @@ with workflow.unsafe.imports_passed_through():
         OutboxItem,
         PromptRequest,
         QueueMode,
+        SandboxCreated,
+        SandboxCreateInput,
+        SandboxFinished,
+        SandboxFinishInput,
+        SandboxRef,
         SessionConfig,
         SessionFileRef,
         SessionInput,
@@ -77,6 +89,7 @@ LLM_HEARTBEAT = timedelta(seconds=10)
 TOOL_HEARTBEAT = timedelta(seconds=10)
 STORE_TIMEOUT = timedelta(minutes=1)
 IDLE_TIMEOUT = timedelta(days=7)
+SANDBOX_PICKUP = timedelta(seconds=60)
 PAGE_BYTES = 1_000_000
 # The activity retry below covers lost workers and store hiccups; provider errors come
 # back as messages and follow pi's visible retry policy instead.
@@ -87,6 +100,10 @@ SKIPPED_TEXT = "Not run: a user message was queued, so the remaining tool calls 
 OVERFLOW_RECOVERY_FAILED = (
     "The context is still too large after compacting once, so the request was not retried. "
     "Start a new session, compact with a focus (/compact ...), or switch to a model with a larger context window."
+)
+SANDBOX_HOST_GONE = (
+    "The sandbox's host did not pick this up within a minute, so its worker is probably gone. "
+    "A fresh sandbox starts with the next tool call, from the workspace as last saved."
 )
 LOST_BASH_TEXT = (
     "The worker running this command stopped before it reported back, so the command may or "
@@ -142,6 +159,8 @@ class AgentSessionWorkflow:
             sandbox=cfg.sandbox,
             existing_file=cfg.existing_file,
         )
+        if self.state.sandbox is not None:
+            self.file_ref.container_id = self.state.sandbox.container_id
         if inp.carried is None and not cfg.existing_file:
             self._record_entry(
                 {"type": "model_change", "provider": cfg.model.provider, "modelId": cfg.model.id}
@@ -156,6 +175,7 @@ class AgentSessionWorkflow:
             ready = await self._wait_for_work()
             if not ready or self.shutdown_requested:
                 await self._flush()
+                await self._finish_sandbox(want_patch=False)
                 return "idle" if not ready else "shutdown"
             if not self.state.prompts:
                 await self._flush()  # settings changed or a user command ran while idle
@@ -529,11 +549,21 @@ class AgentSessionWorkflow:
             else:
                 runnable.append(i)
 
+        queue: str | None = None
+        sandbox_error: str | None = None
+        if any(calls[i].name != TASK_TOOL for i in runnable):
+            try:
+                queue = await self._sandbox_queue()
+            except ActivityError as err:
+                sandbox_error = f"Could not start the docker sandbox: {_cause(err)}"
+
         async def run_one(i: int) -> None:
             if calls[i].name == TASK_TOOL:
                 msg, parked = await self._run_task(calls[i]), False
+            elif sandbox_error is not None:
+                msg, parked = self._synthetic_result(calls[i], sandbox_error), False
             else:
-                msg, parked = await self._run_tool(calls[i], entry_ids[i], parents[i])
+                msg, parked = await self._run_tool(calls[i], entry_ids[i], parents[i], queue)
             results[i] = msg
             if not parked:
                 inline.add(i)
@@ -595,7 +625,7 @@ class AgentSessionWorkflow:
         await fn()
 
     async def _run_tool(
-        self, call: ToolCall, entry_id: str, parent_id: str
+        self, call: ToolCall, entry_id: str, parent_id: str, queue: str | None
     ) -> tuple[ToolResultMessage, bool]:
         """Returns the result and whether the activity parked it in the store."""
         if self.abort_requested:
@@ -616,6 +646,9 @@ class AgentSessionWorkflow:
                 act.RUN_TOOL,
                 inp,
                 result_type=ToolCallResult,
+                task_queue=queue,
+                # A sandbox host that is gone never picks the task up: say so instead of waiting.
+                schedule_to_start_timeout=SANDBOX_PICKUP if queue else None,
                 start_to_close_timeout=timedelta(hours=12),
                 heartbeat_timeout=TOOL_HEARTBEAT,
                 retry_policy=retry,
@@ -627,9 +660,69 @@ class AgentSessionWorkflow:
         except (ActivityError, CancelledError, asyncio.CancelledError) as err:
             if self.abort_requested:
                 return self._synthetic_result(call, ABORTED_TEXT), False
+            if queue and _never_started(err):
+                self._forget_sandbox()
+                return self._synthetic_result(call, SANDBOX_HOST_GONE), False
             text = LOST_BASH_TEXT if runs_commands else f"The tool failed: {_cause(err)}"
             return self._synthetic_result(call, text), False
+        if result.sandbox_lost:
+            self._forget_sandbox()
+            return result.message, False
         return result.message, True
+
+    # --- docker sandbox ---------------------------------------------------------------------
+
+    async def _sandbox_queue(self) -> str | None:
+        """The task queue of the host running this session's container, creating it first."""
+        if self.config.sandbox != "docker":
+            return None
+        if self.state.sandbox is None:
+            created: SandboxCreated = await workflow.execute_activity(
+                act.CREATE_SANDBOX,
+                SandboxCreateInput(
+                    session_id=self.config.session_id,
+                    session_path=self.config.session_path,
+                    image=self.config.sandbox_image,
+                    workspace=self.config.cwd,
+                    copy_from=self.config.workspace_copy_from,
+                    network=self.config.sandbox_network,
+                ),
+                result_type=SandboxCreated,
+                start_to_close_timeout=timedelta(minutes=5),
+                retry_policy=RetryPolicy(maximum_attempts=3, initial_interval=timedelta(seconds=2)),
+            )
+            self.state.sandbox = SandboxRef(container_id=created.container_id, task_queue=created.task_queue)
+        self.file_ref.container_id = self.state.sandbox.container_id
+        return self.state.sandbox.task_queue
+
+    def _forget_sandbox(self) -> None:
+        self.state.sandbox = None
+        self.file_ref.container_id = None
+
+    async def _finish_sandbox(self, want_patch: bool) -> str | None:
+        """Remove the session's container (a subagent's patch is collected first)."""
+        sandbox = self.state.sandbox
+        if sandbox is None:
+            return None
+        try:
+            finished: SandboxFinished = await workflow.execute_activity(
+                act.FINISH_SANDBOX,
+                SandboxFinishInput(
+                    session_id=self.config.session_id,
+                    container_id=sandbox.container_id,
+                    want_patch=want_patch,
+                ),
+                result_type=SandboxFinished,
+                task_queue=sandbox.task_queue,
+                schedule_to_start_timeout=SANDBOX_PICKUP,
+                start_to_close_timeout=timedelta(minutes=2),
+                retry_policy=RetryPolicy(maximum_attempts=3),
+            )
+        except ActivityError:
+            return None
+        finally:
+            self._forget_sandbox()
+        return finished.patch
 
     # --- subagents -----------------------------------------------------------------------
 
@@ -727,6 +820,8 @@ class AgentSessionWorkflow:
                 "created_at": created,
                 "resume_leaf_id": None,
                 "existing_file": False,
+                # In docker a child works on its own copy and hands back a patch.
+                "workspace_copy_from": self.config.cwd if self.config.sandbox == "docker" else None,
             }
         )
         handle = await workflow.start_child_workflow(
@@ -932,11 +1027,19 @@ class AgentSessionWorkflow:
 
     @workflow.update
     async def bash(self, req: BashRequest) -> BashResult:
+        try:
+            queue = await self._sandbox_queue()
+        except ActivityError as err:
+            raise ApplicationError(
+                f"Could not start the docker sandbox: {_cause(err)}", non_retryable=True
+            ) from err
         self.user_bash = asyncio.ensure_future(
             workflow.execute_activity(
                 act.RUN_USER_BASH,
                 UserBashInput(file=self._file(), command=req.command),
                 result_type=BashResult,
+                task_queue=queue,
+                schedule_to_start_timeout=SANDBOX_PICKUP if queue else None,
                 start_to_close_timeout=timedelta(hours=12),
                 heartbeat_timeout=TOOL_HEARTBEAT,
                 retry_policy=RetryPolicy(maximum_attempts=1),
@@ -1150,6 +1253,11 @@ def _tool_output(msg: ToolResultMessage) -> dict[str, Any]:
     return out
 
 
+def _never_started(err: BaseException) -> bool:
+    cause = err.__cause__
+    return isinstance(cause, TemporalTimeoutError) and cause.type == TimeoutType.SCHEDULE_TO_START
+
+
 def _cause(err: BaseException) -> str:
     while err.__cause__ is not None:
         err = err.__cause__
@@ -1168,6 +1276,7 @@ class SubagentWorkflow(AgentSessionWorkflow):
     async def run(self, inp: SubagentInput) -> SubagentResult:  # type: ignore[override]
         await self._run_agent([self._user_message(PromptRequest(message=inp.task))])
         await self._flush()
+        patch = await self._finish_sandbox(want_patch=True)
         last = self.last_message
         return SubagentResult(
             text=last.text() if last else "",
@@ -1175,4 +1284,5 @@ class SubagentWorkflow(AgentSessionWorkflow):
             error_message=last.error_message if last else "the subagent produced no answer",
             usage=self.state.stats.usage,
             session_file=self.config.session_path,
+            patch=patch,
         )

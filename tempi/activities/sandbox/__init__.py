@@ -1,0 +1,35 @@
+"""Docker sandboxes: the `docker` execution backend and the lifecycle of its containers."""
+
+from tempi.activities.sandbox.docker_backend import DockerBackend
+from tempi.activities.sandbox.errors import SandboxError, SandboxUnavailableError
+from tempi.activities.sandbox.lifecycle import (
+    DEFAULT_IMAGE,
+    SESSION_LABEL,
+    SandboxInfo,
+    SandboxSpec,
+    create_sandbox,
+    destroy_sandbox,
+    find_sandbox,
+    open_backend,
+    remove_orphans,
+    sandbox_task_queue,
+)
+from tempi.activities.sandbox.workspace import WORKSPACE_DIR, workspace_patch
+
+__all__ = [
+    "DEFAULT_IMAGE",
+    "SESSION_LABEL",
+    "WORKSPACE_DIR",
+    "DockerBackend",
+    "SandboxError",
+    "SandboxInfo",
+    "SandboxSpec",
+    "SandboxUnavailableError",
+    "create_sandbox",
+    "destroy_sandbox",
+    "find_sandbox",
+    "open_backend",
+    "remove_orphans",
+    "sandbox_task_queue",
+    "workspace_patch",
+]

@@ -1,0 +1,131 @@
+"""Sessions in docker sandboxes: tools run in the session's container through the host's
+task queue, a subagent works on its own copy and hands back a patch, and containers go
+away with their sessions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client
+
+from tempi.activities.sandbox import SESSION_LABEL
+from tempi.agent.subagents import AgentDefinition
+from tempi.testing.scripted_llm import ScriptedLLMServer
+from tests.docker_support import docker_client, open_host_dir, sandbox_image  # noqa: F401 (fixtures)
+from tests.session_harness import running_worker, scripted_model, start_session, unique_queue
+
+
+def _containers(client: Any, session_id: str) -> list[Any]:
+    return client.containers.list(all=True, filters={"label": f"{SESSION_LABEL}={session_id}"})
+
+
+async def test_tools_run_in_the_sessions_container_and_shutdown_removes_it(
+    tmp_path: Path,
+    temporal_client: Client,
+    scripted_server: ScriptedLLMServer,
+    docker_client: Any,  # noqa: F811
+    sandbox_image: str,  # noqa: F811
+) -> None:
+    scripted_server.add_scenario(
+        "docker-tools",
+        [
+            {
+                "tool_calls": [
+                    {"name": "write", "arguments": {"path": "hello.txt", "content": "from the sandbox\n"}}
+                ]
+            },
+            {
+                "tool_calls": [
+                    {
+                        "name": "bash",
+                        "arguments": {
+                            "command": "id -u; pwd; cat hello.txt; (echo x > /etc/x) 2>&1 | head -1"
+                        },
+                    },
+                ]
+            },
+            {"text": "done"},
+        ],
+    )
+    queue = unique_queue()
+    async with running_worker(temporal_client, tmp_path / "sessions", queue, host_sandboxes=True):
+        s = await start_session(
+            temporal_client,
+            tmp_path,
+            scripted_model(scripted_server, "docker-tools"),
+            task_queue=queue,
+            sandbox="docker",
+            sandbox_image=sandbox_image,
+        )
+        open_host_dir(Path(s.config.cwd))
+        await s.prompt("work in the sandbox")
+        events = await s.run_to_idle(timeout=90)
+        assert len(_containers(docker_client, s.config.session_id)) == 1
+        await s.handle.signal("shutdown")
+        await s.handle.result()
+    outputs = {
+        e["toolName"]: e["result"]["content"][0]["text"] for e in events if e["type"] == "tool_execution_end"
+    }
+    assert outputs["bash"].splitlines()[:3] == ["1000", "/workspace", "from the sandbox"]
+    assert "Read-only file system" in outputs["bash"]
+    assert (Path(s.config.cwd) / "hello.txt").read_text() == "from the sandbox\n"  # the bind-mounted cwd
+    assert _containers(docker_client, s.config.session_id) == []
+
+
+async def test_subagent_in_docker_works_on_a_copy_and_returns_a_patch(
+    tmp_path: Path,
+    temporal_client: Client,
+    scripted_server: ScriptedLLMServer,
+    docker_client: Any,  # noqa: F811
+    sandbox_image: str,  # noqa: F811
+) -> None:
+    scripted_server.add_scenario(
+        "docker-parent",
+        [
+            {"tool_calls": [{"name": "task", "arguments": {"agent": "coder", "task": "add a file"}}]},
+            {"text": "reviewed"},
+        ],
+    )
+    scripted_server.add_scenario(
+        "docker-child",
+        [
+            {
+                "tool_calls": [
+                    {"name": "write", "arguments": {"path": "added.py", "content": "print('added')\n"}}
+                ]
+            },
+            {"text": "added added.py"},
+        ],
+    )
+    coder = AgentDefinition(name="coder", model=scripted_model(scripted_server, "docker-child"))
+    queue = unique_queue()
+    async with running_worker(temporal_client, tmp_path / "sessions", queue, host_sandboxes=True):
+        s = await start_session(
+            temporal_client,
+            tmp_path,
+            scripted_model(scripted_server, "docker-parent"),
+            task_queue=queue,
+            sandbox="docker",
+            sandbox_image=sandbox_image,
+            tools=["read", "write", "bash", "task"],
+            agents=[coder],
+        )
+        cwd = open_host_dir(Path(s.config.cwd))
+        (cwd / "existing.txt").write_text("kept\n")
+        await s.prompt("delegate")
+        events = await s.run_to_idle(timeout=120)
+        await s.handle.signal("shutdown")
+    task_end = next(e for e in events if e["type"] == "tool_execution_end" and e["toolName"] == "task")
+    assert not task_end["isError"], task_end
+    result = task_end["result"]["details"]["results"][0]
+    assert "added.py" in result["patch"] and "+print('added')" in result["patch"]
+    assert "existing.txt" not in result["patch"]  # only what the child changed
+    assert not (cwd / "added.py").exists()  # the parent decides whether to apply it
+    assert "added.py" in task_end["result"]["content"][0]["text"]
+    assert _containers(docker_client, result["sessionId"]) == []
+    assert (
+        json.loads(Path(result["sessionFile"]).read_text().splitlines()[0])["parentSession"]
+        == s.config.session_path
+    )
