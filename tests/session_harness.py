@@ -64,10 +64,12 @@ async def running_worker(
 class Session:
     """A started session workflow plus a follower of its events."""
 
-    def __init__(self, handle: WorkflowHandle[Any, Any], config: SessionConfig) -> None:
+    def __init__(
+        self, handle: WorkflowHandle[Any, Any], config: SessionConfig, client: Client | None = None
+    ) -> None:
         self.handle = handle
         self.config = config
-        self.follower = EventFollower(handle, config.session_path, config.session_id)
+        self.follower = EventFollower(handle, config.session_path, config.session_id, client=client)
         self.events: list[dict[str, Any]] = []
 
     async def prompt(self, text: str, timeout: float = 30, **kw: Any) -> None:
@@ -128,7 +130,7 @@ async def start_session(
     await client.start_workflow(
         SESSION_WORKFLOW, SessionInput(config=cfg), id=workflow_id_for(session_id), task_queue=task_queue
     )
-    return Session(client.get_workflow_handle(workflow_id_for(session_id)), cfg)
+    return Session(client.get_workflow_handle(workflow_id_for(session_id)), cfg, client)
 
 
 def unique_queue() -> str:

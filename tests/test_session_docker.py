@@ -129,3 +129,41 @@ async def test_subagent_in_docker_works_on_a_copy_and_returns_a_patch(
         json.loads(Path(result["sessionFile"]).read_text().splitlines()[0])["parentSession"]
         == s.config.session_path
     )
+
+
+async def test_orphan_sweep_removes_containers_of_sessions_that_are_gone(
+    tmp_path: Path,
+    temporal_client: Client,
+    scripted_server: ScriptedLLMServer,
+    docker_client: Any,  # noqa: F811
+    sandbox_image: str,  # noqa: F811
+) -> None:
+    from tempi.activities.sandbox import SandboxSpec, create_sandbox
+    from tempi.workers.orphans import sweep_orphan_sandboxes
+
+    scripted_server.add_scenario(
+        "docker-live", [{"tool_calls": [{"name": "bash", "arguments": {"command": "true"}}]}, {"text": "ok"}]
+    )
+    orphan_id = f"gone-{tmp_path.name}"
+    await create_sandbox(
+        SandboxSpec(image=sandbox_image, workspace=str(open_host_dir(tmp_path / "orphan"))), orphan_id
+    )
+    assert orphan_id in await sweep_orphan_sandboxes(temporal_client)
+    assert _containers(docker_client, orphan_id) == []
+    queue = unique_queue()
+    async with running_worker(temporal_client, tmp_path / "sessions", queue, host_sandboxes=True):
+        s = await start_session(
+            temporal_client,
+            tmp_path,
+            scripted_model(scripted_server, "docker-live"),
+            task_queue=queue,
+            sandbox="docker",
+            sandbox_image=sandbox_image,
+        )
+        open_host_dir(Path(s.config.cwd))
+        await s.prompt("use the sandbox")
+        await s.run_to_idle(timeout=60)
+        assert s.config.session_id not in await sweep_orphan_sandboxes(temporal_client)
+        assert len(_containers(docker_client, s.config.session_id)) == 1  # a live session keeps its sandbox
+        await s.handle.signal("shutdown")
+        await s.handle.result()

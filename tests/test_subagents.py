@@ -92,8 +92,15 @@ async def test_parallel_and_chain_subagents_answer_through_their_own_sessions(
     assert all("You are the helper." in json.dumps(b["messages"][0]) for b in child_requests)
     # Children do not get the task tool themselves.
     assert all("task" not in [t["function"]["name"] for t in b.get("tools", [])] for b in child_requests)
-    final = [e for e in events if e["type"] == "message_end"][-1]["message"]
+    final = [e for e in events if "subagent" not in e and e["type"] == "message_end"][-1]["message"]
     assert final["content"][0]["text"] == "All delegated."
+    # The parent's watcher saw the children's own events, tagged with the child.
+    child_events = [e for e in events if "subagent" in e]
+    child_ids = {e["subagent"]["sessionId"] for e in child_events}
+    assert child_ids == {c["sessionId"] for c in details["results"] + chain}
+    answers = [e for e in child_events if e["type"] == "message_end" and e["message"]["role"] == "assistant"]
+    assert len(answers) == 4 and all(e["subagent"]["agent"] == "helper" for e in answers)
+    assert all(e["subagent"]["toolCallId"] == results[0]["toolCallId"] for e in child_events[:2])
 
 
 async def test_aborting_the_parent_aborts_running_subagents(
@@ -120,13 +127,13 @@ async def test_aborting_the_parent_aborts_running_subagents(
             agents=[slow],
         )
         await s.prompt("Delegate something slow.")
-        await s.collect_until(
-            lambda e: e["type"] == "tool_execution_update" and e["partialResult"]["details"]["children"]
-        )
+        await s.collect_until(lambda e: e["type"] == "tool_execution_start" and "subagent" in e)
         await s.handle.signal("abort")
         events = await s.run_to_idle(timeout=30)
-    task_end = next(e for e in events if e["type"] == "tool_execution_end")
+    task_end = next(e for e in events if e["type"] == "tool_execution_end" and "subagent" not in e)
     assert task_end["isError"] and "aborted" in task_end["result"]["content"][0]["text"]
-    final = [e for e in events if e["type"] == "message_end"][-1]["message"]
+    child_bash = next(e for e in events if e["type"] == "tool_execution_end" and "subagent" in e)
+    assert child_bash["isError"] and child_bash["subagent"]["agent"] == "slow"
+    final = [e for e in events if e["type"] == "message_end" and "subagent" not in e][-1]["message"]
     assert final["stopReason"] == "aborted"
     assert not marker.exists()

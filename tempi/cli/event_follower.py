@@ -10,12 +10,13 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from temporalio.client import WorkflowHandle
+from temporalio.client import Client, WorkflowHandle
+from temporalio.service import RPCError
 
 from tempi.activities.live_channel import LiveReader
 from tempi.activities.sidecar import live_path
 from tempi.agent.partial_message import PartialMessage, synthesize_deltas
-from tempi.workflows.session_types import EventsPage
+from tempi.workflows.session_types import EventsPage, workflow_id_for
 
 POLL_INTERVAL_S = 0.05
 
@@ -75,8 +76,14 @@ class EventFollower:
         *,
         from_offset: int = 0,
         live: bool = True,
+        client: Client | None = None,
+        tag: dict[str, str] | None = None,
     ) -> None:
         self.handle = handle
+        self.client = client  # with a client, subagents' events are followed too
+        self.tag = tag
+        self.children: dict[str, EventFollower] = {}
+        self.adopted: set[str] = set()
         self.session_path = session_path
         self.session_id = session_id
         self.offset = from_offset
@@ -103,6 +110,8 @@ class EventFollower:
             out = self.assistant.finish(message) if self.assistant else []
             self.assistant = None
             return [*out, event]
+        if kind == "tool_execution_update":
+            self._adopt_children(event)
         if kind == "tool_execution_start":
             self.tools[event["toolCallId"]] = _ToolStream(event, self._reader(key))
             return [event]
@@ -150,6 +159,41 @@ class EventFollower:
             out.extend(self.assistant.drain())
         for stream in self.tools.values():
             out.extend(stream.drain())
+        out.extend(await self._poll_children())
+        if self.tag is not None:
+            for event in out:
+                event["subagent"] = self.tag
+        return out
+
+    def _adopt_children(self, event: dict[str, Any]) -> None:
+        details = (event.get("partialResult") or {}).get("details") or {}
+        for child in details.get("children") or []:
+            if self.client is None or child["sessionId"] in self.adopted:
+                continue
+            self.adopted.add(child["sessionId"])
+            self.children[child["sessionId"]] = EventFollower(
+                self.client.get_workflow_handle(workflow_id_for(child["sessionId"])),
+                child.get("sessionFile"),
+                child["sessionId"],
+                live=self.live,
+                client=self.client,
+                tag={
+                    "sessionId": child["sessionId"],
+                    "agent": child.get("agent", ""),
+                    "toolCallId": event["toolCallId"],
+                },
+            )
+
+    async def _poll_children(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for child_id, child in list(self.children.items()):
+            try:
+                out.extend(await child.poll())
+            except RPCError:
+                continue  # not started yet, or its worker is busy: next time
+            page = child.last_page
+            if page is not None and not page.is_streaming and any(e["type"] == "agent_end" for e in out):
+                del self.children[child_id]
         return out
 
     async def events(self, *, until_idle: bool) -> AsyncIterator[dict[str, Any]]:
@@ -158,7 +202,7 @@ class EventFollower:
         while True:
             batch = await self.poll()
             for event in batch:
-                if event["type"] == "agent_end":
+                if event["type"] == "agent_end" and "subagent" not in event:
                     seen_end = True
                 yield event
             page = self.last_page

@@ -73,7 +73,7 @@ async def run_session_command(args: argparse.Namespace) -> int:
         try:
             if out is not None:
                 return await run_rpc(rt.client, store, planned, session, out)
-            return await run_print(session, prompts, images, args.mode)
+            return await run_print(session, prompts, images, args.mode, client=rt.client)
         finally:
             if session.throwaway_dir is not None:
                 with contextlib.suppress(RPCError):

@@ -8,7 +8,7 @@ import signal
 import sys
 from typing import Any
 
-from temporalio.client import WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowUpdateFailedError
 
 from tempi.agent.messages import ImageContent
 from tempi.cli.errors import UserError
@@ -31,11 +31,17 @@ def _header(session: OpenSession) -> dict[str, Any]:
     return header
 
 
-async def run_print(session: OpenSession, prompts: list[str], images: list[ImageContent], mode: str) -> int:
+async def run_print(
+    session: OpenSession,
+    prompts: list[str],
+    images: list[ImageContent],
+    mode: str,
+    client: Client | None = None,
+) -> int:
     handle, config = session.handle, session.config
     if mode == "json":
         print(json.dumps(_header(session)), flush=True)
-    follower = EventFollower(handle, config.session_path, config.session_id)
+    follower = EventFollower(handle, config.session_path, config.session_id, client=client)
     await follower.poll()  # skip what happened before this prompt
     final: dict[str, Any] | None = None
     loop = asyncio.get_running_loop()

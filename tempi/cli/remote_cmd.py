@@ -75,7 +75,7 @@ async def cmd_remote(argv: list[str], name: str) -> int:
             await handle.signal("abort")
         else:
             state = await session_state(handle)
-            follower = EventFollower(handle, state.session_file, state.session_id)
+            follower = EventFollower(handle, state.session_file, state.session_id, client=rt.client)
             if args.from_now:
                 await follower.poll()
             async for event in follower.events(until_idle=False):

@@ -69,7 +69,9 @@ class RpcServer:
             self.pump_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self.pump_task
-        follower = EventFollower(session.handle, session.config.session_path, session.config.session_id)
+        follower = EventFollower(
+            session.handle, session.config.session_path, session.config.session_id, client=self.client
+        )
         while (
             len(await follower.poll())
             and follower.last_page

@@ -16,6 +16,7 @@ from tempi.activities.sandbox_activities import SandboxActivities
 from tempi.activities.session_activities import CredentialResolver, SessionActivities
 from tempi.activities.session_store import SessionStore
 from tempi.workers.credentials import Credentials
+from tempi.workers.orphans import sweep_orphan_sandboxes
 from tempi.workflows.session_types import DEFAULT_TASK_QUEUE
 from tempi.workflows.session_workflow import AgentSessionWorkflow, SubagentWorkflow
 
@@ -98,6 +99,7 @@ async def running_workers(
     ]
     queue = docker_host_queue() if host_sandboxes else None
     if queue:
+        await sweep_orphan_sandboxes(client)
         workers.append(
             build_sandbox_worker(
                 client,
