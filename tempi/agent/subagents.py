@@ -49,6 +49,20 @@ class AgentFileError(ValueError):
     pass
 
 
+def split_frontmatter(text: str) -> tuple[dict[str, Any], str]:
+    """YAML frontmatter fields (empty when absent or unreadable) and the body."""
+    if not text.startswith("---"):
+        return {}, text.strip()
+    parts = text.split("---", 2)
+    if len(parts) < 3:
+        return {}, text.strip()
+    try:
+        fields = yaml.safe_load(parts[1]) or {}
+    except yaml.YAMLError:
+        fields = {}
+    return (fields if isinstance(fields, dict) else {}), parts[2].strip()
+
+
 def parse_agent_markdown(text: str, source: str) -> tuple[dict[str, Any], str]:
     """Frontmatter fields and body of an agent file."""
     if not text.startswith("---"):

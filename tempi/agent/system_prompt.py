@@ -38,6 +38,7 @@ def build_system_prompt(
     custom_prompt: str | None = None,
     append: Sequence[str] = (),
     context_files: Sequence[ContextFile] = (),
+    skills: str = "",
 ) -> str:
     if custom_prompt is not None:
         parts = [custom_prompt]
@@ -60,5 +61,7 @@ def build_system_prompt(
         for f in context_files:
             project.append(f"\n## {f.path}\n\n{f.content.strip()}")
         parts.append("\n".join(project))
+    if skills:
+        parts.append(skills)
     parts.append(f"Current date: {today}\nWorking directory: {cwd}")
     return "\n\n".join(parts)

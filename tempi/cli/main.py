@@ -14,6 +14,7 @@ from temporalio.service import RPCError
 
 from tempi.activities.session_store import SessionStore
 from tempi.agent.messages import ImageContent
+from tempi.agent.prompt_templates import expand_prompt_template
 from tempi.cli.args import SUBCOMMANDS, parse_args
 from tempi.cli.errors import UserError
 from tempi.cli.file_args import FileArgError, read_file_args, split_file_args
@@ -59,6 +60,7 @@ async def run_session_command(args: argparse.Namespace) -> int:
     if not rpc and not prompts:
         raise UserError('Nothing to do: give a prompt, e.g. tempi -p "explain this repo" (see tempi --help).')
     planned = plan_run(args, cwd)
+    prompts = [expand_prompt_template(p, planned.templates) for p in prompts]
     store = SessionStore(default_sessions_root())
     choice = choose_session(store, args, planned.settings, cwd)
     # Imported only now: the worker they bring in loads the provider SDKs, which commands

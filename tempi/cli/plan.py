@@ -6,10 +6,12 @@ import argparse
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tempi.agent.model_registry import ModelRegistry, ModelSelectionError, select_model
+from tempi.agent.prompt_templates import PromptTemplate
+from tempi.agent.skills import skills_prompt_section
 from tempi.agent.subagents import TASK_TOOL, AgentDefinition
 from tempi.agent.system_prompt import build_system_prompt
 from tempi.agent.tool_specs import ALL_TOOLS, DEFAULT_TOOLS
@@ -21,6 +23,7 @@ from tempi.config.api_keys import DEFAULT_API_KEY_ENV, has_configured_key
 from tempi.config.errors import ConfigError
 from tempi.config.models_json import load_model_registry
 from tempi.config.paths import tempi_home
+from tempi.config.resources import load_prompt_templates, load_skills
 from tempi.config.settings import Settings, load_settings
 from tempi.workers.temporal_client import configured_address
 from tempi.workflows.session_types import DEFAULT_SANDBOX_IMAGE, CompactionPolicy, RetryPolicySettings
@@ -31,6 +34,7 @@ class PlannedRun:
     plan: SessionPlan
     registry: ModelRegistry
     settings: Settings
+    templates: list[PromptTemplate] = field(default_factory=list)
 
 
 def text_or_file(value: str) -> str:
@@ -111,6 +115,7 @@ def plan_run(args: argparse.Namespace, cwd: Path) -> PlannedRun:
         custom_prompt=text_or_file(args.system_prompt) if args.system_prompt else None,
         append=[text_or_file(a) for a in args.append_system_prompt],
         context_files=context,
+        skills=skills_prompt_section(load_skills(tempi_home(), cwd)) if "read" in tools else "",
     )
     retry = settings.retry
     plan = SessionPlan(
@@ -137,4 +142,6 @@ def plan_run(args: argparse.Namespace, cwd: Path) -> PlannedRun:
             keep_recent_tokens=settings.compaction.keep_recent_tokens,
         ),
     )
-    return PlannedRun(plan=plan, registry=registry, settings=settings)
+    return PlannedRun(
+        plan=plan, registry=registry, settings=settings, templates=load_prompt_templates(tempi_home(), cwd)
+    )

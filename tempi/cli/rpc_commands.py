@@ -14,6 +14,7 @@ from temporalio.client import WorkflowUpdateFailedError
 from tempi.activities.session_store import SessionFileError
 from tempi.agent.messages import ImageContent
 from tempi.agent.model_spec import THINKING_LEVELS, ModelSpec, ThinkingLevel
+from tempi.agent.prompt_templates import expand_prompt_template
 from tempi.agent.session_entries import MessageEntry
 from tempi.cli.forking import fork_session_file
 from tempi.cli.html_export import default_export_path, export_session_html
@@ -73,7 +74,8 @@ async def prompt(srv: RpcServer, cmd: dict[str, Any]) -> Any:
     behavior = cmd.get("streamingBehavior")
     if behavior not in (None, "steer", "followUp"):
         raise RpcError('"streamingBehavior" must be "steer" or "followUp"')
-    request = PromptRequest(message=_text(cmd, "message"), images=_images(cmd), streaming_behavior=behavior)
+    message = expand_prompt_template(_text(cmd, "message"), srv.planned.templates)
+    request = PromptRequest(message=message, images=_images(cmd), streaming_behavior=behavior)
     # The ack goes out before any event of the run it starts, as in pi.
     async with srv.gate:
         try:
@@ -164,7 +166,13 @@ async def get_fork_messages(srv: RpcServer, cmd: dict[str, Any]) -> Any:
 
 
 async def get_commands(srv: RpcServer, cmd: dict[str, Any]) -> Any:
-    return {"commands": []}  # prompt templates and skills are not loaded yet
+    return {
+        "commands": [
+            {"name": t.name, "description": t.description, "source": "prompt", "path": t.source}
+            | ({"argumentHint": t.argument_hint} if t.argument_hint else {})
+            for t in srv.planned.templates
+        ]
+    }
 
 
 # --- model and thinking ------------------------------------------------------------

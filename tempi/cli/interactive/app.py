@@ -34,6 +34,7 @@ from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
 from tempi.activities.session_store import SessionStore
+from tempi.agent.prompt_templates import expand_prompt_template
 from tempi.cli.event_follower import POLL_INTERVAL_S, EventFollower
 from tempi.cli.interactive import commands
 from tempi.cli.interactive.footer import FooterInfo, usage_tokens
@@ -289,7 +290,7 @@ class InteractiveApp:
         if stripped.startswith("!") and len(stripped) > 1:
             await self.run_bash(stripped)
             return
-        await self.send(text, follow_up=follow_up)
+        await self.send(expand_prompt_template(text, self.planned.templates), follow_up=follow_up)
 
     async def send(self, text: str, *, follow_up: bool) -> None:
         # With a behaviour set, the session queues the message if it is working and runs
