@@ -64,7 +64,9 @@ def clean_env(home: Path | None = None, address: str | None = None, **extra: str
     """The environment for a tempi (or pi) child: no real provider keys, no inherited
     Temporal settings, the mock key set."""
     env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("TEMPORAL_", "ANTHROPIC_", "OPENAI_", "TEMPI_"))
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("TEMPORAL_", "ANTHROPIC_", "OPENAI_", "TEMPI_"))
     }
     env[API_KEY_ENV] = API_KEY
     env["PYTHONPATH"] = str(PROJECT_ROOT)
@@ -159,9 +161,17 @@ class ScriptedServerProcess:
         return scripted_url(self.base_url, scenario, api)
 
     def __enter__(self) -> ScriptedServerProcess:
-        log = open(self.directory / "scripted.log", "ab")  # noqa: SIM115 - owned by the child
+        log = open(self.directory / "scripted.log", "ab")
         self.proc = subprocess.Popen(
-            [PYTHON, "-m", "tempi.testing.scripted_llm", "--port", str(self.port), "--scenarios", str(self.scenario_dir)],
+            [
+                PYTHON,
+                "-m",
+                "tempi.testing.scripted_llm",
+                "--port",
+                str(self.port),
+                "--scenarios",
+                str(self.scenario_dir),
+            ],
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -237,7 +247,15 @@ class WorkerProcess:
 
     def start(self) -> WorkerProcess:
         if self.timings is not None:
-            args = [PYTHON, "-m", "bench.timed_worker", "--task-queue", self.task_queue, "--timings", str(self.timings)]
+            args = [
+                PYTHON,
+                "-m",
+                "bench.timed_worker",
+                "--task-queue",
+                self.task_queue,
+                "--timings",
+                str(self.timings),
+            ]
             if self.profile is not None:
                 args += ["--profile", str(self.profile)]
         else:

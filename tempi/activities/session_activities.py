@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from tempi.activities.compaction import (
     CompactionAborted,
@@ -58,6 +60,23 @@ from tempi.workflows.session_types import (
 )
 
 HEARTBEAT_EVERY_S = 2.0
+DISK_FULL = "DiskFull"
+
+
+@contextlib.contextmanager
+def out_of_space_is_final(path: str) -> Iterator[None]:
+    """A full disk will not heal by retrying in a second: fail at once, with what to do."""
+    try:
+        yield
+    except OSError as err:
+        if err.errno != errno.ENOSPC:
+            raise
+        raise ApplicationError(
+            f"No space left on the device holding {path}, so the session could not be saved. "
+            "Free some space and send the prompt again: the session keeps its place.",
+            type=DISK_FULL,
+            non_retryable=True,
+        ) from err
 ABORT_GRACE_S = 5.0
 
 CredentialResolver = Callable[[ModelSpec], tuple[str | None, dict[str, str]]]
@@ -193,6 +212,10 @@ class SessionActivities:
 
     @activity.defn(name=names.CALL_LLM)
     async def call_llm(self, inp: LlmCallInput) -> LlmCallResult:
+        with out_of_space_is_final(inp.file.session_path):
+            return await self._call_llm(inp)
+
+    async def _call_llm(self, inp: LlmCallInput) -> LlmCallResult:
         write_outbox(self.store, inp.file, inp.outbox)
         path = Path(inp.file.session_path)
         if self.store.has_entry(path, inp.entry_id):
@@ -233,6 +256,10 @@ class SessionActivities:
 
     @activity.defn(name=names.RUN_TOOL)
     async def run_tool(self, inp: ToolCallInput) -> ToolCallResult:
+        with out_of_space_is_final(inp.file.session_path):
+            return await self._run_tool(inp)
+
+    async def _run_tool(self, inp: ToolCallInput) -> ToolCallResult:
         parked = find_parked(inp.file, inp.entry_id)
         if parked is not None:
             return ToolCallResult(message=ToolResultMessage.model_validate(parked["message"]))
@@ -323,7 +350,8 @@ class SessionActivities:
 
     @activity.defn(name=names.COMPACT)
     async def compact(self, inp: CompactInput) -> CompactActivityResult:
-        write_outbox(self.store, inp.file, inp.outbox)
+        with out_of_space_is_final(inp.file.session_path):
+            write_outbox(self.store, inp.file, inp.outbox)
         api_key, headers = self.credentials(inp.model)
         options = StreamOptions(
             api_key=api_key,
@@ -384,7 +412,8 @@ class SessionActivities:
 
     @activity.defn(name=names.FLUSH_ENTRIES)
     async def flush_entries(self, inp: FlushInput) -> None:
-        write_outbox(self.store, inp.file, inp.outbox)
+        with out_of_space_is_final(inp.file.session_path):
+            write_outbox(self.store, inp.file, inp.outbox)
         remove_live_files(
             [live_path(inp.file.session_path, inp.file.session_id, key) for key in inp.finished_live_keys]
         )

@@ -110,6 +110,8 @@ class CarriedState(PiModel):
     follow_up: list[UserMessage] = Field(default_factory=list)
     prompts: list[UserMessage] = Field(default_factory=list)
     event_offset: int = 0
+    # The end of the previous run's event log, so watchers a little behind miss nothing.
+    recent_events: list[dict[str, Any]] = Field(default_factory=list)
     last_assistant_text: str | None = None
     message_count: int = 0
     runs: int = 0

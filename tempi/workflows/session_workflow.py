@@ -91,9 +91,12 @@ STORE_TIMEOUT = timedelta(minutes=1)
 IDLE_TIMEOUT = timedelta(days=7)
 SANDBOX_PICKUP = timedelta(seconds=60)
 PAGE_BYTES = 1_000_000
+CARRIED_EVENT_BYTES = 500_000  # continue-as-new input must stay well under 2 MB
 # The activity retry below covers lost workers and store hiccups; provider errors come
 # back as messages and follow pi's visible retry policy instead.
-INFRA_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10))
+INFRA_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10), maximum_attempts=30
+)
 
 ABORTED_TEXT = "Aborted by the user."
 SKIPPED_TEXT = "Not run: a user message was queued, so the remaining tool calls were skipped."
@@ -131,7 +134,8 @@ class AgentSessionWorkflow:
             steering_mode=cfg.steering_mode,
             follow_up_mode=cfg.follow_up_mode,
         )
-        self.events: list[dict[str, Any]] = []
+        self.events: list[dict[str, Any]] = self.state.recent_events
+        self.state.recent_events = []
         self.outbox: list[OutboxItem] = []
         self.live_keys: list[str] = []
         self.streaming = False
@@ -184,9 +188,11 @@ class AgentSessionWorkflow:
             self.abort_requested = False
             await self._run_agent([prompt])
             await self._flush()
-            if self._should_continue_as_new():
+            if self._should_continue_as_new() and not self.outbox:
                 await workflow.wait_condition(workflow.all_handlers_finished)
-                self.state.event_offset += len(self.events)
+                tail = self._log_tail()
+                self.state.event_offset += len(self.events) - len(tail)
+                self.state.recent_events = tail
                 workflow.continue_as_new(SessionInput(config=self.config, carried=self.state))
 
     async def _wait_for_work(self) -> bool:
@@ -198,6 +204,14 @@ class AgentSessionWorkflow:
         except TimeoutError:
             return False
         return True
+
+    def _log_tail(self) -> list[dict[str, Any]]:
+        """The newest events, up to CARRIED_EVENT_BYTES, to hand to the next run."""
+        budget, start = CARRIED_EVENT_BYTES, len(self.events)
+        while start > 0 and budget - _approx_size(self.events[start - 1]) > 0:
+            start -= 1
+            budget -= _approx_size(self.events[start])
+        return self.events[start:]
 
     def _idle_writes_waiting(self) -> bool:
         # Like pi, nothing reaches the file before the first assistant message.
@@ -663,7 +677,10 @@ class AgentSessionWorkflow:
             if queue and _never_started(err):
                 self._forget_sandbox()
                 return self._synthetic_result(call, SANDBOX_HOST_GONE), False
-            text = LOST_BASH_TEXT if runs_commands else f"The tool failed: {_cause(err)}"
+            if _is_disk_full(err):
+                text = _cause(err)
+            else:
+                text = LOST_BASH_TEXT if runs_commands else f"The tool failed: {_cause(err)}"
             return self._synthetic_result(call, text), False
         if result.sandbox_lost:
             self._forget_sandbox()
@@ -886,12 +903,18 @@ class AgentSessionWorkflow:
     async def _flush_locked(self) -> None:
         outbox, self.outbox = self.outbox, []
         keys, self.live_keys = self.live_keys, []
-        await workflow.execute_activity(
-            act.FLUSH_ENTRIES,
-            FlushInput(file=self._file(), outbox=outbox, finished_live_keys=keys),
-            start_to_close_timeout=STORE_TIMEOUT,
-            retry_policy=INFRA_RETRY,
-        )
+        try:
+            await workflow.execute_activity(
+                act.FLUSH_ENTRIES,
+                FlushInput(file=self._file(), outbox=outbox, finished_live_keys=keys),
+                start_to_close_timeout=STORE_TIMEOUT,
+                retry_policy=INFRA_RETRY,
+            )
+        except ActivityError:
+            # The entries stay queued and go out with the next write; nothing is lost.
+            self.outbox = outbox + self.outbox
+            self.live_keys = keys + self.live_keys
+            return
         if outbox:
             self.state.file_started = True
             self.file_ref.existing_file = True
@@ -1251,6 +1274,11 @@ def _tool_output(msg: ToolResultMessage) -> dict[str, Any]:
     if msg.details is not None and msg.details != {}:
         out["details"] = msg.details
     return out
+
+
+def _is_disk_full(err: BaseException) -> bool:
+    cause = err.__cause__
+    return isinstance(cause, ApplicationError) and cause.type == "DiskFull"
 
 
 def _never_started(err: BaseException) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from collections.abc import Sequence
 
 from tempi.activities.tools.backend import ExecResult, OutputSink
@@ -54,6 +55,11 @@ class BwrapBackend(LocalBackend):
             "--die-with-parent",
             "--chdir", cwd,
         ]  # fmt: skip
+        # The private /tmp hides anything installed below it (a checkout or venv in /tmp
+        # holds tempi's own ripgrep), so those folders come back read-only.
+        for path in sorted({os.path.realpath(sys.prefix), os.path.realpath(os.path.dirname(argv[0]))}):
+            if path.startswith("/tmp/") and not self._inside(path):
+                args += ["--ro-bind", path, path]
         if not self.network:
             args.append("--unshare-net")
         return [*args, "--", *argv]

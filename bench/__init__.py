@@ -1,0 +1,1 @@
+"""tempi's benchmarks: run `python -m bench --help`."""

@@ -1,0 +1,54 @@
+"""`python -m bench [which ...] [--quick] [--profile]`: run benchmarks, print tables, write
+JSON under bench/results/."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from bench import history, overhead, startup, throughput
+from bench.report import machine, write_results
+
+BENCHMARKS: dict[str, Callable[[bool, bool], Coroutine[Any, Any, dict[str, Any]]]] = {
+    "overhead": overhead.run,
+    "history": history.run,
+    "throughput": throughput.run,
+    "startup": startup.run,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench",
+        description="tempi benchmarks on loopback: orchestration overhead (vs a plain loop and vs pi), "
+        "workflow history size, concurrent throughput, cold and warm start.",
+    )
+    parser.add_argument(
+        "which", nargs="*", choices=[*BENCHMARKS, []], help="benchmarks to run (default: all)"
+    )
+    parser.add_argument("--quick", action="store_true", help="smaller sizes: 200-turn history, N = 1 and 10")
+    parser.add_argument(
+        "--profile", action="store_true", help="run the worker under cProfile and print where time goes"
+    )
+    args = parser.parse_args(argv)
+    chosen = args.which or list(BENCHMARKS)
+    m = machine()
+    print(f"machine: {m['cpu']}, {m['cores']} cores, {m['memory_gb']} GB, Python {m['python']}")
+    failed = []
+    for name in chosen:
+        try:
+            results = asyncio.run(BENCHMARKS[name](args.quick, args.profile))
+        except Exception as err:  # one broken benchmark must not hide the others' numbers
+            print(f"\n{name}: FAILED: {type(err).__name__}: {err}", file=sys.stderr)
+            failed.append(name)
+            continue
+        path = write_results(name, {"quick": args.quick, **results})
+        print(f"  -> {path}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Fault injection for tempi: run `python -m chaos --help`."""

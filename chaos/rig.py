@@ -1,0 +1,164 @@
+"""The chaos rig: one Temporal dev server, the scripted LLM server, and per run a worker
+process of its own on its own task queue, so runs never share state."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client
+
+from bench.rig import DevServer, WorkerProcess, write_models_json
+from bench.sessions import DEFAULT_TOOLS, final_answer, model_for
+from chaos.checks import LOG_FILE
+from tempi.testing.scripted_llm import ScriptedLLMServer
+from tempi.workflows.session_types import (
+    SESSION_WORKFLOW,
+    PromptRequest,
+    RetryPolicySettings,
+    SessionConfig,
+    SessionInput,
+    workflow_id_for,
+)
+
+# pi's retry policy, with a shorter base delay so a run with many injected faults stays
+# short; the number of retries and the doubling are pi's.
+FAST_RETRY = RetryPolicySettings(base_delay_ms=200, max_delay_ms=2000)
+
+
+@dataclass
+class ChaosRig:
+    directory: Path
+    address: str
+    client: Client
+    llm: ScriptedLLMServer
+    dev: DevServer | None = None  # present when the rig owns the server and may restart it
+
+    @property
+    def home(self) -> Path:
+        home = self.directory / "home"
+        if not (home / "models.json").exists():
+            # Workers resolve the mock provider's key from here; the URL comes with each session.
+            write_models_json(home, self.llm.base_url, "unused")
+        return home
+
+    def run_dir(self, name: str) -> Path:
+        path = self.directory / f"{name}-{uuid.uuid4().hex[:6]}"
+        path.mkdir(parents=True)
+        return path
+
+    def worker(self, run_dir: Path, queue: str) -> WorkerProcess:
+        return WorkerProcess(self.home, self.address, queue, log=run_dir / "worker.log")
+
+
+def scripted_steps(steps: int, extra: dict[int, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """A session that changes the workspace: bash appends to a log, write creates files,
+    read reads them back; every turn streams a little text first."""
+    turns = []
+    for i in range(steps):
+        call: dict[str, Any]
+        if i % 3 == 0:
+            call = {"name": "bash", "arguments": {"command": f"echo turn-{i} >> {LOG_FILE}"}}
+        elif i % 3 == 1:
+            call = {"name": "write", "arguments": {"path": f"files/f-{i}.txt", "content": f"content {i}\n"}}
+        else:
+            call = {"name": "read", "arguments": {"path": f"files/f-{i - 1}.txt"}}
+        turn: dict[str, Any] = {
+            "text": f"Step {i}: " + "working " * 6,
+            "chunk_size": 8,
+            "chunk_delay_ms": 4,
+            "tool_calls": [call],
+        }
+        turns.append(turn)
+    for i, changes in (extra or {}).items():
+        turns[i].update(changes)
+    turns.append({"text": "All steps done."})
+    return turns
+
+
+@dataclass
+class ChaosSession:
+    handle: Any
+    path: Path
+    cwd: Path
+
+
+async def start_session(
+    rig: ChaosRig, run_dir: Path, scenario: str, queue: str, *, session_dir: Path | None = None
+) -> ChaosSession:
+    session_id = str(uuid.uuid4())
+    cwd = run_dir / "ws"
+    cwd.mkdir(parents=True, exist_ok=True)
+    path = (session_dir or run_dir / "sessions") / f"{session_id}.jsonl"
+    cfg = SessionConfig(
+        session_id=session_id,
+        session_path=str(path),
+        cwd=str(cwd),
+        model=model_for(rig.llm.url_for(scenario, "openai-completions")),
+        system_prompt="You are a test agent.",
+        tools=DEFAULT_TOOLS,
+        retry=FAST_RETRY,
+    )
+    handle = await rig.client.start_workflow(
+        SESSION_WORKFLOW, SessionInput(config=cfg), id=workflow_id_for(session_id), task_queue=queue
+    )
+    await asyncio.wait_for(handle.execute_update("prompt", PromptRequest(message="Run the steps.")), 60)
+    return ChaosSession(handle, path, cwd)
+
+
+async def wait_finished(session: ChaosSession, timeout_s: float) -> None:
+    """Until the session file ends with a final answer or an error and the workflow says
+    it is idle (an error entry may be followed by an automatic retry)."""
+    from temporalio.service import RPCError
+
+    from chaos.checks import ChaosFailure
+    from tempi.workflows.session_types import SessionStateView
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if final_answer(session.path) is not None:
+            try:
+                state = await asyncio.wait_for(
+                    session.handle.query("get_state", result_type=SessionStateView), 10
+                )
+            except (RPCError, TimeoutError):
+                state = None  # no worker or no server at this moment: look again
+            if state is not None and not state.is_streaming and final_answer(session.path) is not None:
+                return
+        await asyncio.sleep(0.2)
+    raise ChaosFailure(f"the session did not finish within {timeout_s:.0f} s")
+
+
+def entry_count(path: Path) -> int:
+    try:
+        return path.read_bytes().count(b"\n")
+    except FileNotFoundError:
+        return 0
+
+
+async def wait_entries(path: Path, count: int, timeout_s: float) -> bool:
+    """Until the session file has `count` lines (False if the session ended first)."""
+    deadline = time.monotonic() + timeout_s
+    while entry_count(path) < count:
+        if final_answer(path) is not None or time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.01)
+    return True
+
+
+async def session_events(session: ChaosSession) -> list[dict[str, Any]]:
+    """The workflow's whole event log (every page)."""
+    from tempi.workflows.session_types import EventsPage
+
+    events: list[dict[str, Any]] = []
+    offset = 0
+    while True:
+        page: EventsPage = await session.handle.query("read_events", offset, result_type=EventsPage)
+        events.extend(page.events)
+        if page.next_offset == offset or not page.events:
+            return events
+        offset = page.next_offset
