@@ -37,7 +37,7 @@ from tempi.activities.tools.bwrap_backend import BwrapBackend
 from tempi.agent.llm_context import LlmContext
 from tempi.agent.llm_conversion import to_llm_messages
 from tempi.agent.messages import AssistantMessage, TextContent, ToolCall, ToolResultMessage
-from tempi.agent.model_spec import ModelSpec
+from tempi.agent.model_spec import ModelSpec, ThinkingLevel
 from tempi.agent.partial_message import compact_delta
 from tempi.agent.session_entries import MessageEntry
 from tempi.agent.tool_specs import tool_specs
@@ -77,6 +77,8 @@ def out_of_space_is_final(path: str) -> Iterator[None]:
             type=DISK_FULL,
             non_retryable=True,
         ) from err
+
+
 ABORT_GRACE_S = 5.0
 
 CredentialResolver = Callable[[ModelSpec], tuple[str | None, dict[str, str]]]
@@ -210,6 +212,13 @@ class SessionActivities:
         self.store = store
         self.credentials = credentials
 
+    def _options(self, model: ModelSpec, thinking_level: ThinkingLevel, session_id: str) -> StreamOptions:
+        """Provider options with the credentials resolved here, on the worker."""
+        api_key, headers = self.credentials(model)
+        return StreamOptions(
+            api_key=api_key, headers=headers, thinking_level=thinking_level, session_id=session_id
+        )
+
     @activity.defn(name=names.CALL_LLM)
     async def call_llm(self, inp: LlmCallInput) -> LlmCallResult:
         with out_of_space_is_final(inp.file.session_path):
@@ -225,13 +234,7 @@ class SessionActivities:
                 return _llm_result(existing.message)
 
         context = build_llm_context(self.store, inp)
-        api_key, headers = self.credentials(inp.model)
-        options = StreamOptions(
-            api_key=api_key,
-            headers=headers,
-            thinking_level=inp.thinking_level,
-            session_id=inp.file.session_id,
-        )
+        options = self._options(inp.model, inp.thinking_level, inp.file.session_id)
         live = LiveWriter(
             live_path(inp.file.session_path, inp.file.session_id, inp.entry_id), activity.info().attempt
         )
@@ -352,13 +355,7 @@ class SessionActivities:
     async def compact(self, inp: CompactInput) -> CompactActivityResult:
         with out_of_space_is_final(inp.file.session_path):
             write_outbox(self.store, inp.file, inp.outbox)
-        api_key, headers = self.credentials(inp.model)
-        options = StreamOptions(
-            api_key=api_key,
-            headers=headers,
-            thinking_level=inp.thinking_level,
-            session_id=inp.file.session_id,
-        )
+        options = self._options(inp.model, inp.thinking_level, inp.file.session_id)
         try:
             async with Heartbeater():
                 outcome = await compact_session(
@@ -383,13 +380,7 @@ class SessionActivities:
 
     @activity.defn(name=names.SUMMARIZE_BRANCH)
     async def summarize_branch(self, inp: BranchSummaryInput) -> BranchSummaryResult:
-        api_key, headers = self.credentials(inp.model)
-        options = StreamOptions(
-            api_key=api_key,
-            headers=headers,
-            thinking_level=inp.thinking_level,
-            session_id=inp.file.session_id,
-        )
+        options = self._options(inp.model, inp.thinking_level, inp.file.session_id)
         try:
             async with Heartbeater():
                 entry = await summarize_branch_session(
