@@ -13,7 +13,6 @@ from temporalio.client import Client
 from tempi.config.paths import default_sessions_root, tempi_home
 from tempi.workers.service import ensure_service
 from tempi.workers.temporal_client import configured_address, connect
-from tempi.workers.worker import running_workers
 
 
 @dataclass
@@ -35,5 +34,9 @@ async def open_runtime(*, no_worker: bool = False, quiet: bool = False) -> Async
     if no_worker:
         yield Runtime(client=client, address=address, embedded=False)
         return
+    # Only here: the worker brings in the provider SDKs, which a client of the shared
+    # background service (where that service runs the worker) does not need.
+    from tempi.workers.worker import running_workers
+
     async with running_workers(client, sessions_root=default_sessions_root()):
         yield Runtime(client=client, address=address, embedded=False)

@@ -25,7 +25,6 @@ from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, 
 
 from tempi.workers.dev_server import free_port, port_open, start_dev_server
 from tempi.workers.temporal_client import connect
-from tempi.workers.worker import running_workers
 
 DEFAULT_IDLE_MINUTES = 30.0
 
@@ -103,6 +102,8 @@ async def serve(home: Path, *, port: int | None, idle_minutes: float, ui_port: i
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    from tempi.workers.worker import running_workers  # the clients importing this module need no worker
+
     tracker = ActivityTracker()
     address = f"127.0.0.1:{port}"
     try:
