@@ -86,7 +86,6 @@ class SessionStats(PiModel):
     tool_calls: int = 0
     tool_results: int = 0
     usage: Usage = Field(default_factory=Usage)
-    last_input_tokens: int = 0
 
 
 class SandboxRef(PiModel):
@@ -135,7 +134,6 @@ class EventsPage(PiModel):
     next_offset: int
     events: list[dict[str, Any]]
     is_streaming: bool
-    run_count: int
 
 
 class SessionStateView(PiModel):

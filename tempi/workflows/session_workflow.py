@@ -257,10 +257,6 @@ class AgentSessionWorkflow:
                     self._add_message(message.to_json_dict(), start_emitted=True)
                     self.state.stats.assistant_messages += 1
                     self.state.stats.usage = self.state.stats.usage.add(message.usage)
-                    if message.usage.input or message.usage.cache_read:
-                        self.state.stats.last_input_tokens = (
-                            message.usage.input + message.usage.cache_read + message.usage.cache_write
-                        )
 
                     if message.stop_reason in ("error", "aborted"):
                         self._emit({"type": "turn_end", "message": message.to_json_dict(), "toolResults": []})
@@ -1238,7 +1234,6 @@ class AgentSessionWorkflow:
             next_offset=base + end,
             events=self.events[start:end],
             is_streaming=self.streaming or bool(self.state.prompts),
-            run_count=self.state.runs,
         )
 
     @workflow.query
