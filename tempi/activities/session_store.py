@@ -412,10 +412,21 @@ class SessionStore:
                     lines.append(line)
             if lines:
                 payload = b"".join(lines)
-                handle.seek(index.size)
-                handle.write(payload)
-                handle.flush()
-                os.fsync(handle.fileno())
+                # Straight to the descriptor: a buffered writer could flush leftovers later.
+                fd = handle.fileno()
+                try:
+                    os.lseek(fd, index.size, os.SEEK_SET)
+                    view = memoryview(payload)
+                    while view:
+                        view = view[os.write(fd, view) :]
+                    os.fsync(fd)
+                except OSError:
+                    # A full disk can cut a line in half: give the file back its last
+                    # whole line (truncating needs no space) so readers never see a torn one.
+                    with contextlib.suppress(OSError):
+                        os.ftruncate(fd, index.size)
+                        os.fsync(fd)
+                    raise
                 # Only now: a failed write must leave the ids retryable.
                 index.ids.update(new_ids)
                 index.size += len(payload)
