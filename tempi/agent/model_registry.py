@@ -225,23 +225,6 @@ class ModelsJsonCost(PiModel):
     cache_write: float = 0
 
 
-class ModelDefinition(PiModel):
-    """One entry of a provider's `models` list; only `id` is required."""
-
-    id: str = Field(min_length=1)
-    name: str | None = None
-    api: str | None = None
-    base_url: str | None = None
-    reasoning: bool | None = None
-    thinking_level_map: dict[ThinkingLevel, str | None] | None = None
-    input: list[Literal["text", "image"]] | None = None
-    cost: ModelsJsonCost | None = None
-    context_window: int | None = None
-    max_tokens: int | None = None
-    headers: dict[str, str] | None = None
-    compat: dict[str, Any] | None = None
-
-
 class ModelOverride(PiModel):
     """Changes to one built-in model (`modelOverrides`); absent fields stay as built in."""
 
@@ -254,6 +237,14 @@ class ModelOverride(PiModel):
     max_tokens: int | None = None
     headers: dict[str, str] | None = None
     compat: dict[str, Any] | None = None
+
+
+class ModelDefinition(ModelOverride):
+    """One entry of a provider's `models` list; only `id` is required."""
+
+    id: str = Field(min_length=1)
+    api: str | None = None
+    base_url: str | None = None
 
 
 class ProviderConfig(PiModel):

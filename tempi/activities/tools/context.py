@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,6 +12,7 @@ from tempi.activities.tools.local_backend import LocalBackend
 from tempi.agent.events import ToolOutput
 from tempi.agent.messages import TextContent
 from tempi.agent.tool_specs import ALL_TOOLS, ToolOutcome
+from tempi.agent.truncation import DEFAULT_MAX_BYTES, format_size, truncate_head
 
 
 @dataclass
@@ -32,3 +33,21 @@ class ToolContext:
 
 def text_outcome(text: str, details: Any = None, is_error: bool = False) -> ToolOutcome:
     return ToolOutcome(content=[TextContent(text=text)], details=details, is_error=is_error)
+
+
+def listing_outcome(
+    lines: Sequence[str], notices: Sequence[str], details: dict[str, Any], *, after: Sequence[str] = ()
+) -> ToolOutcome:
+    """Result lines cut to the output byte limit, with bracketed notices: `notices` (a
+    result limit reached), then the cut, then `after`."""
+    truncation = truncate_head("\n".join(lines), max_lines=len(lines) + 1)
+    all_notices = list(notices)
+    details = dict(details)
+    if truncation.truncated:
+        all_notices.append(f"{format_size(DEFAULT_MAX_BYTES)} output limit reached")
+        details["truncation"] = truncation.to_json_dict()
+    all_notices += after
+    text = truncation.content
+    if all_notices:
+        text += f"\n\n[{'. '.join(all_notices)}]"
+    return text_outcome(text, details or None)

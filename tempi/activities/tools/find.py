@@ -8,14 +8,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tempi.activities.tools.backend import ToolUnavailableError
-from tempi.activities.tools.context import ToolContext, text_outcome
+from tempi.activities.tools.context import ToolContext, listing_outcome, text_outcome
 from tempi.activities.tools.errors import ToolError
 from tempi.activities.tools.glob_match import GlobMatcher
 from tempi.activities.tools.grep import NOT_GIT_DIR, RG_COMMON_ARGS, linked_stop
 from tempi.activities.tools.paths import relative_to, resolve_path
 from tempi.activities.tools.validation import whole_number
 from tempi.agent.tool_specs import FIND_DEFAULT_LIMIT, ToolOutcome
-from tempi.agent.truncation import DEFAULT_MAX_BYTES, format_size, truncate_head
 
 
 @dataclass
@@ -91,18 +90,7 @@ async def run_find(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
 
     limit_reached = len(collector.found) > limit
     entries = sorted(collector.found)[:limit]
-    truncation = truncate_head("\n".join(entries), max_lines=len(entries) + 1)
-    details: dict[str, Any] = {}
-    notices: list[str] = []
-    if limit_reached:
-        notices.append(
-            f"{limit} results limit reached. Use limit={limit * 2} for more, or narrow the pattern"
-        )
-        details["resultLimitReached"] = limit
-    if truncation.truncated:
-        notices.append(f"{format_size(DEFAULT_MAX_BYTES)} output limit reached")
-        details["truncation"] = truncation.to_json_dict()
-    text = truncation.content
-    if notices:
-        text += f"\n\n[{'. '.join(notices)}]"
-    return text_outcome(text, details or None)
+    if not limit_reached:
+        return listing_outcome(entries, [], {})
+    notice = f"{limit} results limit reached. Use limit={limit * 2} for more, or narrow the pattern"
+    return listing_outcome(entries, [notice], {"resultLimitReached": limit})

@@ -12,16 +12,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tempi.activities.tools.backend import ToolUnavailableError
-from tempi.activities.tools.context import ToolContext, text_outcome
+from tempi.activities.tools.context import ToolContext, listing_outcome, text_outcome
 from tempi.activities.tools.errors import ToolError
 from tempi.activities.tools.paths import relative_to, resolve_path
 from tempi.activities.tools.validation import whole_number
 from tempi.agent.tool_specs import GREP_DEFAULT_LIMIT, ToolOutcome
 from tempi.agent.truncation import (
-    DEFAULT_MAX_BYTES,
     GREP_MAX_LINE_CHARS,
-    format_size,
-    truncate_head,
     truncate_line,
 )
 
@@ -162,23 +159,17 @@ async def run_grep(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     if not collector.matches:
         return text_outcome("No matches found")
 
-    truncation = truncate_head("\n".join(collector.lines), max_lines=len(collector.lines) + 1)
     details: dict[str, Any] = {}
     notices: list[str] = []
+    after: list[str] = []
     if collector.limit_reached:
         notices.append(
             f"{limit} matches limit reached. Use limit={limit * 2} for more, or narrow the pattern"
         )
         details["matchLimitReached"] = limit
-    if truncation.truncated:
-        notices.append(f"{format_size(DEFAULT_MAX_BYTES)} output limit reached")
-        details["truncation"] = truncation.to_json_dict()
     if collector.lines_truncated:
-        notices.append(f"Some lines were cut to {GREP_MAX_LINE_CHARS} characters; use read to see them whole")
+        after.append(f"Some lines were cut to {GREP_MAX_LINE_CHARS} characters; use read to see them whole")
         details["linesTruncated"] = True
     if result.exit_code not in (0, 1, None) and stderr:
-        notices.append(f"Some files could not be searched: {stderr.splitlines()[0]}")
-    text = truncation.content
-    if notices:
-        text += f"\n\n[{'. '.join(notices)}]"
-    return text_outcome(text, details or None)
+        after.append(f"Some files could not be searched: {stderr.splitlines()[0]}")
+    return listing_outcome(collector.lines, notices, details, after=after)

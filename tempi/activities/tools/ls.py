@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from tempi.activities.tools.context import ToolContext, text_outcome
+from tempi.activities.tools.context import ToolContext, listing_outcome, text_outcome
 from tempi.activities.tools.errors import ToolError
 from tempi.activities.tools.paths import resolve_path
 from tempi.activities.tools.validation import whole_number
 from tempi.agent.tool_specs import LS_DEFAULT_LIMIT, ToolOutcome
-from tempi.agent.truncation import DEFAULT_MAX_BYTES, format_size, truncate_head
 
 
 async def run_ls(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
@@ -27,18 +26,7 @@ async def run_ls(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     if not entries:
         return text_outcome("(empty directory)")
     names = [entry.name + ("/" if entry.kind == "dir" else "") for entry in entries[:limit]]
-    truncation = truncate_head("\n".join(names), max_lines=len(names) + 1)
-    details: dict[str, Any] = {}
-    notices: list[str] = []
-    if len(entries) > limit:
-        notices.append(
-            f"{limit} entries limit reached ({len(entries)} in total). Use limit={limit * 2} for more"
-        )
-        details["entryLimitReached"] = limit
-    if truncation.truncated:
-        notices.append(f"{format_size(DEFAULT_MAX_BYTES)} output limit reached")
-        details["truncation"] = truncation.to_json_dict()
-    text = truncation.content
-    if notices:
-        text += f"\n\n[{'. '.join(notices)}]"
-    return text_outcome(text, details or None)
+    if len(entries) <= limit:
+        return listing_outcome(names, [], {})
+    notice = f"{limit} entries limit reached ({len(entries)} in total). Use limit={limit * 2} for more"
+    return listing_outcome(names, [notice], {"entryLimitReached": limit})
