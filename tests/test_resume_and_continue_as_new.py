@@ -7,9 +7,10 @@ import json
 import shutil
 from pathlib import Path
 
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
+from tempi.workflows.session_types import EventsPage
 from tests.conftest import run_tempi, tempi_env, write_models_json
 from tests.fixture_paths import PI_FIXTURES
 from tests.session_harness import running_worker, scripted_model, start_session, unique_queue
@@ -77,3 +78,36 @@ async def test_session_continues_as_new_between_prompts(
     entries = [json.loads(line) for line in Path(s.config.session_path).read_text().splitlines()]
     ids = [e["id"] for e in entries[1:]]
     assert len(ids) == len(set(ids))
+
+
+async def test_a_run_that_continued_as_new_still_reads_its_own_log(
+    tmp_path: Path, temporal_client: Client, scripted_server: ScriptedLLMServer
+) -> None:
+    """A watcher can reach the old run just after continue-as-new; its log must read as
+    it was, not as the next run's offsets (once, that made followers replay old events)."""
+    # Enough tool output that the next run is handed only the tail of the log.
+    reads = [{"tool_calls": [{"name": "read", "arguments": {"path": "big.txt"}}]}] * 5
+    scripted_server.add_scenario("can-old", {"select": "sequential", "turns": [*reads, {"text": "done"}]})
+    queue = unique_queue()
+    async with running_worker(temporal_client, tmp_path / "sessions", queue):
+        s = await start_session(
+            temporal_client,
+            tmp_path,
+            scripted_model(scripted_server, "can-old"),
+            task_queue=queue,
+            history_event_budget=10,
+        )
+        (Path(s.config.cwd) / "big.txt").write_text("x" * 40_000)
+        await s.prompt("question")
+        events = await s.run_to_idle()
+        runs = [w async for w in temporal_client.list_workflows(f'WorkflowId = "{s.handle.id}"')]
+        old = next(r for r in runs if r.status == WorkflowExecutionStatus.CONTINUED_AS_NEW)
+        old_handle = temporal_client.get_workflow_handle(s.handle.id, run_id=old.run_id)
+        whole = await old_handle.query("read_events", 0, result_type=EventsPage)
+        at_end = await old_handle.query("read_events", whole.next_offset, result_type=EventsPage)
+        newest = await s.handle.query("read_events", whole.next_offset, result_type=EventsPage)
+    assert whole.base_offset == 0 and whole.events[-1]["type"] == "agent_end"
+    assert [e["type"] for e in whole.events] == [e["type"] for e in events if e["type"] != "message_update"]
+    assert (at_end.next_offset, at_end.events) == (whole.next_offset, [])
+    # The new run continues the same numbering.
+    assert (newest.next_offset, newest.events) == (whole.next_offset, [])

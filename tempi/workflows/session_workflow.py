@@ -190,10 +190,16 @@ class AgentSessionWorkflow:
             await self._flush()
             if self._should_continue_as_new() and not self.outbox:
                 await workflow.wait_condition(workflow.all_handlers_finished)
+                # The old run answers queries after it closes (by replay), so its own
+                # state must not change here: the next run gets an updated copy.
                 tail = self._log_tail()
-                self.state.event_offset += len(self.events) - len(tail)
-                self.state.recent_events = tail
-                workflow.continue_as_new(SessionInput(config=self.config, carried=self.state))
+                carried = self.state.model_copy(
+                    update={
+                        "event_offset": self.state.event_offset + len(self.events) - len(tail),
+                        "recent_events": tail,
+                    }
+                )
+                workflow.continue_as_new(SessionInput(config=self.config, carried=carried))
 
     async def _wait_for_work(self) -> bool:
         try:
