@@ -80,12 +80,12 @@ async def test_session_continues_as_new_between_prompts(
     assert len(ids) == len(set(ids))
 
 
-async def test_a_run_that_continued_as_new_still_reads_its_own_log(
+async def test_every_run_of_a_session_reads_its_log_with_the_same_offsets(
     tmp_path: Path, temporal_client: Client, scripted_server: ScriptedLLMServer
 ) -> None:
-    """A watcher can reach the old run just after continue-as-new; its log must read as
-    it was, not as the next run's offsets (once, that made followers replay old events)."""
-    # Enough tool output that the next run is handed only the tail of the log.
+    """A watcher can reach an old run just after continue-as-new; that run's log must read
+    at the offsets it had, not the next run's (once, that made followers replay events)."""
+    # Enough tool output that each new run is handed only the tail of the log.
     reads = [{"tool_calls": [{"name": "read", "arguments": {"path": "big.txt"}}]}] * 5
     scripted_server.add_scenario("can-old", {"select": "sequential", "turns": [*reads, {"text": "done"}]})
     queue = unique_queue()
@@ -101,13 +101,63 @@ async def test_a_run_that_continued_as_new_still_reads_its_own_log(
         await s.prompt("question")
         events = await s.run_to_idle()
         runs = [w async for w in temporal_client.list_workflows(f'WorkflowId = "{s.handle.id}"')]
-        old = next(r for r in runs if r.status == WorkflowExecutionStatus.CONTINUED_AS_NEW)
-        old_handle = temporal_client.get_workflow_handle(s.handle.id, run_id=old.run_id)
-        whole = await old_handle.query("read_events", 0, result_type=EventsPage)
-        at_end = await old_handle.query("read_events", whole.next_offset, result_type=EventsPage)
-        newest = await s.handle.query("read_events", whole.next_offset, result_type=EventsPage)
-    assert whole.base_offset == 0 and whole.events[-1]["type"] == "agent_end"
-    assert [e["type"] for e in whole.events] == [e["type"] for e in events if e["type"] != "message_update"]
-    assert (at_end.next_offset, at_end.events) == (whole.next_offset, [])
-    # The new run continues the same numbering.
-    assert (newest.next_offset, newest.events) == (whole.next_offset, [])
+        pages = [
+            await temporal_client.get_workflow_handle(s.handle.id, run_id=run.run_id).query(
+                "read_events", 0, result_type=EventsPage
+            )
+            for run in runs
+        ]
+    # The whole log as the watcher saw it; live-only events are not in the log.
+    log = [e["type"] for e in events if e["type"] not in ("message_update", "tool_execution_update")]
+    assert log[-1] == "agent_end"
+    assert sum(1 for r in runs if r.status == WorkflowExecutionStatus.CONTINUED_AS_NEW) >= 2
+    assert any(page.base_offset > 0 for page in pages), "no run was handed only a tail"
+    for page in pages:
+        assert [e["type"] for e in page.events] == log[page.base_offset : page.next_offset]
+
+
+async def test_one_long_prompt_continues_as_new_between_its_turns(
+    tmp_path: Path, temporal_client: Client, scripted_server: ScriptedLLMServer
+) -> None:
+    """An autonomous run of thousands of turns would outgrow one workflow history, so a
+    run hands off to a new workflow run between turns; a watcher sees one unbroken run."""
+    reads = [{"tool_calls": [{"name": "read", "arguments": {"path": "notes.txt"}}]}] * 12
+    scripted_server.add_scenario(
+        "can-mid-run",
+        {"select": "sequential", "turns": [*reads, {"text": "read them all"}, {"text": "followed up"}]},
+    )
+    queue = unique_queue()
+    async with running_worker(temporal_client, tmp_path / "sessions", queue):
+        s = await start_session(
+            temporal_client,
+            tmp_path,
+            scripted_model(scripted_server, "can-mid-run"),
+            task_queue=queue,
+            history_event_budget=40,
+        )
+        (Path(s.config.cwd) / "notes.txt").write_text("a note\n")
+        await s.prompt("Read the notes many times.")
+        await s.handle.signal("follow_up", "One more thing.")  # queued across the hand-offs
+        events = await s.run_to_idle()
+        runs = [w async for w in temporal_client.list_workflows(f'WorkflowId = "{s.handle.id}"')]
+    assert len(runs) >= 3, "the prompt should have been handed off mid-run at least twice"
+    kinds = [e["type"] for e in events]
+    assert (kinds.count("agent_start"), kinds.count("agent_end"), kinds.count("turn_start")) == (1, 1, 14)
+    assert kinds.count("tool_execution_end") == 12
+    ends = [e["message"] for e in events if e["type"] == "message_end"]
+    assert [m["role"] for m in ends] == [
+        "user",
+        *["assistant", "toolResult"] * 12,
+        "assistant",
+        "user",
+        "assistant",
+    ]
+    assert ends[-1]["content"][0]["text"] == "followed up"
+    assert events[-1]["messages"] == ends  # agent_end lists the whole run
+    # The file holds every message once, each entry a child of the one before.
+    entries = [json.loads(line) for line in Path(s.config.session_path).read_text().splitlines()][1:]
+    assert [e["parentId"] for e in entries[1:]] == [e["id"] for e in entries[:-1]]
+    assert [e["message"]["role"] for e in entries if e["type"] == "message"] == [m["role"] for m in ends]
+    # Every new run built the next request from the file: the last one saw all 12 reads.
+    last = scripted_server.requests_for("can-mid-run")[-1].body["messages"]
+    assert sum(1 for m in last if m["role"] == "tool") == 12

@@ -137,3 +137,49 @@ async def test_aborting_the_parent_aborts_running_subagents(
     final = [e for e in events if e["type"] == "message_end" and "subagent" not in e][-1]["message"]
     assert final["stopReason"] == "aborted"
     assert not marker.exists()
+
+
+async def test_a_long_subagent_continues_as_new_and_still_answers(
+    tmp_path: Path, temporal_client: Client, scripted_server: ScriptedLLMServer
+) -> None:
+    scripted_server.add_scenario(
+        "parent-long-child",
+        [
+            {"tool_calls": [{"name": "task", "arguments": {"agent": "reader", "task": "read it often"}}]},
+            {"text": "The reader is done."},
+        ],
+    )
+    reads = [{"tool_calls": [{"name": "read", "arguments": {"path": "notes.txt"}}]}] * 8
+    scripted_server.add_scenario("child-reads", [*reads, {"text": "read 8 times"}])
+    reader = AgentDefinition(
+        name="reader",
+        description="reads",
+        model=scripted_model(scripted_server, "child-reads"),
+        system_prompt="You read.",
+    )
+    queue = unique_queue()
+    async with running_worker(temporal_client, tmp_path / "sessions", queue):
+        s = await start_session(
+            temporal_client,
+            tmp_path,
+            scripted_model(scripted_server, "parent-long-child"),
+            task_queue=queue,
+            tools=["read", "task"],
+            agents=[reader],
+            history_event_budget=40,  # children inherit it
+        )
+        (Path(s.config.cwd) / "notes.txt").write_text("a note\n")
+        await s.prompt("Have the reader read.")
+        events = await s.run_to_idle(timeout=90)
+        result = next(e for e in events if e["type"] == "tool_execution_end" and "subagent" not in e)
+        child = result["result"]["details"]["results"][0]
+        child_runs = [
+            w async for w in temporal_client.list_workflows(f'WorkflowId = "session-{child["sessionId"]}"')
+        ]
+    assert not result["isError"] and "read 8 times" in result["result"]["content"][0]["text"]
+    assert len(child_runs) >= 2, "the child's run should have been handed off at least once"
+    entries = [json.loads(line) for line in Path(child["sessionFile"]).read_text().splitlines()]
+    roles = [e["message"]["role"] for e in entries if e["type"] == "message"]
+    assert roles == ["user", *["assistant", "toolResult"] * 8, "assistant"]
+    child_turns = [e for e in events if e.get("subagent") and e["type"] == "turn_start"]
+    assert len(child_turns) == 9  # the parent's watcher followed the child across runs

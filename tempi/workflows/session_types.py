@@ -75,7 +75,7 @@ class SessionConfig(PiModel):
     # Start a fresh file (header + model/thinking entries) or continue an existing one.
     resume_leaf_id: str | None = None
     existing_file: bool = False
-    # Past this many history events a run continues as new at the next prompt boundary.
+    # Past this many history events a run continues as new at the next prompt or turn boundary.
     history_event_budget: int = 20_000
     history_bytes_budget: int = 8_000_000
 
@@ -91,6 +91,14 @@ class SessionStats(PiModel):
 class SandboxRef(PiModel):
     container_id: str
     task_queue: str  # the queue of the worker on the container's host
+
+
+class RunHandoff(PiModel):
+    """A run that continued as new between two of its turns, and what its next turn needs."""
+
+    run_start_offset: int  # where the run's agent_start sits in the global event log
+    overflow_compacted: bool = False
+    last_good: AssistantMessage | None = None
 
 
 class CarriedState(PiModel):
@@ -114,6 +122,7 @@ class CarriedState(PiModel):
     last_assistant_text: str | None = None
     message_count: int = 0
     runs: int = 0
+    handoff: RunHandoff | None = None
 
 
 class SessionInput(PiModel):

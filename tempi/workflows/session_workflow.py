@@ -14,7 +14,7 @@ import json
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, NoReturn
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -67,6 +67,7 @@ with workflow.unsafe.imports_passed_through():
         OutboxItem,
         PromptRequest,
         QueueMode,
+        RunHandoff,
         SandboxCreated,
         SandboxCreateInput,
         SandboxFinished,
@@ -175,6 +176,9 @@ class AgentSessionWorkflow:
 
     @workflow.run
     async def run(self, inp: SessionInput) -> str:
+        if self.state.handoff is not None:
+            await self._run_agent([])
+            await self._end_prompt()
         while True:
             ready = await self._wait_for_work()
             if not ready or self.shutdown_requested:
@@ -187,19 +191,44 @@ class AgentSessionWorkflow:
             prompt = self.state.prompts.pop(0)
             self.abort_requested = False
             await self._run_agent([prompt])
-            await self._flush()
-            if self._should_continue_as_new() and not self.outbox:
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                # The old run answers queries after it closes (by replay), so its own
-                # state must not change here: the next run gets an updated copy.
-                tail = self._log_tail()
-                carried = self.state.model_copy(
-                    update={
-                        "event_offset": self.state.event_offset + len(self.events) - len(tail),
-                        "recent_events": tail,
-                    }
-                )
-                workflow.continue_as_new(SessionInput(config=self.config, carried=carried))
+            await self._end_prompt()
+
+    async def _end_prompt(self) -> None:
+        await self._flush()
+        if self._should_continue_as_new() and not self.outbox:
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            self._continue_as_new(None)
+
+    async def _hand_off(self, handoff: RunHandoff) -> None:
+        """Continue a long run as new between two turns, so one prompt can go on for
+        thousands of turns; returns if something in flight cannot move yet."""
+        await self._flush()
+        if (
+            self.outbox
+            or self.deferred_entries
+            or self.user_bash is not None
+            or self.background
+            or self.abort_requested
+            or not workflow.all_handlers_finished()
+        ):
+            return
+        self._continue_as_new(handoff)
+
+    def _continue_as_new(self, handoff: RunHandoff | None) -> NoReturn:
+        # The old run answers queries after it closes (by replay), so its own state
+        # must not change here: the next run gets an updated copy.
+        tail = self._log_tail()
+        carried = self.state.model_copy(
+            update={
+                "event_offset": self.state.event_offset + len(self.events) - len(tail),
+                "recent_events": tail,
+                "handoff": handoff,
+            }
+        )
+        workflow.continue_as_new(self._next_run_input(carried))
+
+    def _next_run_input(self, carried: CarriedState) -> Any:
+        return SessionInput(config=self.config, carried=carried)
 
     async def _wait_for_work(self) -> bool:
         try:
@@ -234,15 +263,24 @@ class AgentSessionWorkflow:
     # --- the agent loop (pi's semantics) ---------------------------------------------
 
     async def _run_agent(self, first: list[UserMessage]) -> None:
+        """Run pi's agent loop on `first`, or carry on with the run the previous
+        workflow run handed off between two turns."""
+        handoff, self.state.handoff = self.state.handoff, None
         self.streaming = True
-        self.state.runs += 1
         pending = list(first)
         retry_attempt = 0
-        self._emit_agent_start()
+        handing_off = False
+        if handoff is None:
+            self.state.runs += 1
+            self._emit_agent_start()
+        else:
+            self.run_start_offset = handoff.run_start_offset
+            self.last_message = handoff.last_good
         try:
-            take_from: str | None = None  # queue to take the next turn's user messages from
-            overflow_compacted = False
-            last_good: AssistantMessage | None = None
+            # The queue to take the next turn's user messages from.
+            take_from: str | None = "steering" if handoff and self._has_steering() else None
+            overflow_compacted = handoff.overflow_compacted if handoff else False
+            last_good: AssistantMessage | None = handoff.last_good if handoff else None
             while True:
                 has_more_tools = True
                 force_llm = False
@@ -328,6 +366,16 @@ class AgentSessionWorkflow:
                     self._emit(
                         {"type": "turn_end", "message": message.to_json_dict(), "toolResults": result_dicts}
                     )
+                    if has_more_tools and not self.abort_requested and self._should_continue_as_new():
+                        handing_off = True
+                        await self._hand_off(
+                            RunHandoff(
+                                run_start_offset=self.run_start_offset,
+                                overflow_compacted=overflow_compacted,
+                                last_good=last_good,
+                            )
+                        )
+                        handing_off = False
                     if self.abort_requested:
                         # pi ends an aborted run with an aborted assistant message.
                         self._emit({"type": "turn_start"})
@@ -346,10 +394,15 @@ class AgentSessionWorkflow:
             if last_good is not None and self._over_threshold(last_good):
                 await self._compact_with_events("threshold")
         finally:
-            self.streaming = False
-            for body in self.deferred_entries:
-                self._record_entry(body)
-            self.deferred_entries = []
+            # A run that was handed off goes on, still streaming, in the next workflow run.
+            if not handing_off:
+                self._finish_run()
+
+    def _finish_run(self) -> None:
+        self.streaming = False
+        for body in self.deferred_entries:
+            self._record_entry(body)
+        self.deferred_entries = []
 
     # --- compaction --------------------------------------------------------------------
 
@@ -1300,10 +1353,15 @@ class SubagentWorkflow(AgentSessionWorkflow):
     @workflow.init
     def __init__(self, inp: SubagentInput) -> None:
         super().__init__(inp.session)
+        self.task = inp.task
+
+    def _next_run_input(self, carried: CarriedState) -> Any:
+        return SubagentInput(session=SessionInput(config=self.config, carried=carried), task=self.task)
 
     @workflow.run
     async def run(self, inp: SubagentInput) -> SubagentResult:  # type: ignore[override]
-        await self._run_agent([self._user_message(PromptRequest(message=inp.task))])
+        handed_off = self.state.handoff is not None
+        await self._run_agent([] if handed_off else [self._user_message(PromptRequest(message=inp.task))])
         await self._flush()
         patch = await self._finish_sandbox(want_patch=True)
         last = self.last_message
