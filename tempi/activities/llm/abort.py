@@ -75,20 +75,16 @@ async def _cancel(task: asyncio.Future[T]) -> None:
 
 
 async def relay_stream(
-    client: Any,
     create: Awaitable[Any],
     abort: AbortWatch,
     convert: Callable[[AsyncIterator[Any]], AsyncIterator[T]],
 ) -> AsyncGenerator[T, None]:
-    """Open an SDK stream, convert its events while honouring abort, and always close
-    both the stream and the client, however the caller stops reading."""
+    """Open an SDK stream and convert its events while honouring abort; the stream is
+    closed however the caller stops reading, and its connection goes back to the pool."""
+    stream = await abort.run(create)
     try:
-        stream = await abort.run(create)
-        try:
-            async with contextlib.aclosing(abort.iterate(stream)) as raw:
-                async for event in convert(raw):
-                    yield event
-        finally:
-            await stream.close()
+        async with contextlib.aclosing(abort.iterate(stream)) as raw:
+            async for event in convert(raw):
+                yield event
     finally:
-        await client.close()
+        await stream.close()

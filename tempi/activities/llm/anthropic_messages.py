@@ -17,6 +17,7 @@ from tempi.activities.llm.contract import (
     require_api_key,
 )
 from tempi.activities.llm.errors import IncompleteStreamError, ProviderError
+from tempi.activities.llm.http_pool import shared_http_client
 from tempi.activities.llm.thinking import anthropic_thinking
 from tempi.activities.llm.transform import ANTHROPIC_TOOL_IDS, repair_conversation
 from tempi.agent.llm_context import LlmContext, ToolSpec
@@ -196,10 +197,11 @@ async def stream_anthropic_messages(
         base_url=model.base_url or None,
         max_retries=0,
         timeout=options.timeout_s,
+        http_client=shared_http_client(anthropic.DefaultAsyncHttpxClient),
         default_headers={**BETA_HEADERS, **request_headers(model, options)},
     )
     create = cast(Any, client.messages).create(**body)
-    async for event in relay_stream(client, create, abort, lambda raw: _content_events(raw, assembler)):
+    async for event in relay_stream(create, abort, lambda raw: _content_events(raw, assembler)):
         yield event
 
 

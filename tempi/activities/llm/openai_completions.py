@@ -22,6 +22,7 @@ from tempi.activities.llm.contract import (
     require_api_key,
 )
 from tempi.activities.llm.errors import IncompleteStreamError, ProviderError
+from tempi.activities.llm.http_pool import shared_http_client
 from tempi.activities.llm.thinking import openai_reasoning_effort
 from tempi.activities.llm.transform import OPENAI_CHAT_TOOL_IDS, repair_conversation
 from tempi.agent.llm_context import LlmContext, ToolSpec
@@ -188,10 +189,11 @@ async def stream_openai_completions(
         base_url=model.base_url or None,
         max_retries=0,
         timeout=options.timeout_s,
+        http_client=shared_http_client(openai.DefaultAsyncHttpxClient),
         default_headers=request_headers(model, options),
     )
     create = cast(Any, client.chat.completions).create(**body)
-    async for event in relay_stream(client, create, abort, lambda raw: _content_events(raw, assembler)):
+    async for event in relay_stream(create, abort, lambda raw: _content_events(raw, assembler)):
         yield event
 
 

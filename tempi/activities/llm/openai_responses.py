@@ -18,6 +18,7 @@ from tempi.activities.llm.contract import (
     require_api_key,
 )
 from tempi.activities.llm.errors import IncompleteStreamError, ProviderError
+from tempi.activities.llm.http_pool import shared_http_client
 from tempi.activities.llm.thinking import responses_reasoning
 from tempi.activities.llm.transform import OPENAI_RESPONSES_TOOL_IDS, is_same_model, repair_conversation
 from tempi.agent.llm_context import LlmContext, ToolSpec
@@ -209,10 +210,11 @@ async def stream_openai_responses(
         base_url=model.base_url or None,
         max_retries=0,
         timeout=options.timeout_s,
+        http_client=shared_http_client(openai.DefaultAsyncHttpxClient),
         default_headers=request_headers(model, options),
     )
     create = cast(Any, client.responses).create(**body)
-    async for event in relay_stream(client, create, abort, lambda raw: _content_events(raw, assembler)):
+    async for event in relay_stream(create, abort, lambda raw: _content_events(raw, assembler)):
         yield event
 
 
