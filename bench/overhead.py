@@ -39,7 +39,7 @@ from bench.sessions import (
 
 TURNS = 50
 KINDS: tuple[TurnKind, ...] = ("tool", "bash")
-DEFAULT_PI = "/tmp/pi-bench/node_modules/.bin/pi"
+DEFAULT_PI = "/opt/pi-0.73.1/node_modules/.bin/pi"  # where .ci/run installs it
 
 
 def find_pi() -> str | None:

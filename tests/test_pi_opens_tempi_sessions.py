@@ -1,0 +1,111 @@
+"""A session tempi wrote is a pi session: pi 0.73.1 itself continues it.
+
+Needs pi from npm (`.ci/run` installs it); set TEMPI_REQUIRE_PI=1 to make its absence
+a failure instead of a skip.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tempi.testing.scripted_llm import ScriptedLLMServer
+from tests.conftest import run_tempi, tempi_env, write_models_json
+
+PI_CANDIDATES = (os.environ.get("PI_BIN", ""), "/opt/pi-0.73.1/node_modules/.bin/pi")
+
+
+def _pi_bin() -> str:
+    found = next((c for c in PI_CANDIDATES if c and Path(c).exists()), None) or shutil.which("pi")
+    if found is None:
+        if os.environ.get("TEMPI_REQUIRE_PI"):
+            pytest.fail("pi 0.73.1 is required (TEMPI_REQUIRE_PI is set) but was not found")
+        pytest.skip("pi is not installed (npm install @mariozechner/pi-coding-agent@0.73.1)")
+    version = subprocess.run([found, "--version"], capture_output=True, text=True, timeout=60)
+    assert "0.73.1" in version.stdout + version.stderr, version.stdout + version.stderr
+    return found
+
+
+def test_pi_continues_a_session_tempi_wrote(
+    tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
+) -> None:
+    pi = _pi_bin()
+    scripted_server.add_scenario(
+        "interop-tempi",
+        [
+            {
+                "tool_calls": [
+                    {"name": "write", "arguments": {"path": "hello.py", "content": "print('hi')\n"}}
+                ]
+            },
+            {"tool_calls": [{"name": "bash", "arguments": {"command": "python3 hello.py"}}]},
+            {"text": "hello.py prints hi."},
+        ],
+    )
+    scripted_server.add_scenario(
+        "interop-pi", {"select": "sequential", "turns": [{"text": "pi read tempi's session."}]}
+    )
+    home, pi_dir, work = tmp_path / "home", tmp_path / "pi-agent", tmp_path / "work"
+    work.mkdir()
+    write_models_json(home, scripted_server, "interop-tempi")
+    write_models_json(pi_dir, scripted_server, "interop-pi")
+    env = tempi_env(home, temporal_address)
+
+    made = run_tempi(
+        ["--model", "mock/mock-model", "--session-dir", str(tmp_path / "sessions"), "-p", "Write hello.py"],
+        cwd=work,
+        env=env,
+    )
+    assert made.returncode == 0, made.stderr
+    (session_file,) = (tmp_path / "sessions").glob("*.jsonl")
+    written = session_file.read_text().splitlines()
+
+    pi_env = {**env, "PI_CODING_AGENT_DIR": str(pi_dir), "PI_OFFLINE": "1"}
+    proc = subprocess.run(
+        [
+            pi,
+            "--session",
+            str(session_file),
+            "--provider",
+            "mock",
+            "--model",
+            "mock-model",
+            "-p",
+            "What did you do?",
+        ],
+        cwd=work,
+        env=pi_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "pi read tempi's session."
+
+    # pi sent the model tempi's whole conversation, tool calls and results included.
+    (request,) = scripted_server.requests_for("interop-pi")
+    messages = request.body["messages"]
+    roles = [m["role"] for m in messages if m["role"] != "system"]
+    assert roles == ["user", "assistant", "tool", "assistant", "tool", "assistant", "user"]
+    sent = json.dumps(messages)
+    assert "Write hello.py" in sent and "hello.py prints hi." in sent and "python3 hello.py" in sent
+    bash_result = [m for m in messages if m["role"] == "tool"][-1]
+    assert "hi" in json.dumps(bash_result["content"])
+
+    # pi appended to tempi's file without touching it, continuing from tempi's leaf.
+    after = session_file.read_text().splitlines()
+    assert after[: len(written)] == written
+    added = [json.loads(line) for line in after[len(written) :]]
+    assert [e["message"]["role"] for e in added if e["type"] == "message"] == ["user", "assistant"]
+    leaf = json.loads(written[-1])["id"]
+    first_message = next(e for e in added if e["type"] == "message")
+    parents = {e["id"]: e["parentId"] for e in added}
+    parent = first_message["parentId"]
+    while parent in parents:  # pi may add settings entries (model, thinking) first
+        parent = parents[parent]
+    assert parent == leaf
