@@ -1,4 +1,5 @@
-"""A session tempi wrote is a pi session: pi 0.73.1 itself continues it.
+"""pi 0.73.1 itself works with tempi: it continues a session tempi wrote, and its own
+RpcClient drives `tempi --mode rpc`.
 
 Needs pi from npm (`.ci/run` installs it); set TEMPI_REQUIRE_PI=1 to make its absence
 a failure instead of a skip.
@@ -10,6 +11,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ import pytest
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tests.conftest import run_tempi, tempi_env, write_models_json
 
+RPC_DRIVER = Path(__file__).parent / "pi_rpc" / "drive_tempi.mjs"
 PI_CANDIDATES = (os.environ.get("PI_BIN", ""), "/opt/pi-0.73.1/node_modules/.bin/pi")
 
 
@@ -109,3 +112,54 @@ def test_pi_continues_a_session_tempi_wrote(
     while parent in parents:  # pi may add settings entries (model, thinking) first
         parent = parents[parent]
     assert parent == leaf
+
+
+def test_pis_rpc_client_drives_tempi(
+    tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
+) -> None:
+    pi = _pi_bin()
+    pi_package = Path(os.path.realpath(pi)).parent.parent  # .bin/pi -> <package>/dist/cli.js
+    scripted_server.add_scenario(
+        "interop-rpc",
+        [
+            {
+                "tool_calls": [
+                    {"name": "write", "arguments": {"path": "notes.txt", "content": "from tempi\n"}}
+                ]
+            },
+            {"text": "notes.txt is written."},
+        ],
+    )
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    write_models_json(home, scripted_server, "interop-rpc")
+    env = tempi_env(home, temporal_address, TEMPI_PYTHON=sys.executable)
+    export = tmp_path / "session.html"
+    proc = subprocess.run(
+        ["node", str(RPC_DRIVER), str(pi_package), str(export)],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+
+    assert got["eventTypes"][0] == "agent_start" and got["eventTypes"][-1] == "agent_end"
+    assert got["eventTypes"].count("turn_start") == 2 and "tool_execution_end" in got["eventTypes"]
+    roles = ["user", "assistant", "toolResult", "assistant"]
+    assert got["agentEndMessages"] == roles and got["messages"] == roles
+    assert got["lastText"] == "notes.txt is written."
+    assert (work / "notes.txt").read_text() == "from tempi\n"
+    state = got["state"]
+    assert state["isStreaming"] is False and state["sessionName"] == "interop run"
+    assert state["model"]["provider"] == "mock" and state["model"]["id"] == "mock-model"
+    assert Path(state["sessionFile"]).exists() and state["messageCount"] == 4
+    assert got["stats"]["toolCalls"] == 1 and got["stats"]["totalMessages"] == 4
+    assert got["bash"]["output"] == "from tempi\n" and got["bash"]["exitCode"] == 0
+    assert got["forkMessages"] == ["Create notes.txt"]
+    assert "mock/mock-model" in got["models"]
+    assert Path(got["export"]["path"]) == export and "notes.txt is written." in export.read_text()
+    unknown = got["unknownCommand"]
+    assert unknown["success"] is False and "no_such_command" in unknown["error"]
