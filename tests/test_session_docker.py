@@ -167,3 +167,59 @@ async def test_orphan_sweep_removes_containers_of_sessions_that_are_gone(
         assert len(_containers(docker_client, s.config.session_id)) == 1  # a live session keeps its sandbox
         await s.handle.signal("shutdown")
         await s.handle.result()
+
+
+async def test_a_gone_sandbox_host_gives_a_clear_error_and_a_fresh_sandbox_carries_on(
+    tmp_path: Path,
+    temporal_client: Client,
+    scripted_server: ScriptedLLMServer,
+    docker_client: Any,  # noqa: F811
+    sandbox_image: str,  # noqa: F811
+) -> None:
+    scripted_server.add_scenario(
+        "docker-host-gone",
+        [
+            {"tool_calls": [{"name": "write", "arguments": {"path": "kept.txt", "content": "saved work\n"}}]},
+            {"text": "written"},
+            {"tool_calls": [{"name": "bash", "arguments": {"command": "cat kept.txt"}}]},
+            {"text": "the host was gone"},
+            {"tool_calls": [{"name": "bash", "arguments": {"command": "cat kept.txt"}}]},
+            {"text": "back in a fresh sandbox"},
+        ],
+    )
+    queue = unique_queue()
+    sessions = tmp_path / "sessions"
+    async with running_worker(temporal_client, sessions, queue, host_sandboxes=True):
+        s = await start_session(
+            temporal_client,
+            tmp_path,
+            scripted_model(scripted_server, "docker-host-gone"),
+            task_queue=queue,
+            sandbox="docker",
+            sandbox_image=sandbox_image,
+            sandbox_pickup_s=3,
+        )
+        open_host_dir(Path(s.config.cwd))
+        await s.prompt("write it")
+        await s.run_to_idle(timeout=90)
+        (first_container,) = _containers(docker_client, s.config.session_id)
+    # The sandbox host is gone, its worker and container with it; only a worker for the
+    # session itself is left.
+    first_container.remove(force=True)
+    async with running_worker(temporal_client, sessions, queue):
+        await s.prompt("read it")
+        gone = await s.run_to_idle(timeout=60)
+    async with running_worker(temporal_client, sessions, queue, host_sandboxes=True):
+        await s.prompt("read it again")
+        back = await s.run_to_idle(timeout=90)
+        containers = _containers(docker_client, s.config.session_id)
+        await s.handle.signal("shutdown")
+        await s.handle.result()
+    (lost,) = [e for e in gone if e["type"] == "tool_execution_end"]
+    assert lost["isError"] and "did not pick this up within 3 s" in lost["result"]["content"][0]["text"]
+    assert [e for e in gone if e["type"] == "message_end"][-1]["message"]["content"][0]["text"] == (
+        "the host was gone"
+    )
+    (read,) = [e for e in back if e["type"] == "tool_execution_end"]
+    assert not read["isError"] and read["result"]["content"][0]["text"] == "saved work\n"
+    assert len(containers) == 1 and containers[0].id != first_container.id

@@ -63,6 +63,8 @@ class SessionConfig(PiModel):
     sandbox: SandboxKind = "local"
     sandbox_image: str = DEFAULT_SANDBOX_IMAGE
     sandbox_network: bool = False
+    # A sandbox host that picks nothing up for this long is taken to be gone.
+    sandbox_pickup_s: float = 60.0
     # A subagent's docker sandbox works on a copy of this folder and returns a patch.
     workspace_copy_from: str | None = None
     steering_mode: QueueMode = "one-at-a-time"

@@ -90,7 +90,6 @@ LLM_HEARTBEAT = timedelta(seconds=10)
 TOOL_HEARTBEAT = timedelta(seconds=10)
 STORE_TIMEOUT = timedelta(minutes=1)
 IDLE_TIMEOUT = timedelta(days=7)
-SANDBOX_PICKUP = timedelta(seconds=60)
 PAGE_BYTES = 1_000_000
 CARRIED_EVENT_BYTES = 500_000  # continue-as-new input must stay well under 2 MB
 # The activity retry below covers lost workers and store hiccups; provider errors come
@@ -105,14 +104,17 @@ OVERFLOW_RECOVERY_FAILED = (
     "The context is still too large after compacting once, so the request was not retried. "
     "Start a new session, compact with a focus (/compact ...), or switch to a model with a larger context window."
 )
-SANDBOX_HOST_GONE = (
-    "The sandbox's host did not pick this up within a minute, so its worker is probably gone. "
-    "A fresh sandbox starts with the next tool call, from the workspace as last saved."
-)
 LOST_BASH_TEXT = (
     "The worker running this command stopped before it reported back, so the command may or "
     "may not have completed. Check the workspace state before running it again."
 )
+
+
+def _sandbox_host_gone(pickup_s: float) -> str:
+    return (
+        f"The sandbox's host did not pick this up within {pickup_s:g} s, so its worker is probably "
+        "gone. A fresh sandbox starts with the next tool call, from the workspace as last saved."
+    )
 
 
 def _iso(ms: int) -> str:
@@ -717,7 +719,7 @@ class AgentSessionWorkflow:
                 result_type=ToolCallResult,
                 task_queue=queue,
                 # A sandbox host that is gone never picks the task up: say so instead of waiting.
-                schedule_to_start_timeout=SANDBOX_PICKUP if queue else None,
+                schedule_to_start_timeout=self._sandbox_pickup() if queue else None,
                 start_to_close_timeout=timedelta(hours=12),
                 heartbeat_timeout=TOOL_HEARTBEAT,
                 retry_policy=retry,
@@ -731,7 +733,7 @@ class AgentSessionWorkflow:
                 return self._synthetic_result(call, ABORTED_TEXT), False
             if queue and _never_started(err):
                 self._forget_sandbox()
-                return self._synthetic_result(call, SANDBOX_HOST_GONE), False
+                return self._synthetic_result(call, _sandbox_host_gone(self.config.sandbox_pickup_s)), False
             if _is_disk_full(err):
                 text = _cause(err)
             else:
@@ -767,6 +769,9 @@ class AgentSessionWorkflow:
         self.file_ref.container_id = self.state.sandbox.container_id
         return self.state.sandbox.task_queue
 
+    def _sandbox_pickup(self) -> timedelta:
+        return timedelta(seconds=self.config.sandbox_pickup_s)
+
     def _forget_sandbox(self) -> None:
         self.state.sandbox = None
         self.file_ref.container_id = None
@@ -786,7 +791,7 @@ class AgentSessionWorkflow:
                 ),
                 result_type=SandboxFinished,
                 task_queue=sandbox.task_queue,
-                schedule_to_start_timeout=SANDBOX_PICKUP,
+                schedule_to_start_timeout=self._sandbox_pickup(),
                 start_to_close_timeout=timedelta(minutes=2),
                 retry_policy=RetryPolicy(maximum_attempts=3),
             )
@@ -1117,7 +1122,7 @@ class AgentSessionWorkflow:
                 UserBashInput(file=self._file(), command=req.command),
                 result_type=BashResult,
                 task_queue=queue,
-                schedule_to_start_timeout=SANDBOX_PICKUP if queue else None,
+                schedule_to_start_timeout=self._sandbox_pickup() if queue else None,
                 start_to_close_timeout=timedelta(hours=12),
                 heartbeat_timeout=TOOL_HEARTBEAT,
                 retry_policy=RetryPolicy(maximum_attempts=1),
