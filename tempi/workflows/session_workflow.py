@@ -152,6 +152,7 @@ class AgentSessionWorkflow:
         # Writers of the session file take turns, so entries land in tree order.
         self.store_lock = asyncio.Lock()
         self.run_start_offset = 0
+        self.handed_off = False
         self.compacting = False
         self.children: dict[str, workflow.ChildWorkflowHandle[Any, Any]] = {}
         self.last_message: AssistantMessage | None = None
@@ -227,6 +228,7 @@ class AgentSessionWorkflow:
                 "handoff": handoff,
             }
         )
+        self.handed_off = handoff is not None
         workflow.continue_as_new(self._next_run_input(carried))
 
     def _next_run_input(self, carried: CarriedState) -> Any:
@@ -271,7 +273,6 @@ class AgentSessionWorkflow:
         self.streaming = True
         pending = list(first)
         retry_attempt = 0
-        handing_off = False
         if handoff is None:
             self.state.runs += 1
             self._emit_agent_start()
@@ -368,8 +369,13 @@ class AgentSessionWorkflow:
                     self._emit(
                         {"type": "turn_end", "message": message.to_json_dict(), "toolResults": result_dicts}
                     )
-                    if has_more_tools and not self.abort_requested and self._should_continue_as_new():
-                        handing_off = True
+                    if (
+                        has_more_tools
+                        and not self.abort_requested
+                        and self._should_continue_as_new()
+                        # Runs that began before hand-offs existed replay without them.
+                        and workflow.patched("turn-handoff")
+                    ):
                         await self._hand_off(
                             RunHandoff(
                                 run_start_offset=self.run_start_offset,
@@ -377,7 +383,6 @@ class AgentSessionWorkflow:
                                 last_good=last_good,
                             )
                         )
-                        handing_off = False
                     if self.abort_requested:
                         # pi ends an aborted run with an aborted assistant message.
                         self._emit({"type": "turn_start"})
@@ -397,7 +402,7 @@ class AgentSessionWorkflow:
                 await self._compact_with_events("threshold")
         finally:
             # A run that was handed off goes on, still streaming, in the next workflow run.
-            if not handing_off:
+            if not self.handed_off:
                 self._finish_run()
 
     def _finish_run(self) -> None:
