@@ -8,8 +8,11 @@ import shutil
 from pathlib import Path
 
 from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
+from tempi.workers.worker import WORKFLOWS, workflow_runner
 from tempi.workflows.session_types import EventsPage
 from tests.conftest import run_tempi, tempi_env, write_models_json
 from tests.fixture_paths import PI_FIXTURES
@@ -161,3 +164,10 @@ async def test_one_long_prompt_continues_as_new_between_its_turns(
     # Every new run built the next request from the file: the last one saw all 12 reads.
     last = scripted_server.requests_for("can-mid-run")[-1].body["messages"]
     assert sum(1 for m in last if m["role"] == "tool") == 12
+    # Each run's history replays on the current code: a worker restarted mid-run resumes it.
+    replayer = Replayer(
+        workflows=WORKFLOWS, workflow_runner=workflow_runner(), data_converter=pydantic_data_converter
+    )
+    for run in runs:
+        history = await temporal_client.get_workflow_handle(s.handle.id, run_id=run.run_id).fetch_history()
+        await replayer.replay_workflow(history)

@@ -20,6 +20,17 @@ from tempi.workers.orphans import sweep_orphan_sandboxes
 from tempi.workflows.session_types import DEFAULT_TASK_QUEUE
 from tempi.workflows.session_workflow import AgentSessionWorkflow, SubagentWorkflow
 
+WORKFLOWS = [AgentSessionWorkflow, SubagentWorkflow]
+
+
+def workflow_runner() -> SandboxedWorkflowRunner:
+    """The workflow sandbox, with tempi's own models passed through (they are pure)."""
+    return SandboxedWorkflowRunner(
+        restrictions=SandboxRestrictions.default.with_passthrough_modules(
+            "tempi", "pydantic", "pydantic_core"
+        )
+    )
+
 
 def build_worker(
     client: Client,
@@ -30,17 +41,12 @@ def build_worker(
     activity_hook: Interceptor | None = None,
 ) -> Worker:
     activities = SessionActivities(SessionStore(sessions_root), credentials or Credentials())
-    runner = SandboxedWorkflowRunner(
-        restrictions=SandboxRestrictions.default.with_passthrough_modules(
-            "tempi", "pydantic", "pydantic_core"
-        )
-    )
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=[AgentSessionWorkflow, SubagentWorkflow],
+        workflows=WORKFLOWS,
         activities=[*activities.all(), SandboxActivities().create],
-        workflow_runner=runner,
+        workflow_runner=workflow_runner(),
         max_concurrent_activities=200,
         interceptors=[activity_hook] if activity_hook else [],
     )
