@@ -17,6 +17,7 @@ import httpx2
 import openai
 import pytest
 
+from tempi.activities.llm.http_pool import shared_http_client
 from tempi.testing.scripted_llm import (
     Scenario,
     ScenarioError,
@@ -47,15 +48,25 @@ async def server() -> AsyncIterator[ScriptedLLMServer]:
         yield running
 
 
-def openai_client(server: ScriptedLLMServer, scenario: str) -> openai.AsyncOpenAI:
+# The clients share tempi's pools, as tempi's providers do, so none is left for the
+# garbage collector to close.
+def openai_client(
+    server: ScriptedLLMServer, scenario: str, api: str = "openai-completions"
+) -> openai.AsyncOpenAI:
     return openai.AsyncOpenAI(
-        base_url=server.url_for(scenario, "openai-completions"), api_key="test", max_retries=0
+        base_url=server.url_for(scenario, api),
+        api_key="test",
+        max_retries=0,
+        http_client=shared_http_client(openai.DefaultAsyncHttpxClient),
     )
 
 
 def anthropic_client(server: ScriptedLLMServer, scenario: str) -> anthropic.AsyncAnthropic:
     return anthropic.AsyncAnthropic(
-        base_url=server.url_for(scenario, "anthropic-messages"), api_key="test", max_retries=0
+        base_url=server.url_for(scenario, "anthropic-messages"),
+        api_key="test",
+        max_retries=0,
+        http_client=shared_http_client(anthropic.DefaultAsyncHttpxClient),
     )
 
 
@@ -156,9 +167,7 @@ async def test_openai_responses_streams_reasoning_text_and_function_calls(server
     server.add_scenario(
         "resp", [{**TOOL_TURN, "thinking": "Think first.", "usage": {"input": 30, "cacheRead": 70}}]
     )
-    client = openai.AsyncOpenAI(
-        base_url=server.url_for("resp", "openai-responses"), api_key="test", max_retries=0
-    )
+    client = openai_client(server, "resp", "openai-responses")
     reasoning = ""
     text_deltas = 0
     async with client.responses.stream(model="m", input="go") as stream:
@@ -195,9 +204,7 @@ async def test_max_tokens_ending_on_each_api(server: ScriptedLLMServer) -> None:
     message = await anthropic_client(server, "cut").messages.create(model="c", max_tokens=5, messages=USER)
     assert message.stop_reason == "max_tokens"
 
-    responses = openai.AsyncOpenAI(
-        base_url=server.url_for("cut", "openai-responses"), api_key="t", max_retries=0
-    )
+    responses = openai_client(server, "cut", "openai-responses")
     events = [event async for event in await responses.responses.create(model="m", input="go", stream=True)]
     assert events[-1].type == "response.incomplete"
     assert events[-1].response.incomplete_details is not None
@@ -246,7 +253,7 @@ async def test_pi_basic_fixture_turn_follows_the_assistant_count(fixtures_dir: P
 
 async def test_responses_counts_consecutive_assistant_items_as_one_turn(server: ScriptedLLMServer) -> None:
     server.add_scenario("r", [{"text": "zero"}, {"text": "one"}, {"text": "two"}])
-    client = openai.AsyncOpenAI(base_url=server.url_for("r", "openai-responses"), api_key="t", max_retries=0)
+    client = openai_client(server, "r", "openai-responses")
     history: list[Any] = [
         {"role": "user", "content": "go"},
         {"type": "reasoning", "id": "rs_1", "summary": []},
@@ -338,9 +345,7 @@ async def test_overflow_returns_each_providers_context_error(server: ScriptedLLM
     assert chat_error.value.code == "context_length_exceeded"
     assert "maximum context length is 128000 tokens" in chat_error.value.message
 
-    responses = openai.AsyncOpenAI(
-        base_url=server.url_for("full", "openai-responses"), api_key="t", max_retries=0
-    )
+    responses = openai_client(server, "full", "openai-responses")
     with pytest.raises(openai.BadRequestError) as responses_error:
         await responses.responses.create(model="m", input="go", stream=True)
     assert responses_error.value.code == "context_length_exceeded"
