@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import random
 
 import pytest
 from pydantic import ValidationError
@@ -17,8 +16,8 @@ from tempi.agent.session_entries import (
     UnknownEntry,
     epoch_ms,
     iso_timestamp,
-    new_entry_id,
     parse_entry,
+    sequential_entry_id,
     session_entry_adapter,
 )
 from tests.fixture_paths import PI_FIXTURES
@@ -115,11 +114,13 @@ def test_typed_entries_expose_pi_fields() -> None:
     assert isinstance(message, MessageEntry) and message.message.role == "user"
 
 
-def test_entry_ids_are_8_hex_deterministic_and_avoid_taken_ones() -> None:
-    first = new_entry_id(random.Random(7))
-    assert first == new_entry_id(random.Random(7))
-    assert len(first) == 8 and int(first, 16) >= 0
-    assert new_entry_id(random.Random(7), taken={first}) != first
+def test_a_sessions_entry_ids_look_like_pis_and_never_repeat() -> None:
+    ids = [sequential_entry_id(0xDEADBEEF, n) for n in range(200_000)]
+    assert all(len(i) == 8 and int(i, 16) >= 0 for i in ids)
+    assert len(set(ids)) == len(ids)
+    # Random 32-bit ids would repeat within 200,000 entries almost surely (p > 0.99).
+    assert sequential_entry_id(0xDEADBEEF, 5) == ids[5]  # deterministic for replay
+    assert sequential_entry_id(1, 0) != sequential_entry_id(2, 0)
 
 
 def test_timestamps_in_pi_format() -> None:

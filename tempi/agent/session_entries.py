@@ -9,8 +9,6 @@ so the tree stays whole and the line is written back unchanged.
 from __future__ import annotations
 
 import json
-import random
-from collections.abc import Container
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -175,12 +173,14 @@ def parse_entry(data: dict[str, Any]) -> SessionEntry:
     return UnknownEntry.model_validate(data)
 
 
-def new_entry_id(rng: random.Random, taken: Container[str] = ()) -> str:
-    """8 hex characters, like pi's; the caller's rng makes it deterministic in a workflow."""
-    while True:
-        candidate = f"{rng.getrandbits(32):08x}"
-        if candidate not in taken:
-            return candidate
+# An odd step makes n -> seed + n * step a permutation of the 32-bit ids.
+ENTRY_ID_STEP = 0x9E3779B1
+
+
+def sequential_entry_id(seed: int, n: int) -> str:
+    """The n-th entry id of a session: 8 hex characters, like pi's, that look random but
+    never repeat within a session for 2**32 entries, however many runs it spans."""
+    return f"{(seed + n * ENTRY_ID_STEP) % 2**32:08x}"
 
 
 def iso_timestamp(epoch_ms: int) -> str:

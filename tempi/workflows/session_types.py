@@ -125,6 +125,8 @@ class CarriedState(PiModel):
     message_count: int = 0
     runs: int = 0
     handoff: RunHandoff | None = None
+    entry_id_seed: int | None = None
+    entry_ids_made: int = 0
 
 
 class SessionInput(PiModel):

@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
         UserMessage,
     )
     from tempi.agent.model_spec import ModelSpec, ThinkingLevel
+    from tempi.agent.session_entries import iso_timestamp, sequential_entry_id
     from tempi.agent.subagents import (
         BUILTIN_AGENTS,
         PARALLEL_CONCURRENCY,
@@ -115,12 +116,6 @@ def _sandbox_host_gone(pickup_s: float) -> str:
         f"The sandbox's host did not pick this up within {pickup_s:g} s, so its worker is probably "
         "gone. A fresh sandbox starts with the next tool call, from the workspace as last saved."
     )
-
-
-def _iso(ms: int) -> str:
-    from datetime import UTC, datetime
-
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
 
 
 @workflow.defn(name="AgentSessionWorkflow")
@@ -485,7 +480,7 @@ class AgentSessionWorkflow:
                             policy=self.config.compaction,
                             custom_instructions=custom_instructions,
                             entry_id=entry_id,
-                            entry_timestamp=_iso(self._now_ms()),
+                            entry_timestamp=iso_timestamp(self._now_ms()),
                             reason=reason,  # type: ignore[arg-type]
                         ),
                         result_type=CompactActivityResult,
@@ -556,7 +551,7 @@ class AgentSessionWorkflow:
                 outbox=outbox,
                 leaf_id=self.state.leaf_id,
                 entry_id=entry_id,
-                entry_timestamp=_iso(now_ms),
+                entry_timestamp=iso_timestamp(now_ms),
                 model=model,
                 thinking_level=self.state.thinking_level,
                 system_prompt=self.config.system_prompt,
@@ -712,7 +707,7 @@ class AgentSessionWorkflow:
             tool_call=call,
             entry_id=entry_id,
             parent_id=parent_id,
-            entry_timestamp=_iso(now_ms),
+            entry_timestamp=iso_timestamp(now_ms),
             timestamp_ms=now_ms,
         )
         runs_commands = not is_read_only(call.name) and mutated_path(call.name, call.arguments) is None
@@ -884,7 +879,7 @@ class AgentSessionWorkflow:
         self, call_id: str, agent: AgentDefinition, task: str, progress: Callable[[], None]
     ) -> SubagentOutcome:
         child_id = str(workflow.uuid4())
-        created = _iso(self._now_ms())
+        created = iso_timestamp(self._now_ms())
         stamp = created.replace(":", "-").replace(".", "-")
         tools = [t for t in (agent.tools or self.config.tools) if t != TASK_TOOL]
         config = self.config.model_copy(
@@ -992,7 +987,7 @@ class AgentSessionWorkflow:
             "type": body["type"],
             "id": entry_id,
             "parentId": parent_id or None,
-            "timestamp": _iso(self._now_ms()),
+            "timestamp": iso_timestamp(self._now_ms()),
             **{k: v for k, v in body.items() if k != "type"},
         }
 
@@ -1062,7 +1057,15 @@ class AgentSessionWorkflow:
 
     def _new_id(self) -> str:
         while True:
-            candidate = workflow.uuid4().hex[:8]
+            if workflow.patched("sequential-entry-ids"):
+                # Random ids could repeat one from an earlier run, which the store
+                # would then take for a retried write and drop.
+                if self.state.entry_id_seed is None:
+                    self.state.entry_id_seed = workflow.random().getrandbits(32)
+                candidate = sequential_entry_id(self.state.entry_id_seed, self.state.entry_ids_made)
+                self.state.entry_ids_made += 1
+            else:
+                candidate = workflow.uuid4().hex[:8]
             if candidate not in self.made_ids:
                 self.made_ids.add(candidate)
                 return candidate
@@ -1195,7 +1198,7 @@ class AgentSessionWorkflow:
                     model=self.state.model,
                     thinking_level=self.state.thinking_level,
                     entry_id=self._new_id(),
-                    entry_timestamp=_iso(self._now_ms()),
+                    entry_timestamp=iso_timestamp(self._now_ms()),
                     custom_instructions=req.custom_instructions,
                 ),
                 result_type=BranchSummaryResult,
