@@ -11,14 +11,26 @@ from typing import Any
 from temporalio.client import Client
 
 from tempi.activities.sandbox import SESSION_LABEL
+from tempi.agent.model_spec import ModelSpec
 from tempi.agent.subagents import AgentDefinition
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tests.docker_support import docker_client, open_host_dir, sandbox_image  # noqa: F401 (fixtures)
-from tests.session_harness import running_worker, scripted_model, start_session, unique_queue
+from tests.session_harness import Session, running_worker, scripted_model, start_session, unique_queue
 
 
 def _containers(client: Any, session_id: str) -> list[Any]:
     return client.containers.list(all=True, filters={"label": f"{SESSION_LABEL}={session_id}"})
+
+
+async def _start_docker_session(
+    client: Client, tmp: Path, model: ModelSpec, queue: str, image: str, **config: Any
+) -> Session:
+    """A session whose tools run in a container, its cwd open to the container's user."""
+    s = await start_session(
+        client, tmp, model, task_queue=queue, sandbox="docker", sandbox_image=image, **config
+    )
+    open_host_dir(Path(s.config.cwd))
+    return s
 
 
 async def test_tools_run_in_the_sessions_container_and_shutdown_removes_it(
@@ -51,15 +63,13 @@ async def test_tools_run_in_the_sessions_container_and_shutdown_removes_it(
     )
     queue = unique_queue()
     async with running_worker(temporal_client, tmp_path / "sessions", queue, host_sandboxes=True):
-        s = await start_session(
+        s = await _start_docker_session(
             temporal_client,
             tmp_path,
             scripted_model(scripted_server, "docker-tools"),
-            task_queue=queue,
-            sandbox="docker",
-            sandbox_image=sandbox_image,
+            queue,
+            sandbox_image,
         )
-        open_host_dir(Path(s.config.cwd))
         await s.prompt("work in the sandbox")
         events = await s.run_to_idle(timeout=90)
         assert len(_containers(docker_client, s.config.session_id)) == 1
@@ -102,17 +112,16 @@ async def test_subagent_in_docker_works_on_a_copy_and_returns_a_patch(
     coder = AgentDefinition(name="coder", model=scripted_model(scripted_server, "docker-child"))
     queue = unique_queue()
     async with running_worker(temporal_client, tmp_path / "sessions", queue, host_sandboxes=True):
-        s = await start_session(
+        s = await _start_docker_session(
             temporal_client,
             tmp_path,
             scripted_model(scripted_server, "docker-parent"),
-            task_queue=queue,
-            sandbox="docker",
-            sandbox_image=sandbox_image,
+            queue,
+            sandbox_image,
             tools=["read", "write", "bash", "task"],
             agents=[coder],
         )
-        cwd = open_host_dir(Path(s.config.cwd))
+        cwd = Path(s.config.cwd)
         (cwd / "existing.txt").write_text("kept\n")
         await s.prompt("delegate")
         events = await s.run_to_idle(timeout=120)
@@ -152,15 +161,13 @@ async def test_orphan_sweep_removes_containers_of_sessions_that_are_gone(
     assert _containers(docker_client, orphan_id) == []
     queue = unique_queue()
     async with running_worker(temporal_client, tmp_path / "sessions", queue, host_sandboxes=True):
-        s = await start_session(
+        s = await _start_docker_session(
             temporal_client,
             tmp_path,
             scripted_model(scripted_server, "docker-live"),
-            task_queue=queue,
-            sandbox="docker",
-            sandbox_image=sandbox_image,
+            queue,
+            sandbox_image,
         )
-        open_host_dir(Path(s.config.cwd))
         await s.prompt("use the sandbox")
         await s.run_to_idle(timeout=60)
         assert s.config.session_id not in await sweep_orphan_sandboxes(temporal_client)
@@ -190,16 +197,14 @@ async def test_a_gone_sandbox_host_gives_a_clear_error_and_a_fresh_sandbox_carri
     queue = unique_queue()
     sessions = tmp_path / "sessions"
     async with running_worker(temporal_client, sessions, queue, host_sandboxes=True):
-        s = await start_session(
+        s = await _start_docker_session(
             temporal_client,
             tmp_path,
             scripted_model(scripted_server, "docker-host-gone"),
-            task_queue=queue,
-            sandbox="docker",
-            sandbox_image=sandbox_image,
+            queue,
+            sandbox_image,
             sandbox_pickup_s=3,
         )
-        open_host_dir(Path(s.config.cwd))
         await s.prompt("write it")
         await s.run_to_idle(timeout=90)
         (first_container,) = _containers(docker_client, s.config.session_id)
