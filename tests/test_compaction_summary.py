@@ -18,7 +18,6 @@ from tempi.activities.compaction import (
     summarize_branch_session,
 )
 from tempi.activities.llm import StreamOptions
-from tempi.activities.session_store import SessionStore
 from tempi.agent.compaction import CompactionPlan
 from tempi.agent.compaction_prompts import SUMMARY_SYSTEM_PROMPT
 from tempi.agent.messages import (
@@ -32,6 +31,7 @@ from tempi.agent.messages import (
 from tempi.agent.model_spec import ModelSpec
 from tempi.agent.session_entries import CompactionEntry
 from tempi.config.settings import CompactionSettings
+from tempi.store.session_store import SessionStore
 from tempi.testing.scripted_llm import ScriptedLLMServer
 
 SUMMARY = "## Goal\nShip the parser.\n\n## Progress\n### Done\n- [x] tokenizer"

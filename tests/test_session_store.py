@@ -13,14 +13,10 @@ from typing import Any
 
 import pytest
 
-from tempi.activities.session_store import (
-    AmbiguousSessionError,
-    SessionFileError,
-    SessionNotFoundError,
-    SessionStore,
-)
 from tempi.agent.messages import CustomMessage, UserMessage
 from tempi.agent.session_entries import CompactionEntry, MessageEntry, SessionHeader, UnknownEntry
+from tempi.store.errors import AmbiguousSessionError, SessionFileError, SessionNotFoundError
+from tempi.store.session_store import SessionStore
 from tests.fixture_paths import PI_FIXTURES
 
 FIXTURES = PI_FIXTURES / "sessions"
@@ -476,7 +472,7 @@ def test_concurrent_appends_from_threads_with_separate_indexes(store: SessionSto
 APPENDER = """
 import sys
 from pathlib import Path
-from tempi.activities.session_store import SessionStore
+from tempi.store.session_store import SessionStore
 from tempi.agent.session_entries import SessionInfoEntry
 path = Path(sys.argv[1])
 store = SessionStore(path.parent)

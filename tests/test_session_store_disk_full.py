@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tempi.activities import session_store as store_module
-from tempi.activities.session_store import SessionStore
+from tempi.store import appends as store_module
+from tempi.store.session_store import SessionStore
 
 
 def _entry(entry_id: str, parent: str | None) -> dict:

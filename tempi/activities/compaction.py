@@ -12,7 +12,6 @@ import math
 from pathlib import Path
 
 from tempi.activities.llm import StreamOptions, complete
-from tempi.activities.session_store import SessionStore
 from tempi.agent.compaction import (
     BranchSummaryPlan,
     CompactionBudget,
@@ -37,6 +36,7 @@ from tempi.agent.messages import TextContent
 from tempi.agent.model_spec import ModelSpec
 from tempi.agent.session_entries import BranchSummaryEntry, CompactionEntry, SessionEntry
 from tempi.agent.session_tree import SessionTree, UnknownEntryError
+from tempi.store.session_store import SessionStore
 
 # Output budgets as shares of `reserveTokens`: the main summary gets most of the room
 # kept free for answers, the beginning of a split turn half of it.

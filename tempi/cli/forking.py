@@ -6,9 +6,9 @@ import time
 import uuid
 from pathlib import Path
 
-from tempi.activities.session_store import SessionStore
 from tempi.agent.session_entries import LabelEntry, SessionHeader
 from tempi.agent.session_tree import UnknownEntryError
+from tempi.store.session_store import SessionStore
 
 
 def _iso_now() -> str:

@@ -9,9 +9,10 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from tempi.activities.session_store import LoadedSession, SessionStore
 from tempi.agent.session_entries import CompactionEntry, MessageEntry, ModelChangeEntry, SessionEntry
 from tempi.agent.session_tree import entry_message
+from tempi.store.loading import LoadedSession
+from tempi.store.session_store import SessionStore
 
 STYLE = """
 body{font:15px/1.5 system-ui,sans-serif;max-width:960px;margin:2em auto;padding:0 1em;color:#1d1d1f;background:#fafafa}

@@ -12,7 +12,6 @@ from pathlib import Path
 
 from temporalio.service import RPCError
 
-from tempi.activities.session_store import SessionStore
 from tempi.agent.messages import ImageContent
 from tempi.agent.prompt_templates import expand_prompt_template
 from tempi.cli.args import SUBCOMMANDS, parse_args
@@ -25,6 +24,7 @@ from tempi.cli.rpc_io import ProtocolOut
 from tempi.config.errors import ConfigError
 from tempi.config.models_json import load_model_registry
 from tempi.config.paths import default_sessions_root, tempi_home
+from tempi.store.session_store import SessionStore
 from tempi.workers.temporal_client import TemporalUnreachable
 
 

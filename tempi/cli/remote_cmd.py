@@ -8,12 +8,12 @@ import json
 import sys
 from typing import Any
 
-from tempi.activities.session_store import SessionStore
 from tempi.cli.errors import UserError
 from tempi.cli.event_follower import EventFollower
 from tempi.cli.runtime import open_runtime
 from tempi.cli.sessions import SessionNotFound, find_handle, session_state
 from tempi.config.paths import default_sessions_root
+from tempi.store.session_store import SessionStore
 
 REMOTE_COMMANDS = ("attach", "steer", "follow-up", "abort")
 

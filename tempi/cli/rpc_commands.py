@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any, cast
 from pydantic import ValidationError
 from temporalio.client import WorkflowUpdateFailedError
 
-from tempi.activities.session_store import SessionFileError
 from tempi.agent.messages import ImageContent
 from tempi.agent.model_spec import THINKING_LEVELS, ModelSpec, ThinkingLevel
 from tempi.agent.prompt_templates import expand_prompt_template
@@ -22,6 +21,7 @@ from tempi.cli.session_open import OpenSession
 from tempi.cli.session_view import context_messages, fork_points, load_at_leaf, session_stats, user_text
 from tempi.cli.sessions import SessionPlan, resume_session, start_new_session
 from tempi.config.api_keys import has_configured_key
+from tempi.store.errors import SessionFileError
 from tempi.workflows.session_types import (
     BashRequest,
     BashResult,

@@ -18,7 +18,6 @@ from typing import Any
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
-from tempi.activities.session_store import SessionStore
 from tempi.cli.errors import UserError
 from tempi.cli.event_follower import POLL_INTERVAL_S, EventFollower
 from tempi.cli.plan import PlannedRun
@@ -26,6 +25,7 @@ from tempi.cli.rpc_commands import ALREADY_SENT, BACKGROUND, HANDLERS, NO_DATA, 
 from tempi.cli.rpc_io import ProtocolOut, parse_command, read_lines
 from tempi.cli.session_open import OpenSession
 from tempi.cli.sessions import session_state
+from tempi.store.session_store import SessionStore
 from tempi.workflows.session_types import SessionConfig, SessionStateView
 
 EVENTS_PAGE = 1000

@@ -12,11 +12,12 @@ from typing import Any
 
 from temporalio.client import Client, WorkflowHandle
 
-from tempi.activities.session_store import SessionFileError, SessionStore
 from tempi.cli.errors import UserError
 from tempi.cli.forking import fork_session_file
 from tempi.cli.sessions import SessionPlan, resume_session, start_new_session
 from tempi.config.settings import Settings
+from tempi.store.errors import SessionFileError
+from tempi.store.session_store import SessionStore
 from tempi.workflows.session_types import SessionConfig
 
 

@@ -11,9 +11,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tempi.activities.session_store import LoadedSession, SessionFileError, SessionStore
 from tempi.agent.model_spec import ModelSpec
 from tempi.agent.session_entries import MessageEntry
+from tempi.store.errors import SessionFileError
+from tempi.store.loading import LoadedSession
+from tempi.store.session_store import SessionStore
 
 # A leaf the workflow already moved to may reach the file a moment later (the flush
 # after a run), so readers wait this long for it before using the file's own leaf.

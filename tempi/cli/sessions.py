@@ -13,9 +13,9 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError
 
-from tempi.activities.session_store import SessionStore
 from tempi.agent.model_spec import ModelSpec, ThinkingLevel
 from tempi.agent.subagents import AgentDefinition
+from tempi.store.session_store import SessionStore
 from tempi.workflows.session_types import (
     DEFAULT_SANDBOX_IMAGE,
     DEFAULT_TASK_QUEUE,

@@ -13,7 +13,6 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from tempi.activities.session_store import SessionFileError, SessionStore, SessionSummary
 from tempi.agent.session_entries import CompactionEntry
 from tempi.agent.session_tree import entry_message
 from tempi.cli.errors import UserError
@@ -21,6 +20,9 @@ from tempi.cli.html_export import default_export_path, export_session_html
 from tempi.cli.session_open import find_session_path
 from tempi.cli.session_view import user_text
 from tempi.config.paths import default_sessions_root
+from tempi.store.catalog import SessionSummary
+from tempi.store.errors import SessionFileError
+from tempi.store.session_store import SessionStore
 from tempi.workers.temporal_client import TemporalUnreachable
 from tempi.workflows.session_types import SESSION_WORKFLOW, workflow_id_for
 

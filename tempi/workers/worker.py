@@ -14,7 +14,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from tempi.activities.sandbox_activities import SandboxActivities
 from tempi.activities.session_activities import CredentialResolver, SessionActivities
-from tempi.activities.session_store import SessionStore
+from tempi.store.session_store import SessionStore
 from tempi.workers.credentials import Credentials
 from tempi.workers.orphans import sweep_orphan_sandboxes
 from tempi.workflows.session_types import DEFAULT_TASK_QUEUE

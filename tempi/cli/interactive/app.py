@@ -33,7 +33,6 @@ from rich.console import RenderableType
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
-from tempi.activities.session_store import SessionStore
 from tempi.agent.prompt_templates import expand_prompt_template
 from tempi.cli.event_follower import POLL_INTERVAL_S, EventFollower
 from tempi.cli.interactive import commands
@@ -45,6 +44,7 @@ from tempi.cli.plan import PlannedRun
 from tempi.cli.session_open import OpenSession
 from tempi.cli.session_view import context_messages, context_usage, load_at_leaf
 from tempi.cli.sessions import SessionPlan, session_state
+from tempi.store.session_store import SessionStore
 from tempi.workflows.session_types import BashRequest, BashResult, EventsPage, PromptRequest
 
 CTRL_C_WINDOW_S = 2.0

@@ -15,7 +15,6 @@ from rich.table import Table
 from rich.text import Text
 from temporalio.client import WorkflowUpdateFailedError
 
-from tempi.activities.session_store import SessionFileError
 from tempi.agent.model_spec import THINKING_LEVELS, ModelSpec, ThinkingLevel
 from tempi.agent.session_entries import CompactionEntry, MessageEntry, SessionEntry
 from tempi.agent.session_tree import SessionTree
@@ -27,6 +26,7 @@ from tempi.cli.session_open import OpenSession
 from tempi.cli.session_view import context_messages, fork_points, load_at_leaf, session_stats, user_text
 from tempi.cli.sessions import resume_session, session_state, start_new_session
 from tempi.config.api_keys import has_configured_key
+from tempi.store.errors import SessionFileError
 from tempi.workflows.session_types import CompactRequest, CompactResult, NavigateRequest, NavigateResult
 
 if TYPE_CHECKING:

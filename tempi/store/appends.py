@@ -1,0 +1,235 @@
+"""Durable, idempotent writes to session files.
+
+Appends are idempotent by entry id: the workflow makes every id, so a retried append
+activity writes nothing twice. Each append holds an exclusive `flock` on the file,
+repairs a line torn by a crash, and is fsynced before it returns; a write cut short (a
+full disk) is truncated back to the last whole line. Files of versions 1 and 2 are
+upgraded in place on first touch, atomically (a temporary file renamed over the old one).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from pydantic import ValidationError
+
+from tempi.agent.session_entries import CURRENT_SESSION_VERSION, EntryBase, SessionHeader, parse_entry
+from tempi.store.errors import SessionFileError
+from tempi.store.file_format import ParsedFile, is_json_object, json_line, line_id, parse_file, parse_header
+from tempi.store.locking import FileLocks
+
+# Id indexes a store keeps (least recently used dropped first): a long-lived worker
+# touches many sessions, and whatever is dropped is read again from the file when needed.
+MAX_CACHED_INDEXES = 256
+
+
+class _NeedsUpgrade(Exception):
+    """Raised inside an append when the file is version 1 or 2."""
+
+
+def fsync_dir(directory: Path) -> None:
+    """A new or renamed file survives a crash only once its directory entry is on disk."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@dataclass
+class _IdIndex:
+    """Ids of the entries in the first `size` bytes of one file (which end at a newline)."""
+
+    inode: int
+    size: int = 0
+    ids: set[str] = field(default_factory=set)
+
+
+def upgrade_file(locks: FileLocks, path: Path) -> ParsedFile:
+    """Rewrite a version 1 or 2 file as version 3; the parsed result either way."""
+    with locks.locked(path) as handle:
+        parsed = parse_file(handle.read(), path)
+        if parsed.old_version is None:
+            return parsed  # another process upgraded it meanwhile
+        content = json_line(parsed.header) + b"".join(json_line(raw) for raw in parsed.raw_entries)
+        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".upgrade-", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(content)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(temporary, path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
+            raise
+        fsync_dir(path.parent)
+        return parsed
+
+
+class Appender:
+    """Creates session files and appends to them, keeping an id index per file."""
+
+    def __init__(self, locks: FileLocks) -> None:
+        self._locks = locks
+        self._indexes: dict[str, _IdIndex] = {}
+        self._guard = threading.Lock()
+
+    def create(self, path: Path, header: SessionHeader | Mapping[str, Any]) -> None:
+        """Write the header line of a new file. Creating again with the same header is a
+        no-op (a retried activity); a different session already there is an error."""
+        if not isinstance(header, SessionHeader):
+            try:
+                header = SessionHeader.model_validate(dict(header))
+            except ValidationError as exc:
+                raise ValueError(f"not a session header: {exc.errors()[0]['msg']}") from None
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            os.close(fd)
+        except FileExistsError:
+            pass
+        with self._locks.locked(path) as handle:
+            existing = handle.read()
+            first, newline, _ = existing.partition(b"\n")
+            if existing.strip():
+                try:
+                    existing_header: dict[str, Any] | None = parse_header(
+                        first.decode("utf-8", "replace"), path
+                    )
+                except SessionFileError:
+                    if newline:
+                        raise
+                    existing_header = None  # torn by a crash during an earlier create
+                if existing_header is not None:
+                    if existing_header.get("id") != header.id:
+                        raise SessionFileError(f"{path} already holds a different session")
+                    if not newline:
+                        handle.write(b"\n")
+                        handle.flush()
+                        os.fsync(handle.fileno())
+                    return
+            handle.seek(0)
+            handle.truncate()
+            handle.write(json_line(header.to_json_dict()))
+            handle.flush()
+            os.fsync(handle.fileno())
+        fsync_dir(path.parent)
+
+    def append(self, path: Path, entries: Sequence[EntryBase | Mapping[str, Any]]) -> int:
+        """Append the entries whose ids the file does not hold yet; returns how many were
+        written. Dicts are checked as entries first (ValueError when one is not)."""
+        prepared: list[tuple[str, bytes]] = []
+        for entry in entries:
+            data = entry.to_json_dict() if isinstance(entry, EntryBase) else dict(entry)
+            if isinstance(entry, Mapping):
+                try:
+                    parse_entry(data)
+                except ValidationError as exc:
+                    raise ValueError(f"not a session entry: {exc.errors()[0]['msg']}") from None
+            if data.get("type") == "session":
+                raise ValueError("a session header cannot be appended as an entry")
+            prepared.append((str(data["id"]), json_line(data)))
+
+        try:
+            return self._append_lines(path, prepared)
+        except _NeedsUpgrade:
+            upgrade_file(self._locks, path)
+            return self._append_lines(path, prepared)
+
+    def has_entry(self, path: Path, entry_id: str) -> bool:
+        """Whether the file holds an entry with this id (as read now, other writers included)."""
+        try:
+            return entry_id in self._locked_index(path).ids
+        except _NeedsUpgrade:
+            upgrade_file(self._locks, path)
+            return entry_id in self._locked_index(path).ids
+
+    def _locked_index(self, path: Path) -> _IdIndex:
+        with self._locks.locked(path) as handle:
+            return self._current_index(path, handle)
+
+    def _append_lines(self, path: Path, prepared: list[tuple[str, bytes]]) -> int:
+        with self._locks.locked(path) as handle:
+            index = self._current_index(path, handle)
+            new_ids: list[str] = []
+            lines: list[bytes] = []
+            for entry_id, line in prepared:
+                if entry_id not in index.ids and entry_id not in new_ids:
+                    new_ids.append(entry_id)
+                    lines.append(line)
+            if lines:
+                payload = b"".join(lines)
+                # Straight to the descriptor: a buffered writer could flush leftovers later.
+                fd = handle.fileno()
+                try:
+                    os.lseek(fd, index.size, os.SEEK_SET)
+                    view = memoryview(payload)
+                    while view:
+                        view = view[os.write(fd, view) :]
+                    os.fsync(fd)
+                except OSError:
+                    # A full disk can cut a line in half: give the file back its last
+                    # whole line (truncating needs no space) so readers never see a torn one.
+                    with contextlib.suppress(OSError):
+                        os.ftruncate(fd, index.size)
+                        os.fsync(fd)
+                    raise
+                # Only now: a failed write must leave the ids retryable.
+                index.ids.update(new_ids)
+                index.size += len(payload)
+            return len(lines)
+
+    def _current_index(self, path: Path, handle: BinaryIO) -> _IdIndex:
+        """The id index brought up to date with the file's tail (other processes may have
+        appended), after upgrading an old file and repairing a torn last line."""
+        key = str(path.absolute())
+        stat = os.fstat(handle.fileno())
+        with self._guard:
+            index = self._indexes.pop(key, None)
+            if index is None or index.inode != stat.st_ino or stat.st_size < index.size:
+                index = _IdIndex(inode=stat.st_ino)
+            self._indexes[key] = index
+            while len(self._indexes) > MAX_CACHED_INDEXES:
+                self._indexes.pop(next(iter(self._indexes)))
+        if index.size == 0:
+            handle.seek(0)
+            first = handle.readline()
+            if not first.strip():
+                raise SessionFileError(f"{path} has no session header yet; create the session first")
+            header = parse_header(first.decode("utf-8", errors="replace"), path)
+            version = header.get("version", 1)
+            if not isinstance(version, int) or version < CURRENT_SESSION_VERSION:
+                raise _NeedsUpgrade
+        handle.seek(index.size)
+        tail = handle.read()
+        complete_end = tail.rfind(b"\n") + 1
+        for line in tail[:complete_end].split(b"\n"):
+            entry_id = line_id(line)
+            if entry_id is not None:
+                index.ids.add(entry_id)
+        index.size += complete_end
+        torn = tail[complete_end:]
+        if torn.strip():
+            if is_json_object(torn):
+                # The line was written whole; only its newline was lost.
+                handle.seek(index.size + len(torn))
+                handle.write(b"\n")
+                entry_id = line_id(torn)
+                if entry_id is not None:
+                    index.ids.add(entry_id)
+                index.size += len(torn) + 1
+            else:
+                handle.truncate(index.size)
+            handle.flush()
+            os.fsync(handle.fileno())
+        elif torn:
+            handle.truncate(index.size)
+        return index

@@ -1,0 +1,182 @@
+"""Where sessions live and how to find them, in pi's layout so pi and tempi share files.
+
+`root` holds one directory per working directory (`session_dir_name`), each holding one
+file per session named after its header (`session_file_name`). Listing and lookup read
+headers and raw JSON only, without locks or typed parsing, because they touch every file
+under `root` and must stay quick; a file that is not a session is left out, not an error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from tempi.agent.base import PiModel
+from tempi.agent.session_entries import SessionHeader
+from tempi.store.errors import AmbiguousSessionError, SessionFileError, SessionNotFoundError
+from tempi.store.file_format import parse_file, read_header
+
+
+class SessionSummary(PiModel):
+    path: Path
+    id: str
+    cwd: str
+    name: str | None = None
+    parent_session: str | None = None
+    created: datetime
+    modified: datetime
+    message_count: int
+    first_message: str | None = None
+
+
+def session_dir_name(cwd: str) -> str:
+    """pi's directory name for a working directory: `/home/u/p` -> `--home-u-p--`."""
+    trimmed = cwd[1:] if cwd[:1] in ("/", "\\") else cwd
+    return "--" + trimmed.replace("/", "-").replace("\\", "-").replace(":", "-") + "--"
+
+
+def session_file_name(session_id: str, timestamp: str) -> str:
+    """pi's file name: the header's ISO timestamp with `:` and `.` turned into `-`."""
+    return timestamp.replace(":", "-").replace(".", "-") + f"_{session_id}.jsonl"
+
+
+def session_dir_for(root: Path, cwd: str | Path) -> Path:
+    return root / session_dir_name(str(cwd))
+
+
+def _session_files(root: Path, cwd: str | Path | None = None) -> list[Path]:
+    directories = [session_dir_for(root, cwd)] if cwd is not None else _project_dirs(root)
+    files: list[Path] = []
+    for directory in directories:
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            files.extend(p for p in directory.iterdir() if p.suffix == ".jsonl" and p.is_file())
+    return files
+
+
+def _project_dirs(root: Path) -> list[Path]:
+    try:
+        return sorted(p for p in root.iterdir() if p.is_dir())
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def _header_or_none(path: Path) -> SessionHeader | None:
+    try:
+        return read_header(path)
+    except SessionFileError:
+        return None
+
+
+def list_sessions(root: Path, cwd: str | Path | None = None) -> list[SessionSummary]:
+    """Sessions of one working directory, or of all when `cwd` is None; newest first."""
+    summaries = [s for s in (_summarize(p) for p in _session_files(root, cwd)) if s is not None]
+    summaries.sort(key=lambda s: s.modified, reverse=True)
+    return summaries
+
+
+def find_session(root: Path, reference: str) -> Path:
+    """A session file by path, full id or unique id prefix."""
+    candidate = Path(reference).expanduser()
+    if candidate.is_file():
+        return candidate.absolute()
+    if reference.endswith(".jsonl") or os.sep in reference:
+        raise SessionNotFoundError(f"Session file {reference} does not exist")
+    wanted = reference.strip().lower()
+    if not wanted:
+        raise SessionNotFoundError("No session id given")
+    exact: list[Path] = []
+    by_prefix: list[tuple[Path, str]] = []
+    for path in _session_files(root):
+        header = _header_or_none(path)
+        if header is None:
+            continue
+        if header.id.lower() == wanted:
+            exact.append(path)
+        elif header.id.lower().startswith(wanted):
+            by_prefix.append((path, header.id))
+    if len(exact) == 1:
+        return exact[0]
+    if not exact and len(by_prefix) == 1:
+        return by_prefix[0][0]
+    matches = [(p, wanted) for p in exact] or by_prefix
+    if not matches:
+        raise SessionNotFoundError(f'No session matches "{reference}" (looked in {root})')
+    listed = "\n".join(f"  {session_id}  {path}" for path, session_id in sorted(matches)[:10])
+    more = f"\n  ... and {len(matches) - 10} more" if len(matches) > 10 else ""
+    raise AmbiguousSessionError(
+        f'"{reference}" matches {len(matches)} sessions; give more of the id:\n{listed}{more}'
+    )
+
+
+def most_recent(root: Path, cwd: str | Path) -> Path | None:
+    """The session of `cwd` whose file changed last (for --continue)."""
+    valid = [p for p in _session_files(root, cwd) if _header_or_none(p) is not None]
+    return max(valid, key=lambda p: p.stat().st_mtime_ns, default=None)
+
+
+def _message_text(message: Mapping[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(
+            block["text"]
+            for block in content
+            if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str)
+        )
+    return ""
+
+
+def _parse_time(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _summarize(path: Path) -> SessionSummary | None:
+    """A listing row read straight from the JSON (no typed parsing: listing must be quick)."""
+    try:
+        data = path.read_bytes()
+        parsed = parse_file(data, path)
+        modified_fallback = datetime.fromtimestamp(path.stat().st_mtime, tz=UTC)
+    except (OSError, SessionFileError):
+        return None
+    header = parsed.header
+    name: str | None = None
+    message_count = 0
+    first_message: str | None = None
+    last_activity_ms: int | None = None
+    for entry in parsed.raw_entries:
+        if entry.get("type") == "session_info":
+            name = str(entry.get("name") or "").strip() or None
+        if entry.get("type") != "message" or not isinstance(entry.get("message"), dict):
+            continue
+        message_count += 1
+        message = entry["message"]
+        if message.get("role") not in ("user", "assistant"):
+            continue
+        if isinstance(message.get("timestamp"), int | float):
+            last_activity_ms = max(last_activity_ms or 0, int(message["timestamp"]))
+        if first_message is None and message.get("role") == "user":
+            first_message = _message_text(message) or None
+    created = _parse_time(header.get("timestamp")) or modified_fallback
+    modified = datetime.fromtimestamp(last_activity_ms / 1000, tz=UTC) if last_activity_ms else created
+    return SessionSummary(
+        path=path.absolute(),
+        id=str(header["id"]),
+        cwd=str(header.get("cwd") or ""),
+        name=name,
+        parent_session=header.get("parentSession") if isinstance(header.get("parentSession"), str) else None,
+        created=created,
+        modified=modified,
+        message_count=message_count,
+        first_message=first_message,
+    )

@@ -1,0 +1,182 @@
+"""pi's session file format: JSONL, version 3, a header line then one entry per line.
+
+Reading is forgiving because pi's files are hand-edited and crash-torn: a line that is not
+an entry is counted and skipped, never fatal; only a missing header is. Files written by pi
+versions 1 and 2 are upgraded here, in memory and deterministically, so two processes
+upgrading the same file agree byte for byte (writing the result back is `appends`' job).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from tempi.agent.session_entries import CURRENT_SESSION_VERSION, SessionEntry, SessionHeader, parse_entry
+from tempi.store.errors import SessionFileError
+
+
+def decode_lines(data: bytes) -> list[str]:
+    lines = []
+    # Only "\n" ends a line: U+2028 and friends may sit inside JSON strings.
+    for raw in data.split(b"\n"):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            text = "\x00"  # counted as a malformed line below
+        if text.strip():
+            lines.append(text)
+    return lines
+
+
+def parse_header(line: str | None, path: Path) -> dict[str, Any]:
+    try:
+        header = json.loads(line) if line is not None else None
+    except json.JSONDecodeError:
+        header = None
+    if (
+        not isinstance(header, dict)
+        or header.get("type") != "session"
+        or not isinstance(header.get("id"), str)
+    ):
+        raise SessionFileError(f"{path} is not a session file: its first line is not a session header")
+    return header
+
+
+def _derived_id(session_id: str, index: int, taken: set[str]) -> str:
+    # Deterministic, so two processes upgrading the same file agree on the ids.
+    salt = 0
+    while True:
+        candidate = hashlib.sha256(f"{session_id}:{index}:{salt}".encode()).hexdigest()[:8]
+        if candidate not in taken:
+            return candidate
+        salt += 1
+
+
+def _upgrade_v1(header: dict[str, Any], raw: list[dict[str, Any]]) -> None:
+    """Version 1 had no ids: link the entries into one chain in file order, and turn a
+    compaction's `firstKeptEntryIndex` (a line index counting the header) into an id."""
+    taken: set[str] = set()
+    previous: str | None = None
+    for index, entry in enumerate(raw):
+        entry["id"] = _derived_id(str(header["id"]), index, taken)
+        taken.add(entry["id"])
+        entry["parentId"] = previous
+        previous = entry["id"]
+        if entry.get("type") == "compaction" and "firstKeptEntryIndex" in entry:
+            target = entry.pop("firstKeptEntryIndex")
+            if isinstance(target, int) and 1 <= target <= index:
+                entry["firstKeptEntryId"] = raw[target - 1]["id"]
+
+
+def _upgrade_v2(raw: list[dict[str, Any]]) -> None:
+    """Version 3 renamed the `hookMessage` role to `custom`."""
+    for entry in raw:
+        message = entry.get("message")
+        if (
+            entry.get("type") == "message"
+            and isinstance(message, dict)
+            and message.get("role") == "hookMessage"
+        ):
+            message["role"] = "custom"
+
+
+@dataclass
+class ParsedFile:
+    header: dict[str, Any]
+    raw_entries: list[dict[str, Any]]
+    skipped: int
+    old_version: int | None
+
+
+def _raw_entries(lines: list[str]) -> tuple[list[dict[str, Any]], int]:
+    """JSON objects with a string `type` (other than a header), and how many lines were not."""
+    raw: list[dict[str, Any]] = []
+    skipped = 0
+    for line in lines:
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError:
+            skipped += 1
+            continue
+        if isinstance(value, dict) and isinstance(value.get("type"), str) and value.get("type") != "session":
+            raw.append(value)
+        else:
+            skipped += 1
+    return raw, skipped
+
+
+def parse_file(data: bytes, path: Path) -> ParsedFile:
+    lines = decode_lines(data)
+    header = parse_header(lines[0] if lines else None, path)
+    raw, skipped = _raw_entries(lines[1:])
+    version = header.get("version", 1)
+    version = version if isinstance(version, int) else 1
+    old_version = version if version < CURRENT_SESSION_VERSION else None
+    if version < 2:
+        _upgrade_v1(header, raw)
+    if version < 3:
+        _upgrade_v2(raw)
+        header["version"] = CURRENT_SESSION_VERSION
+    return ParsedFile(header, raw, skipped, old_version)
+
+
+def typed_entries(raw: list[dict[str, Any]]) -> tuple[list[SessionEntry], int]:
+    entries: list[SessionEntry] = []
+    skipped = 0
+    for value in raw:
+        try:
+            entries.append(parse_entry(value))
+        except ValidationError:
+            skipped += 1
+    return entries, skipped
+
+
+def entries_in(data: bytes) -> tuple[list[SessionEntry], int]:
+    """Typed entries of some version-3 entry lines, and how many lines were skipped."""
+    raw, skipped = _raw_entries(decode_lines(data))
+    entries, unreadable = typed_entries(raw)
+    return entries, skipped + unreadable
+
+
+def json_line(data: Mapping[str, Any]) -> bytes:
+    return (json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+
+
+def line_id(line: bytes) -> str | None:
+    try:
+        value = json.loads(line)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    if isinstance(value, dict) and value.get("type") != "session" and isinstance(value.get("id"), str):
+        return value["id"]
+    return None
+
+
+def is_json_object(line: bytes) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return False
+
+
+def header_model(header: dict[str, Any], path: Path) -> SessionHeader:
+    try:
+        return SessionHeader.model_validate(header)
+    except ValidationError as exc:
+        raise SessionFileError(f"{path} has an unreadable session header: {exc.errors()[0]['msg']}") from None
+
+
+def read_header(path: Path) -> SessionHeader:
+    """The header alone: listing and lookup must not read whole files or take locks."""
+    try:
+        with open(path, "rb") as handle:
+            first = handle.readline().decode("utf-8", errors="replace")
+    except OSError as exc:
+        raise SessionFileError(f"Cannot read session file {path}: {exc}") from None
+    return header_model(parse_header(first, path), path)

@@ -1,0 +1,122 @@
+"""Reading session files back as typed entries and a tree, through a per-process cache.
+
+A session is loaded once per turn and only grows, so entries already parsed are reused and
+only the lines appended since are read (a file replaced or truncated meanwhile, by an
+upgrade or by hand, is read again whole). Loads hold a shared `flock`, so an append in
+progress is never read half-written.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from tempi.agent.session_entries import SessionEntry, SessionHeader
+from tempi.agent.session_tree import SessionTree
+from tempi.store.appends import upgrade_file
+from tempi.store.file_format import entries_in, header_model, parse_file, typed_entries
+from tempi.store.locking import FileLocks
+
+# Sessions a store keeps parsed (least recently used dropped first): a long-lived worker
+# touches many sessions, and whatever is dropped is read again from the file when needed.
+MAX_CACHED_SESSIONS = 16
+
+
+@dataclass
+class LoadedSession:
+    path: Path
+    header: SessionHeader
+    entries: list[SessionEntry]
+    tree: SessionTree
+    # Lines that were not JSON objects with a string `type` and `id`.
+    skipped_lines: int = 0
+    # The version the file had before it was upgraded, when it was.
+    migrated_from: int | None = None
+
+
+@dataclass
+class _LoadedFile:
+    """Typed entries of the first `size` bytes of one file (which end at a newline)."""
+
+    inode: int
+    size: int
+    header: SessionHeader
+    entries: list[SessionEntry]
+    skipped: int
+
+
+class Loader:
+    """Loads session files, keeping the parsed entries of the most recently loaded ones."""
+
+    def __init__(self, locks: FileLocks) -> None:
+        self._locks = locks
+        self._loaded: dict[str, _LoadedFile] = {}
+        self._guard = threading.Lock()
+
+    def load(self, path: Path) -> LoadedSession:
+        """The whole file as typed entries and a tree whose leaf is the last entry.
+        A version 1 or 2 file is upgraded on disk to version 3 first.
+
+        Entries already read from this file are reused and only lines appended since are
+        parsed, so loading a long session once per turn stays cheap; keep one store per
+        process to benefit. Returned entries are shared with that cache: do not mutate them.
+        """
+        key = str(path.absolute())
+        with self._locks.locked(path, exclusive=False) as handle:
+            stat = os.fstat(handle.fileno())
+            with self._guard:
+                cached = self._loaded.pop(key, None)
+            if cached is not None and (cached.inode != stat.st_ino or stat.st_size < cached.size):
+                cached = None
+            handle.seek(cached.size if cached is not None else 0)
+            data = handle.read()
+        complete_end = data.rfind(b"\n") + 1
+        if cached is None:
+            if not data[:complete_end].strip():
+                return self._load_whole(path, data)  # nothing but a torn header
+            parsed = parse_file(data[:complete_end], path)
+            if parsed.old_version is not None:
+                return self._load_whole(path, data)
+            entries, unreadable = typed_entries(parsed.raw_entries)
+            cached = _LoadedFile(
+                inode=stat.st_ino,
+                size=complete_end,
+                header=header_model(parsed.header, path),
+                entries=entries,
+                skipped=parsed.skipped + unreadable,
+            )
+        else:
+            new_entries, skipped = entries_in(data[:complete_end])
+            cached.entries.extend(new_entries)
+            cached.skipped += skipped
+            cached.size += complete_end
+        with self._guard:
+            self._loaded[key] = cached
+            while len(self._loaded) > MAX_CACHED_SESSIONS:
+                self._loaded.pop(next(iter(self._loaded)))
+        # An unterminated last line (a crash, or a hand-edited file) is read but not cached.
+        torn_entries, torn_skipped = entries_in(data[complete_end:])
+        entries = [*cached.entries, *torn_entries]
+        return LoadedSession(
+            path=path,
+            header=cached.header,
+            entries=entries,
+            tree=SessionTree(entries),
+            skipped_lines=cached.skipped + torn_skipped,
+        )
+
+    def _load_whole(self, path: Path, data: bytes) -> LoadedSession:
+        parsed = parse_file(data, path)
+        if parsed.old_version is not None:
+            parsed = upgrade_file(self._locks, path)
+        entries, unreadable = typed_entries(parsed.raw_entries)
+        return LoadedSession(
+            path=path,
+            header=header_model(parsed.header, path),
+            entries=entries,
+            tree=SessionTree(entries),
+            skipped_lines=parsed.skipped + unreadable,
+            migrated_from=parsed.old_version,
+        )

@@ -1,0 +1,84 @@
+"""Session files on disk: pi's JSONL format, version 3, one entry per line.
+
+Appends are idempotent by entry id: the workflow makes every id, so a retried append
+activity writes nothing twice. Each append holds an exclusive `flock` on the file,
+repairs a line torn by a crash, and is fsynced before it returns. Files written by pi
+(versions 1 and 2 included) load; old versions are upgraded in place on first touch.
+
+`SessionStore` is the one object callers hold: it shares one set of file locks between
+its writer (`appends`) and its reader (`loading`), whose caches last as long as the store,
+so keep one store per process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from tempi.agent.session_entries import EntryBase, SessionHeader
+from tempi.store import catalog, file_format
+from tempi.store.appends import Appender
+from tempi.store.catalog import SessionSummary
+from tempi.store.loading import LoadedSession, Loader
+from tempi.store.locking import FileLocks
+
+
+class SessionStore:
+    """Session files under `root`, one directory per working directory (pi's layout)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        locks = FileLocks()
+        self._appender = Appender(locks)
+        self._loader = Loader(locks)
+
+    # --- naming ---------------------------------------------------------------------
+
+    def session_dir_for(self, cwd: str | Path) -> Path:
+        return catalog.session_dir_for(self.root, cwd)
+
+    def new_session_path(self, cwd: str | Path, session_id: str, timestamp: str) -> Path:
+        """Where a new session goes; `timestamp` is the header's ISO timestamp."""
+        return self.session_dir_for(cwd) / catalog.session_file_name(session_id, timestamp)
+
+    # --- writing --------------------------------------------------------------------
+
+    def create(self, path: Path, header: SessionHeader | Mapping[str, Any]) -> None:
+        """Write the header line of a new file. Creating again with the same header is a
+        no-op (a retried activity); a different session already there is an error."""
+        self._appender.create(path, header)
+
+    def append(self, path: Path, entries: Sequence[EntryBase | Mapping[str, Any]]) -> int:
+        """Append the entries whose ids the file does not hold yet; returns how many were
+        written. Dicts are checked as entries first (ValueError when one is not)."""
+        return self._appender.append(path, entries)
+
+    def has_entry(self, path: Path, entry_id: str) -> bool:
+        """Whether the file holds an entry with this id (as read now, other writers included)."""
+        return self._appender.has_entry(path, entry_id)
+
+    # --- reading --------------------------------------------------------------------
+
+    def load(self, path: Path) -> LoadedSession:
+        """The whole file as typed entries and a tree whose leaf is the last entry.
+        A version 1 or 2 file is upgraded on disk to version 3 first. Returned entries are
+        shared with the store's cache: do not mutate them."""
+        return self._loader.load(path)
+
+    def read_header(self, path: Path) -> SessionHeader:
+        return file_format.read_header(path)
+
+    # --- finding sessions -------------------------------------------------------------
+
+    def list_sessions(self, cwd: str | Path | None = None) -> list[SessionSummary]:
+        """Sessions of one working directory, or of all when `cwd` is None; newest first."""
+        return catalog.list_sessions(self.root, cwd)
+
+    def find_session(self, reference: str) -> Path:
+        """A session file by path, full id or unique id prefix."""
+        return catalog.find_session(self.root, reference)
+
+    def most_recent(self, cwd: str | Path) -> Path | None:
+        """The session of `cwd` whose file changed last (for --continue)."""
+        return catalog.most_recent(self.root, cwd)
