@@ -1,7 +1,9 @@
 """Session files on disk, in pi's JSONL layout, split by concern.
 
-`file_format` knows pi's line format and its older versions, `appends` makes writes durable
-and idempotent, `loading` reads files back through a per-process cache, `catalog` names and
-finds session files, and `session_store.SessionStore` is the one object callers hold.
-Nothing here is an activity: the CLI uses it directly, the worker's activities wrap it.
+`file_format` knows pi's line format and upgrades its older versions, `locking` serialises
+access to one file across threads and processes, `appends` makes writes durable and
+idempotent, `loading` reads files back through a per-process cache, `catalog` names and
+finds session files, and `session_store.SessionStore` is the one object callers hold
+(`errors` has what they catch). Nothing here is an activity: the CLI uses it directly and
+the worker's activities wrap it.
 """
