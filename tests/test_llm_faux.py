@@ -10,6 +10,8 @@ import pytest
 
 from tempi.activities.llm import (
     FauxResponse,
+    FauxToolCall,
+    FauxUsage,
     StreamOptions,
     classify_error,
     clear_faux,
@@ -17,11 +19,11 @@ from tempi.activities.llm import (
     register_faux,
     stream_assistant,
 )
-from tempi.activities.llm.faux import FauxToolCall, FauxUsage
 from tempi.agent.llm_context import LlmContext
-from tempi.agent.messages import TextContent, ThinkingContent, ToolCall, UserMessage
+from tempi.agent.messages import TextContent, ThinkingContent, ToolCall, ToolResultMessage, UserMessage
 from tempi.agent.model_spec import ModelCost, ModelSpec
 from tempi.agent.stream_events import AssistantMessageEvent
+from tempi.agent.tool_specs import tool_specs
 
 FAUX = ModelSpec(id="faux-1", api="faux", provider="faux", cost=ModelCost(input=2, output=10))
 CONTEXT = LlmContext(system_prompt="be brief", messages=[UserMessage(content="hello", timestamp=1)])
@@ -205,3 +207,20 @@ async def test_task_cancellation_propagates() -> None:
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+
+
+async def test_the_offline_demo_looks_around_then_reports_what_it_found() -> None:
+    demo = ModelSpec(id="demo", api="faux", provider="faux")
+    ls = tool_specs(["ls"])
+    asked = LlmContext(system_prompt="", messages=[UserMessage(content="look around", timestamp=1)], tools=ls)
+    first = await complete(demo, asked, OPTIONS)
+    assert "You asked: look around" in first.text()
+    [call] = first.tool_calls()
+    assert (call.name, call.arguments) == ("ls", {"path": "."})
+
+    listing = ToolResultMessage(
+        tool_call_id=call.id, tool_name="ls", content=[TextContent(text="README.md\nsrc/")], timestamp=2
+    )
+    answered = asked.model_copy(update={"messages": [*asked.messages, first, listing]})
+    second = await complete(demo, answered, OPTIONS)
+    assert "README.md\nsrc/" in second.text() and not second.tool_calls()

@@ -2,13 +2,29 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
-from tempi.activities.tools import ToolContext, ToolOutcome, execute_tool
-from tempi.agent.tool_specs import ALL_TOOLS, DEFAULT_TOOLS, is_read_only, mutated_path, tool_specs
+from tempi.activities.tools import TOOL_IMPLEMENTATIONS, ToolContext, ToolOutcome, execute_tool
+from tempi.agent.llm_context import ToolSpec
+from tempi.agent.tool_specs import (
+    ALL_TOOLS,
+    DEFAULT_TOOLS,
+    TOOL_DEFINITIONS,
+    is_read_only,
+    mutated_path,
+    tool_effect,
+    tool_specs,
+)
+from tempi.agent.tools.definition import ToolDefinition, object_schema, string
+
+# What the model is told about the tools; a change is deliberate, so this digest changes with it.
+SPECS_SHA256 = "f27f8b777174c36fa8e9f0aaf9d61c8e3c370b30e6014b2ab7d9b0bff13b9ec6"
 
 
 def _text(outcome: ToolOutcome) -> str:
@@ -33,8 +49,45 @@ def test_unknown_tool_names_are_rejected_with_the_valid_ones():
         tool_specs(["read", "nope"])
 
 
+def test_the_specs_sent_to_the_model_are_unchanged():
+    sent = json.dumps([spec.to_json_dict() for spec in tool_specs(ALL_TOOLS)])
+    assert ALL_TOOLS == ("read", "bash", "edit", "write", "grep", "find", "ls")
+    assert hashlib.sha256(sent.encode()).hexdigest() == SPECS_SHA256
+
+
+def test_every_declared_tool_has_an_implementation():
+    # A definition without an implementation would reach the model, then fail as "not available".
+    assert list(TOOL_IMPLEMENTATIONS) == list(TOOL_DEFINITIONS) == list(ALL_TOOLS)
+
+
+def test_declared_effects_decide_retries():
+    assert {name: tool_effect(name) for name in ALL_TOOLS} == {
+        "read": "reads", "grep": "reads", "find": "reads", "ls": "reads",
+        "write": "writes", "edit": "writes", "bash": "executes",
+    }  # fmt: skip
+    assert {name: TOOL_DEFINITIONS[name].path_argument for name in ("write", "edit")} == {
+        "write": "path",
+        "edit": "path",
+    }
+    # The workflow runs task itself, and a made-up name is never retried.
+    assert tool_effect("task") == tool_effect("no_such_tool") == "executes"
+
+
+def test_a_write_must_name_its_path_argument():
+    spec = ToolSpec(name="touch", description="", parameters=object_schema({"path": string("")}, ["path"]))
+    with pytest.raises(ValidationError, match="path_argument"):
+        ToolDefinition(spec=spec, effect="writes")
+    with pytest.raises(ValidationError, match="not a parameter"):
+        ToolDefinition(spec=spec, effect="writes", path_argument="file")
+    with pytest.raises(ValidationError, match="path_argument"):
+        ToolDefinition(spec=spec, effect="reads", path_argument="path")
+
+
 def test_read_only_and_mutated_paths():
     assert [name for name in ALL_TOOLS if is_read_only(name)] == ["read", "grep", "find", "ls"]
+    assert not is_read_only("task") and not is_read_only("no_such_tool")
+    assert mutated_path("write", {"path": " @./a//b.txt "}) == "a/b.txt"
+    assert mutated_path("bash", {"path": "a"}) is None and mutated_path("task", {"path": "a"}) is None
     assert mutated_path("edit", {"path": "./src/../src/a.py", "edits": []}) == "src/a.py"
     assert mutated_path("write", {"path": "/tmp/x"}) == "/tmp/x"
     assert mutated_path("read", {"path": "a"}) is None

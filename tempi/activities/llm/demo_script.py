@@ -4,7 +4,7 @@ activity, tool activity, session file) can be tried without an API key."""
 
 from __future__ import annotations
 
-from tempi.activities.llm.faux import FauxResponse, FauxToolCall
+from tempi.activities.llm.faux_responses import FauxResponse, FauxToolCall
 from tempi.agent.llm_context import LlmContext
 from tempi.agent.messages import ToolResultMessage, UserMessage
 

@@ -10,51 +10,22 @@ from __future__ import annotations
 import json
 import secrets
 from collections import deque
-from collections.abc import AsyncGenerator, Callable
-from typing import Any
-
-from pydantic import BaseModel, Field
+from collections.abc import AsyncGenerator
 
 from tempi.activities.llm.abort import AbortWatch
 from tempi.activities.llm.assembler import MessageAssembler
 from tempi.activities.llm.contract import StreamOptions
+from tempi.activities.llm.demo_script import DEMO_MODEL_ID, demo_response
 from tempi.activities.llm.errors import ProviderError, StreamAborted
+from tempi.activities.llm.faux_responses import FauxResponse, FauxScript, FauxUsage
 from tempi.agent.llm_context import LlmContext
-from tempi.agent.messages import StopReason, TextContent, ToolResultMessage, UserMessage
+from tempi.agent.messages import TextContent, ToolResultMessage, UserMessage
 from tempi.agent.model_spec import ModelSpec
 from tempi.agent.stream_events import AssistantMessageEvent
 
 # Text and arguments are streamed in pieces of this many characters.
 CHUNK_SIZE = 16
 
-
-class FauxToolCall(BaseModel):
-    name: str
-    # A string is sent as-is, so a test can stream JSON that does not parse.
-    arguments: dict[str, Any] | str = Field(default_factory=dict)
-    id: str | None = None
-
-
-class FauxUsage(BaseModel):
-    input: int = 0
-    output: int = 0
-    cache_read: int = 0
-    cache_write: int = 0
-
-
-class FauxResponse(BaseModel):
-    text: str | None = None
-    thinking: str | None = None
-    tool_calls: list[FauxToolCall] = Field(default_factory=list)
-    # Default: "toolUse" when there are tool calls, else "stop". "error" ends with an error event.
-    stop_reason: StopReason | None = None
-    error_message: str | None = None
-    # Default: a rough estimate (4 characters per token) of the context and the answer.
-    usage: FauxUsage | None = None
-    delay_ms: float = Field(default=0, ge=0)
-
-
-FauxScript = FauxResponse | Callable[[LlmContext], FauxResponse]
 
 _scripts: dict[str, deque[FauxScript]] = {}
 
@@ -73,9 +44,7 @@ def clear_faux(model_id: str | None = None) -> None:
 
 def _next_response(model: ModelSpec, context: LlmContext) -> FauxResponse:
     queue = _scripts.get(model.id)
-    if not queue and model.id == "demo":
-        from tempi.activities.llm.demo_script import demo_response
-
+    if not queue and model.id == DEMO_MODEL_ID:
         return demo_response(context)
     if not queue:
         raise ProviderError(f"The faux model '{model.id}' has no scripted response left")

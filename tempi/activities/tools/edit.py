@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import json
 from typing import Any
 
 from tempi.activities.tools.context import ToolContext, text_outcome
@@ -22,22 +20,6 @@ from tempi.activities.tools.paths import resolve_path
 from tempi.agent.tool_specs import ToolOutcome
 
 _BOM = "\ufeff"
-
-
-def prepare_edit_args(args: Any) -> Any:
-    """Accept pi's older single-edit form (top-level oldText/newText) and an edits list
-    sent as a JSON string, both of which models still produce."""
-    if not isinstance(args, dict):
-        return args
-    args = dict(args)
-    edits = args.get("edits")
-    if isinstance(edits, str):
-        with contextlib.suppress(ValueError):
-            args["edits"] = edits = json.loads(edits)
-    if "oldText" in args or "newText" in args:
-        legacy = {"oldText": args.pop("oldText", None), "newText": args.pop("newText", None)}
-        args["edits"] = [*(edits if isinstance(edits, list) else []), legacy]
-    return args
 
 
 async def run_edit(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:

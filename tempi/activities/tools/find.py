@@ -14,7 +14,8 @@ from tempi.activities.tools.glob_match import GlobMatcher
 from tempi.activities.tools.grep import NOT_GIT_DIR, RG_COMMON_ARGS, linked_stop
 from tempi.activities.tools.paths import relative_to, resolve_path
 from tempi.activities.tools.validation import whole_number
-from tempi.agent.tool_specs import FIND_DEFAULT_LIMIT, ToolOutcome
+from tempi.agent.tool_specs import ToolOutcome
+from tempi.agent.tools.find import FIND_DEFAULT_LIMIT
 
 
 @dataclass

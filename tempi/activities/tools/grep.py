@@ -16,7 +16,8 @@ from tempi.activities.tools.context import ToolContext, listing_outcome, text_ou
 from tempi.activities.tools.errors import ToolError
 from tempi.activities.tools.paths import relative_to, resolve_path
 from tempi.activities.tools.validation import whole_number
-from tempi.agent.tool_specs import GREP_DEFAULT_LIMIT, ToolOutcome
+from tempi.agent.tool_specs import ToolOutcome
+from tempi.agent.tools.grep import GREP_DEFAULT_LIMIT
 from tempi.agent.truncation import (
     GREP_MAX_LINE_CHARS,
     truncate_line,

@@ -8,7 +8,8 @@ from tempi.activities.tools.context import ToolContext, listing_outcome, text_ou
 from tempi.activities.tools.errors import ToolError
 from tempi.activities.tools.paths import resolve_path
 from tempi.activities.tools.validation import whole_number
-from tempi.agent.tool_specs import LS_DEFAULT_LIMIT, ToolOutcome
+from tempi.agent.tool_specs import ToolOutcome
+from tempi.agent.tools.ls import LS_DEFAULT_LIMIT
 
 
 async def run_ls(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
