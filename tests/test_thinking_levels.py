@@ -12,7 +12,9 @@ from tempi.agent.thinking_levels import clamp_level, next_level, supported_level
 
 
 def _model(reasoning: bool, mapping: dict[str, str | None] | None = None) -> ModelSpec:
-    return ModelSpec(id="m", api="openai-completions", provider="p", reasoning=reasoning, thinking_level_map=mapping)
+    return ModelSpec(
+        id="m", api="openai-completions", provider="p", reasoning=reasoning, thinking_level_map=mapping
+    )
 
 
 # name: (model, pi's supported levels, pi's clamp of off, minimal, low, medium, high, xhigh)
