@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tempi.agent.model_spec import THINKING_LEVELS, ModelSpec, ThinkingLevel
-from tempi.agent.thinking_levels import clamp_level, next_level, supported_levels
+from tempi.agent.thinking_levels import clamp_level, level_after_switch, next_level, supported_levels
 
 
 def _model(reasoning: bool, mapping: dict[str, str | None] | None = None) -> ModelSpec:
@@ -73,3 +73,12 @@ def test_cycling_walks_the_supported_levels_and_wraps() -> None:
         seen.append(level)
     assert seen == ["low", "medium", "high", "xhigh", "minimal"]
     assert next_level(_model(False), "off") is None
+
+
+def test_a_model_switch_keeps_the_level_or_takes_the_default_coming_from_a_model_that_cannot_think() -> None:
+    plain, thinker = _model(False), _model(True)
+    assert level_after_switch(thinker, "xhigh", _model(True, {"xhigh": "max"})) == "xhigh"
+    assert level_after_switch(_model(True, {"xhigh": "max"}), "xhigh", thinker) == "high"
+    assert level_after_switch(plain, "off", thinker) == "medium"  # pi's default
+    assert level_after_switch(plain, "off", thinker, default_level="low") == "low"
+    assert level_after_switch(thinker, "high", plain) == "off"

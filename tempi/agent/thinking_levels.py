@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from tempi.agent.model_spec import THINKING_LEVELS, ModelSpec, ThinkingLevel
 
+# pi's level for a model that can think when nothing else chose one.
+DEFAULT_THINKING_LEVEL: ThinkingLevel = "medium"
+
 
 def supported_levels(model: ModelSpec) -> list[ThinkingLevel]:
     """A level mapped to None is unsupported; xhigh only where the model maps it."""
@@ -39,3 +42,14 @@ def next_level(model: ModelSpec, current: ThinkingLevel) -> ThinkingLevel | None
     supported = supported_levels(model)
     index = supported.index(current) if current in supported else -1
     return supported[(index + 1) % len(supported)]
+
+
+def level_after_switch(
+    old_model: ModelSpec,
+    level: ThinkingLevel,
+    new_model: ModelSpec,
+    default_level: ThinkingLevel = DEFAULT_THINKING_LEVEL,
+) -> ThinkingLevel:
+    """The level once `new_model` replaces `old_model`: the current one, clamped; coming
+    from a model that cannot think (so its "off" was no choice), the default level."""
+    return clamp_level(new_model, level if old_model.reasoning else default_level)

@@ -15,6 +15,7 @@ from tempi.agent.messages import ImageContent
 from tempi.agent.model_spec import THINKING_LEVELS, ModelSpec, ThinkingLevel
 from tempi.agent.prompt_templates import expand_prompt_template
 from tempi.agent.session_entries import MessageEntry
+from tempi.agent.thinking_levels import DEFAULT_THINKING_LEVEL
 from tempi.cli.html_export import default_export_path, export_session_html
 from tempi.cli.plan import PlannedRun
 from tempi.cli.session_choice import OpenSession
@@ -174,6 +175,10 @@ def _available(srv: RpcContext) -> list[ModelSpec]:
     return [m for m in registry.models if has_configured_key(m.provider, registry)]
 
 
+def _default_level(srv: RpcContext) -> ThinkingLevel:
+    return srv.planned.settings.default_thinking_level or DEFAULT_THINKING_LEVEL
+
+
 async def get_available_models(srv: RpcContext, cmd: dict[str, Any]) -> Any:
     return {"models": [m.to_json_dict() for m in _available(srv)]}
 
@@ -183,17 +188,17 @@ async def set_model(srv: RpcContext, cmd: dict[str, Any]) -> Any:
     found = next((m for m in _available(srv) if m.provider == provider and m.id == model_id), None)
     if found is None:
         raise RpcError(f"Model not found: {provider}/{model_id}")
-    await srv.session.set_model(found)
+    srv.planned.options.thinking_level = await srv.session.set_model(found, default_level=_default_level(srv))
     srv.planned.options.model = found
     return found.to_json_dict()
 
 
 async def cycle_model(srv: RpcContext, cmd: dict[str, Any]) -> Any:
-    cycled = await srv.session.cycle_model(_available(srv))
+    cycled = await srv.session.cycle_model(_available(srv), default_level=_default_level(srv))
     if cycled is None:
         return None
     model, level = cycled
-    srv.planned.options.model = model
+    srv.planned.options.model, srv.planned.options.thinking_level = model, level
     return {"model": model.to_json_dict(), "thinkingLevel": level, "isScoped": False}
 
 

@@ -12,7 +12,7 @@ from temporalio.service import RPCError
 from tempi.activities.session_store import SessionStore
 from tempi.agent.messages import ImageContent
 from tempi.agent.model_spec import ModelSpec, ThinkingLevel
-from tempi.agent.thinking_levels import clamp_level, next_level
+from tempi.agent.thinking_levels import DEFAULT_THINKING_LEVEL, clamp_level, level_after_switch, next_level
 from tempi.client.errors import SessionRefused
 from tempi.client.events import EventFollower, SessionHandle
 from tempi.client.transcript import context_messages, load_at_leaf
@@ -136,17 +136,21 @@ class SessionClient:
 
     # --- model and thinking --------------------------------------------------------------
 
-    async def set_model(self, model: ModelSpec) -> ThinkingLevel:
-        """Switch models, keeping the thinking level where the new model allows it (else
-        the nearest it accepts, as pi re-clamps). Returns the level now in effect."""
-        current = (await self.state()).thinking_level
+    async def set_model(
+        self, model: ModelSpec, *, default_level: ThinkingLevel = DEFAULT_THINKING_LEVEL
+    ) -> ThinkingLevel:
+        """Switch models; the thinking level follows pi's rule for a switch (`default_level`
+        is the settings' default thinking level). Returns the level now in effect."""
+        state = await self.state()
         await self.handle.signal(AgentSessionWorkflow.set_model, model)
-        level = clamp_level(model, current)
-        if level != current:
+        level = level_after_switch(state.model, state.thinking_level, model, default_level)
+        if level != state.thinking_level:
             await self.handle.signal(AgentSessionWorkflow.set_thinking_level, level)
         return level
 
-    async def cycle_model(self, models: Sequence[ModelSpec]) -> tuple[ModelSpec, ThinkingLevel] | None:
+    async def cycle_model(
+        self, models: Sequence[ModelSpec], *, default_level: ThinkingLevel = DEFAULT_THINKING_LEVEL
+    ) -> tuple[ModelSpec, ThinkingLevel] | None:
         """The model after the current one in `models`; None when there is no other."""
         if len(models) <= 1:
             return None
@@ -155,7 +159,7 @@ class SessionClient:
             (i for i, m in enumerate(models) if (m.provider, m.id) == (current.provider, current.id)), -1
         )
         chosen = models[(index + 1) % len(models)]
-        return chosen, await self.set_model(chosen)
+        return chosen, await self.set_model(chosen, default_level=default_level)
 
     async def set_thinking_level(self, level: ThinkingLevel) -> ThinkingLevel:
         """Set the level the model accepts nearest to `level`; returns it."""

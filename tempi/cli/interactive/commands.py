@@ -20,7 +20,7 @@ from tempi.activities.session_store import LoadedSession, SessionFileError
 from tempi.agent.model_spec import THINKING_LEVELS, ModelSpec, ThinkingLevel
 from tempi.agent.session_entries import CompactionEntry, MessageEntry, SessionEntry
 from tempi.agent.session_tree import SessionTree
-from tempi.agent.thinking_levels import supported_levels
+from tempi.agent.thinking_levels import DEFAULT_THINKING_LEVEL, supported_levels
 from tempi.cli.html_export import default_export_path, export_session_html
 from tempi.cli.interactive.footer import FooterInfo
 from tempi.cli.interactive.picker import Picker, PickerItem
@@ -92,7 +92,9 @@ def available_models(app: CommandHost) -> list[ModelSpec]:
 
 
 async def choose_model(app: CommandHost, model: ModelSpec) -> None:
-    level = await app.session.set_model(model)
+    level = await app.session.set_model(
+        model, default_level=app.planned.settings.default_thinking_level or DEFAULT_THINKING_LEVEL
+    )
     app.planned.options.model, app.planned.options.thinking_level = model, level
     await app.refresh_footer()
     await app.show(notice(f"Model: {model.provider}/{model.id} (thinking {level})", "green"))
