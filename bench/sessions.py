@@ -7,9 +7,12 @@ import itertools
 import json
 import subprocess
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+from temporalio.client import Client
 
 from bench.rig import API, API_KEY, MODEL_ID, PROVIDER
 from tempi.activities.llm import StreamOptions, complete
@@ -19,6 +22,9 @@ from tempi.agent.llm_conversion import to_llm_messages
 from tempi.agent.messages import AssistantMessage, TextContent, ToolResultMessage, UserMessage
 from tempi.agent.model_spec import ModelSpec
 from tempi.agent.tool_specs import tool_specs
+from tempi.client import SessionClient, SessionOptions, SessionService
+from tempi.client.events import SessionHandle
+from tempi.store.session_store import SessionStore
 
 TurnKind = Literal["tool", "bash"]
 DEFAULT_TOOLS = ["read", "bash", "edit", "write"]
@@ -158,45 +164,36 @@ def pi_json_argv(pi_bin: str, prompt: str = PROMPT) -> list[str]:
 
 @dataclass
 class DirectSession:
-    """A session workflow started straight through the client, as tempi's CLI does."""
+    """A session started straight through the session API, as tempi's CLI does."""
 
-    session_id: str
+    session: SessionClient
     session_path: Path
     cwd: Path
-    handle: Any
+
+    @property
+    def handle(self) -> SessionHandle:
+        return self.session.handle
 
 
 async def start_direct_session(
-    client: Any, task_queue: str, directory: Path, url: str, *, prompt: str = PROMPT, **config: Any
+    client: Client, task_queue: str, directory: Path, url: str, *, prompt: str = PROMPT, **options: Any
 ) -> DirectSession:
-    import uuid
-
-    from tempi.workflows.session_types import (
-        SESSION_WORKFLOW,
-        PromptRequest,
-        SessionConfig,
-        SessionInput,
-        workflow_id_for,
-    )
-
-    session_id = str(uuid.uuid4())
-    cwd = directory / f"ws-{session_id[:8]}"
+    cwd = directory / f"ws-{uuid.uuid4().hex[:8]}"
     prepare_workspace(cwd)
-    path = directory / "sessions" / f"{session_id}.jsonl"
-    cfg = SessionConfig(
-        session_id=session_id,
-        session_path=str(path),
-        cwd=str(cwd),
-        model=model_for(url),
-        system_prompt="You are a test agent.",
-        tools=DEFAULT_TOOLS,
-        **config,
+    service = SessionService(client, SessionStore(directory / "sessions"), task_queue)
+    session = await service.start(
+        SessionOptions(
+            cwd=str(cwd),
+            model=model_for(url),
+            system_prompt="You are a test agent.",
+            tools=DEFAULT_TOOLS,
+            **options,
+        ),
+        session_dir=directory / "sessions",
     )
-    handle = await client.start_workflow(
-        SESSION_WORKFLOW, SessionInput(config=cfg), id=workflow_id_for(session_id), task_queue=task_queue
-    )
-    await handle.execute_update("prompt", PromptRequest(message=prompt))
-    return DirectSession(session_id, path, cwd, handle)
+    await session.prompt(prompt)
+    assert session.config is not None
+    return DirectSession(session, Path(session.config.session_path), cwd)
 
 
 def final_answer(path: Path) -> dict[str, Any] | None:

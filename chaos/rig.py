@@ -15,15 +15,11 @@ from temporalio.client import Client
 from bench.rig import DevServer, WorkerProcess, write_models_json
 from bench.sessions import DEFAULT_TOOLS, final_answer, model_for
 from chaos.checks import LOG_FILE
+from tempi.client import SessionClient, SessionOptions, SessionService
+from tempi.client.events import SessionHandle
+from tempi.store.session_store import SessionStore
 from tempi.testing.scripted_llm import ScriptedLLMServer
-from tempi.workflows.session_types import (
-    SESSION_WORKFLOW,
-    PromptRequest,
-    RetryPolicySettings,
-    SessionConfig,
-    SessionInput,
-    workflow_id_for,
-)
+from tempi.workflows.session_types import RetryPolicySettings
 
 # pi's retry policy, with a shorter base delay so a run with many injected faults stays
 # short; the number of retries and the doubling are pi's.
@@ -82,32 +78,35 @@ def scripted_steps(steps: int, extra: dict[int, dict[str, Any]] | None = None) -
 
 @dataclass
 class ChaosSession:
-    handle: Any
+    session: SessionClient
     path: Path
     cwd: Path
+
+    @property
+    def handle(self) -> SessionHandle:
+        return self.session.handle
 
 
 async def start_session(
     rig: ChaosRig, run_dir: Path, scenario: str, queue: str, *, session_dir: Path | None = None
 ) -> ChaosSession:
-    session_id = str(uuid.uuid4())
     cwd = run_dir / "ws"
     cwd.mkdir(parents=True, exist_ok=True)
-    path = (session_dir or run_dir / "sessions") / f"{session_id}.jsonl"
-    cfg = SessionConfig(
-        session_id=session_id,
-        session_path=str(path),
-        cwd=str(cwd),
-        model=model_for(rig.llm.url_for(scenario, "openai-completions")),
-        system_prompt="You are a test agent.",
-        tools=DEFAULT_TOOLS,
-        retry=FAST_RETRY,
+    directory = session_dir or run_dir / "sessions"
+    service = SessionService(rig.client, SessionStore(directory), queue)
+    session = await service.start(
+        SessionOptions(
+            cwd=str(cwd),
+            model=model_for(rig.llm.url_for(scenario, "openai-completions")),
+            system_prompt="You are a test agent.",
+            tools=DEFAULT_TOOLS,
+            retry=FAST_RETRY,
+        ),
+        session_dir=directory,
     )
-    handle = await rig.client.start_workflow(
-        SESSION_WORKFLOW, SessionInput(config=cfg), id=workflow_id_for(session_id), task_queue=queue
-    )
-    await asyncio.wait_for(handle.execute_update("prompt", PromptRequest(message="Run the steps.")), 60)
-    return ChaosSession(handle, path, cwd)
+    await asyncio.wait_for(session.prompt("Run the steps."), 60)
+    assert session.config is not None
+    return ChaosSession(session, Path(session.config.session_path), cwd)
 
 
 async def wait_finished(session: ChaosSession, timeout_s: float) -> None:
@@ -116,15 +115,12 @@ async def wait_finished(session: ChaosSession, timeout_s: float) -> None:
     from temporalio.service import RPCError
 
     from chaos.checks import ChaosFailure
-    from tempi.workflows.session_types import SessionStateView
 
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if final_answer(session.path) is not None:
             try:
-                state = await asyncio.wait_for(
-                    session.handle.query("get_state", result_type=SessionStateView), 10
-                )
+                state = await asyncio.wait_for(session.session.state(), 10)
             except (RPCError, TimeoutError):
                 state = None  # no worker or no server at this moment: look again
             if state is not None and not state.is_streaming and final_answer(session.path) is not None:
@@ -152,12 +148,10 @@ async def wait_entries(path: Path, count: int, timeout_s: float) -> bool:
 
 async def session_events(session: ChaosSession) -> list[dict[str, Any]]:
     """The workflow's whole event log (every page)."""
-    from tempi.workflows.session_types import EventsPage
-
     events: list[dict[str, Any]] = []
     offset = 0
     while True:
-        page: EventsPage = await session.handle.query("read_events", offset, result_type=EventsPage)
+        page = await session.session.read_events(offset)
         events.extend(page.events)
         if page.next_offset == offset or not page.events:
             return events

@@ -10,21 +10,15 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client
 from temporalio.worker import Worker
 
 from tempi.agent.model_spec import ModelSpec
-from tempi.cli.event_follower import EventFollower
+from tempi.client import SessionClient, SessionOptions, SessionService
+from tempi.store.session_store import SessionStore
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tempi.workers.worker import running_workers
-from tempi.workflows.session_types import (
-    DEFAULT_TASK_QUEUE,
-    SESSION_WORKFLOW,
-    PromptRequest,
-    SessionConfig,
-    SessionInput,
-    workflow_id_for,
-)
+from tempi.workflows.session_types import DEFAULT_TASK_QUEUE, SessionConfig
 
 API_KEY = "sk-test-secret-0123456789"
 
@@ -62,21 +56,19 @@ async def running_worker(
 
 
 class Session:
-    """A started session workflow plus a follower of its events."""
+    """A started session plus the events seen so far."""
 
-    def __init__(
-        self, handle: WorkflowHandle[Any, Any], config: SessionConfig, client: Client | None = None
-    ) -> None:
-        self.handle = handle
+    def __init__(self, session: SessionClient, config: SessionConfig) -> None:
+        self.session = session
+        # For what only the workflow execution has: its id, history and result.
+        self.handle = session.handle
         self.config = config
-        self.follower = EventFollower(handle, config.session_path, config.session_id, client=client)
+        self.follower = session.follow()
         self.events: list[dict[str, Any]] = []
 
     async def prompt(self, text: str, timeout: float = 30, **kw: Any) -> None:
         # Bounded: an update waits for a worker, and a test without one must fail, not hang.
-        await asyncio.wait_for(
-            self.handle.execute_update("prompt", PromptRequest(message=text, **kw)), timeout
-        )
+        await asyncio.wait_for(self.session.prompt(text, **kw), timeout)
 
     async def collect_until(
         self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 60
@@ -113,24 +105,24 @@ async def start_session(
     *,
     task_queue: str = DEFAULT_TASK_QUEUE,
     tools: list[str] | None = None,
-    **config: Any,
+    **options: Any,
 ) -> Session:
-    session_id = str(uuid.uuid4())
+    """A session in `tmp/work`, its file in `tmp/sessions`; `options` are SessionOptions fields."""
     cwd = tmp / "work"
     cwd.mkdir(parents=True, exist_ok=True)
-    cfg = SessionConfig(
-        session_id=session_id,
-        session_path=str(tmp / "sessions" / f"{session_id}.jsonl"),
-        cwd=str(cwd),
-        model=model,
-        system_prompt="You are a test agent.",
-        tools=tools if tools is not None else ["read", "bash", "edit", "write"],
-        **config,
+    service = SessionService(client, SessionStore(tmp / "sessions"), task_queue)
+    session = await service.start(
+        SessionOptions(
+            cwd=str(cwd),
+            model=model,
+            system_prompt="You are a test agent.",
+            tools=tools if tools is not None else ["read", "bash", "edit", "write"],
+            **options,
+        ),
+        session_dir=tmp / "sessions",
     )
-    await client.start_workflow(
-        SESSION_WORKFLOW, SessionInput(config=cfg), id=workflow_id_for(session_id), task_queue=task_queue
-    )
-    return Session(client.get_workflow_handle(workflow_id_for(session_id)), cfg, client)
+    assert session.config is not None
+    return Session(session, session.config)
 
 
 def unique_queue() -> str:

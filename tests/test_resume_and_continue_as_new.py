@@ -13,7 +13,6 @@ from temporalio.worker import Replayer
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tempi.workers.worker import WORKFLOWS, workflow_runner
-from tempi.workflows.session_types import EventsPage
 from tests.conftest import run_tempi, tempi_env, write_models_json
 from tests.fixture_paths import PI_FIXTURES
 from tests.session_harness import running_worker, scripted_model, start_session, unique_queue
@@ -104,12 +103,7 @@ async def test_every_run_of_a_session_reads_its_log_with_the_same_offsets(
         await s.prompt("question")
         events = await s.run_to_idle()
         runs = [w async for w in temporal_client.list_workflows(f'WorkflowId = "{s.handle.id}"')]
-        pages = [
-            await temporal_client.get_workflow_handle(s.handle.id, run_id=run.run_id).query(
-                "read_events", 0, result_type=EventsPage
-            )
-            for run in runs
-        ]
+        pages = [await s.session.read_events(0, run_id=run.run_id) for run in runs]
     # The whole log as the watcher saw it; live-only events are not in the log.
     log = [e["type"] for e in events if e["type"] not in ("message_update", "tool_execution_update")]
     assert log[-1] == "agent_end"
@@ -140,7 +134,7 @@ async def test_one_long_prompt_continues_as_new_between_its_turns(
         )
         (Path(s.config.cwd) / "notes.txt").write_text("a note\n")
         await s.prompt("Read the notes many times.")
-        await s.handle.signal("follow_up", "One more thing.")  # queued across the hand-offs
+        await s.session.follow_up("One more thing.")  # queued across the hand-offs
         events = await s.run_to_idle()
         runs = [w async for w in temporal_client.list_workflows(f'WorkflowId = "{s.handle.id}"')]
     assert len(runs) >= 3, "the prompt should have been handed off mid-run at least twice"

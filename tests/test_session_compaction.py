@@ -10,7 +10,6 @@ from typing import Any
 from temporalio.client import Client
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
-from tempi.workflows.session_types import CompactRequest, CompactResult
 from tests.fixture_paths import PI_FIXTURES
 from tests.session_harness import running_worker, scripted_model, start_session, unique_queue
 
@@ -154,9 +153,7 @@ async def test_manual_compaction_with_focus_and_disabled_auto_compaction(
         )
         await s.prompt("hi")
         await s.run_to_idle()
-        result = await s.handle.execute_update(
-            "compact", CompactRequest(custom_instructions="Focus on the greetings"), result_type=CompactResult
-        )
+        result = await s.session.compact("Focus on the greetings")
         assert result.summary.startswith("## Goal")
         summary_request = next(r for r in scripted_server.requests_for(scenario) if r.kind == "summary")
         assert "Focus on the greetings" in json.dumps(summary_request.body)

@@ -73,7 +73,7 @@ async def test_tools_run_in_the_sessions_container_and_shutdown_removes_it(
         await s.prompt("work in the sandbox")
         events = await s.run_to_idle(timeout=90)
         assert len(_containers(docker_client, s.config.session_id)) == 1
-        await s.handle.signal("shutdown")
+        await s.session.shutdown()
         await s.handle.result()
     outputs = {
         e["toolName"]: e["result"]["content"][0]["text"] for e in events if e["type"] == "tool_execution_end"
@@ -125,7 +125,7 @@ async def test_subagent_in_docker_works_on_a_copy_and_returns_a_patch(
         (cwd / "existing.txt").write_text("kept\n")
         await s.prompt("delegate")
         events = await s.run_to_idle(timeout=120)
-        await s.handle.signal("shutdown")
+        await s.session.shutdown()
     task_end = next(e for e in events if e["type"] == "tool_execution_end" and e["toolName"] == "task")
     assert not task_end["isError"], task_end
     result = task_end["result"]["details"]["results"][0]
@@ -172,7 +172,7 @@ async def test_orphan_sweep_removes_containers_of_sessions_that_are_gone(
         await s.run_to_idle(timeout=60)
         assert s.config.session_id not in await sweep_orphan_sandboxes(temporal_client)
         assert len(_containers(docker_client, s.config.session_id)) == 1  # a live session keeps its sandbox
-        await s.handle.signal("shutdown")
+        await s.session.shutdown()
         await s.handle.result()
 
 
@@ -218,7 +218,7 @@ async def test_a_gone_sandbox_host_gives_a_clear_error_and_a_fresh_sandbox_carri
         await s.prompt("read it again")
         back = await s.run_to_idle(timeout=90)
         containers = _containers(docker_client, s.config.session_id)
-        await s.handle.signal("shutdown")
+        await s.session.shutdown()
         await s.handle.result()
     (lost,) = [e for e in gone if e["type"] == "tool_execution_end"]
     assert lost["isError"] and "did not pick this up within 3 s" in lost["result"]["content"][0]["text"]

@@ -9,7 +9,6 @@ from pathlib import Path
 from temporalio.client import Client
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
-from tempi.workflows.session_types import NavigateRequest, NavigateResult
 from tests.session_harness import running_worker, scripted_model, start_session, unique_queue
 
 
@@ -36,11 +35,7 @@ async def test_navigate_with_branch_summary_then_continue_on_the_new_branch(
         entries = [json.loads(x) for x in Path(s.config.session_path).read_text().splitlines()]
         second_user = [e for e in entries if e.get("message", {}).get("role") == "user"][1]
         # Re-edit the second question: continue from its parent, summarizing what is left.
-        result = await s.handle.execute_update(
-            "navigate",
-            NavigateRequest(target_id=second_user["id"], new_leaf_id=second_user["parentId"], summarize=True),
-            result_type=NavigateResult,
-        )
+        result = await s.session.navigate(second_user["id"], second_user["parentId"], summarize=True)
         assert result.branch_summary_id and "first approach" in (result.summary or "")
         await s.prompt("a different second question")
         await s.run_to_idle()

@@ -51,8 +51,8 @@ async def test_steer_and_follow_up_while_a_slow_tool_runs(
         )
         await s.prompt("Run the slow command.")
         await s.collect_until(lambda e: e["type"] == "tool_execution_start")
-        await s.handle.signal("steer", "Stop that and just say hi.")
-        await s.handle.signal("follow_up", "Then handle this follow-up.")
+        await s.session.steer("Stop that and just say hi.")
+        await s.session.follow_up("Then handle this follow-up.")
         await s.run_to_idle()
 
     # pi's order (rpc/steer-followup-compact.transcript.jsonl): both tools finish, their
@@ -107,7 +107,7 @@ async def test_abort_during_streaming_keeps_partial_text_and_session_stays_usabl
         )
         await s.prompt("Talk a lot.")
         await s.collect_until(lambda e: e["type"] == "message_update")
-        await s.handle.signal("abort")
+        await s.session.abort()
         first = await s.run_to_idle()
         final = [e for e in first if e["type"] == "message_end"][-1]["message"]
         assert final["stopReason"] == "aborted"
@@ -143,7 +143,7 @@ async def test_abort_during_a_long_tool_kills_it_and_ends_the_run(
         )
         await s.prompt("Run something slow.")
         await s.collect_until(lambda e: e["type"] == "tool_execution_start")
-        await s.handle.signal("abort")
+        await s.session.abort()
         events = await s.run_to_idle(timeout=20)
         tool_end = next(e for e in events if e["type"] == "tool_execution_end")
         assert tool_end["isError"]

@@ -128,7 +128,7 @@ async def test_aborting_the_parent_aborts_running_subagents(
         )
         await s.prompt("Delegate something slow.")
         await s.collect_until(lambda e: e["type"] == "tool_execution_start" and "subagent" in e)
-        await s.handle.signal("abort")
+        await s.session.abort()
         events = await s.run_to_idle(timeout=30)
     task_end = next(e for e in events if e["type"] == "tool_execution_end" and "subagent" not in e)
     assert task_end["isError"] and "aborted" in task_end["result"]["content"][0]["text"]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
 import sys
 import time
@@ -47,7 +46,7 @@ def _initial_prompts(
 
 
 async def run_session_command(args: argparse.Namespace) -> int:
-    from tempi.cli.session_open import choose_session, open_session
+    from tempi.cli.session_choice import choose_session, open_session
 
     cwd = Path.cwd().resolve()
     rpc = args.mode == "rpc"
@@ -68,24 +67,28 @@ async def run_session_command(args: argparse.Namespace) -> int:
     from tempi.cli.print_mode import run_print
     from tempi.cli.rpc_mode import run_rpc
     from tempi.cli.runtime import open_runtime
+    from tempi.client import SessionService
 
     async with open_runtime(no_worker=args.no_worker, quiet=args.mode != "text") as rt:
-        override_model = bool(args.model or args.provider)
-        session = await open_session(rt.client, store, choice, planned.plan, override_model=override_model)
+        service = SessionService(rt.client, store)
+        opened = await open_session(
+            service,
+            choice,
+            planned.options,
+            override_model=bool(args.model or args.provider),
+            find_model=planned.registry.find,
+        )
         try:
             if out is not None:
-                return await run_rpc(rt.client, store, planned, session, out)
-            return await run_print(session, prompts, images, args.mode, client=rt.client)
+                return await run_rpc(service, planned, opened, out)
+            return await run_print(opened, prompts, images, args.mode)
         finally:
-            if session.throwaway_dir is not None:
-                with contextlib.suppress(RPCError):
-                    await session.handle.signal("shutdown")
-                session.cleanup()
+            await opened.close()
 
 
 def _export(args: argparse.Namespace) -> int:
-    from tempi.cli.session_open import find_session_path
-    from tempi.cli.sessions_cmd import export_html_file
+    from tempi.cli.session_choice import find_session_path
+    from tempi.cli.sessions_command import export_html_file
 
     store = SessionStore(default_sessions_root())
     source = find_session_path(store, args.export)
@@ -183,7 +186,7 @@ def _dispatch(argv: list[str]) -> int:
         if name == "worker":
             return asyncio.run(cmd_worker(rest))
         if name == "sessions":
-            from tempi.cli.sessions_cmd import cmd_sessions
+            from tempi.cli.sessions_command import cmd_sessions
 
             return asyncio.run(cmd_sessions(rest))
         from tempi.cli.remote_cmd import cmd_remote

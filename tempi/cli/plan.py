@@ -1,4 +1,4 @@
-"""From flags and settings to a SessionPlan: model, thinking, tools and system prompt."""
+"""From flags and settings to SessionOptions: model, thinking, tools and system prompt."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from tempi.agent.system_prompt import build_system_prompt
 from tempi.agent.tool_specs import ALL_TOOLS, DEFAULT_TOOLS
 from tempi.cli.context_files import discover_context_files
 from tempi.cli.errors import UserError
-from tempi.cli.sessions import SessionPlan
+from tempi.client.options import SessionOptions
 from tempi.config.agents import load_agents
 from tempi.config.api_keys import DEFAULT_API_KEY_ENV, has_configured_key
 from tempi.config.errors import ConfigError
@@ -31,7 +31,8 @@ from tempi.workflows.session_types import DEFAULT_SANDBOX_IMAGE, CompactionPolic
 
 @dataclass
 class PlannedRun:
-    plan: SessionPlan
+    # Kept current by the front ends (model, thinking), so a /new session starts like this one.
+    options: SessionOptions
     registry: ModelRegistry
     settings: Settings
     templates: list[PromptTemplate] = field(default_factory=list)
@@ -118,7 +119,7 @@ def plan_run(args: argparse.Namespace, cwd: Path) -> PlannedRun:
         skills=skills_prompt_section(load_skills(tempi_home(), cwd)) if "read" in tools else "",
     )
     retry = settings.retry
-    plan = SessionPlan(
+    options = SessionOptions(
         cwd=str(cwd),
         model=selection.model,
         thinking_level=thinking,
@@ -132,7 +133,6 @@ def plan_run(args: argparse.Namespace, cwd: Path) -> PlannedRun:
         ),
         steering_mode=settings.steering_mode,
         follow_up_mode=settings.follow_up_mode,
-        find_model=registry.find,
         agents=agents,
         sandbox=args.sandbox.split(":", 1)[0],
         sandbox_image=args.sandbox.split(":", 1)[1] if ":" in args.sandbox else DEFAULT_SANDBOX_IMAGE,
@@ -143,5 +143,8 @@ def plan_run(args: argparse.Namespace, cwd: Path) -> PlannedRun:
         ),
     )
     return PlannedRun(
-        plan=plan, registry=registry, settings=settings, templates=load_prompt_templates(tempi_home(), cwd)
+        options=options,
+        registry=registry,
+        settings=settings,
+        templates=load_prompt_templates(tempi_home(), cwd),
     )

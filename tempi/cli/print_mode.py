@@ -8,17 +8,14 @@ import signal
 import sys
 from typing import Any
 
-from temporalio.client import Client, WorkflowUpdateFailedError
-
 from tempi.agent.messages import ImageContent
 from tempi.cli.errors import UserError
-from tempi.cli.event_follower import EventFollower
-from tempi.cli.session_open import OpenSession
-from tempi.workflows.session_types import PromptRequest
+from tempi.cli.session_choice import OpenSession
+from tempi.client import SessionRefused
 
 
-def _header(session: OpenSession) -> dict[str, Any]:
-    config = session.config
+def _header(opened: OpenSession) -> dict[str, Any]:
+    config = opened.config
     header: dict[str, Any] = {
         "type": "session",
         "version": 3,
@@ -31,27 +28,20 @@ def _header(session: OpenSession) -> dict[str, Any]:
     return header
 
 
-async def run_print(
-    session: OpenSession,
-    prompts: list[str],
-    images: list[ImageContent],
-    mode: str,
-    client: Client | None = None,
-) -> int:
-    handle, config = session.handle, session.config
+async def run_print(opened: OpenSession, prompts: list[str], images: list[ImageContent], mode: str) -> int:
+    session = opened.session
     if mode == "json":
-        print(json.dumps(_header(session)), flush=True)
-    follower = EventFollower(handle, config.session_path, config.session_id, client=client)
+        print(json.dumps(_header(opened)), flush=True)
+    follower = session.follow()
     await follower.poll()  # skip what happened before this prompt
     final: dict[str, Any] | None = None
     loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGINT, lambda: asyncio.ensure_future(handle.signal("abort")))
+    loop.add_signal_handler(signal.SIGINT, lambda: asyncio.ensure_future(session.abort()))
     for index, text in enumerate(prompts):
-        request = PromptRequest(message=text, images=images if index == 0 else [])
         try:
-            await handle.execute_update("prompt", request)
-        except WorkflowUpdateFailedError as err:
-            raise UserError(f"The session refused the prompt: {err.cause}") from err
+            await session.prompt(text, images=images if index == 0 else [])
+        except SessionRefused as err:
+            raise UserError(f"The session refused the prompt: {err}") from err
         async for event in follower.events(until_idle=True):
             if mode == "json":
                 print(json.dumps(event, ensure_ascii=False), flush=True)

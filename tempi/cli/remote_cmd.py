@@ -9,9 +9,8 @@ import sys
 from typing import Any
 
 from tempi.cli.errors import UserError
-from tempi.cli.event_follower import EventFollower
 from tempi.cli.runtime import open_runtime
-from tempi.cli.sessions import SessionNotFound, find_handle, session_state
+from tempi.client import SessionNotFound, SessionService
 from tempi.config.paths import default_sessions_root
 from tempi.store.session_store import SessionStore
 
@@ -64,18 +63,17 @@ async def cmd_remote(argv: list[str], name: str) -> int:
     store = SessionStore(default_sessions_root())
     async with open_runtime(no_worker=args.no_worker, quiet=True) as rt:
         try:
-            handle = await find_handle(rt.client, store, args.session)
+            session = await SessionService(rt.client, store).find(args.session)
         except SessionNotFound as err:
             raise UserError(str(err)) from err
         if name == "steer":
-            await handle.signal("steer", args.message)
+            await session.steer(args.message)
         elif name == "follow-up":
-            await handle.signal("follow_up", args.message)
+            await session.follow_up(args.message)
         elif name == "abort":
-            await handle.signal("abort")
+            await session.abort()
         else:
-            state = await session_state(handle)
-            follower = EventFollower(handle, state.session_file, state.session_id, client=rt.client)
+            follower = session.follow()
             if args.from_now:
                 await follower.poll()
             async for event in follower.events(until_idle=False):

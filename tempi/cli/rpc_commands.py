@@ -6,32 +6,43 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol, cast
 
 from pydantic import ValidationError
-from temporalio.client import WorkflowUpdateFailedError
 
 from tempi.agent.messages import ImageContent
 from tempi.agent.model_spec import THINKING_LEVELS, ModelSpec, ThinkingLevel
 from tempi.agent.prompt_templates import expand_prompt_template
 from tempi.agent.session_entries import MessageEntry
-from tempi.cli.forking import fork_session_file
+from tempi.agent.thinking_levels import DEFAULT_THINKING_LEVEL
 from tempi.cli.html_export import default_export_path, export_session_html
-from tempi.cli.session_open import OpenSession
-from tempi.cli.session_view import context_messages, fork_points, load_at_leaf, session_stats, user_text
-from tempi.cli.sessions import SessionPlan, resume_session, start_new_session
+from tempi.cli.plan import PlannedRun
+from tempi.cli.session_choice import OpenSession
+from tempi.client import SessionClient, SessionOptions, SessionRefused, SessionService
+from tempi.client.transcript import context_messages, fork_points, load_at_leaf, session_stats, user_text
 from tempi.config.api_keys import has_configured_key
 from tempi.store.errors import SessionFileError
-from tempi.workflows.session_types import (
-    BashRequest,
-    BashResult,
-    CompactRequest,
-    CompactResult,
-    PromptRequest,
-)
+from tempi.workflows.session_types import QueueMode
 
-if TYPE_CHECKING:
-    from tempi.cli.rpc_mode import RpcServer
+
+class RpcContext(Protocol):
+    """What the commands need of the server that runs them."""
+
+    planned: PlannedRun
+    service: SessionService
+    cwd: Path
+    # Held while events are written: a response goes out before or after them under it.
+    gate: asyncio.Lock
+
+    @property
+    def session(self) -> SessionClient: ...
+
+    def respond(self, command_id: Any, command: str, data: Any = ..., error: str | None = None) -> None: ...
+
+    async def use_session(self, opened: OpenSession) -> None: ...
+
+    async def events_until(self, wanted: Callable[[dict[str, Any]], bool], timeout_s: float) -> bool: ...
+
 
 NO_DATA: Any = object()
 # The handler wrote its response itself.
@@ -39,7 +50,6 @@ ALREADY_SENT: Any = object()
 QUEUE_MODES = ("one-at-a-time", "all")
 # Commands that may take long: run beside the others instead of holding up the queue.
 BACKGROUND = frozenset({"bash", "compact", "abort", "abort_retry"})
-ABORT_WAIT_S = 30.0
 NAME_EVENT_WAIT_S = 5.0
 
 
@@ -47,7 +57,7 @@ class RpcError(Exception):
     """The command failed; the message is the response's `error`."""
 
 
-Handler = Callable[["RpcServer", dict[str, Any]], Awaitable[Any]]
+Handler = Callable[[RpcContext, dict[str, Any]], Awaitable[Any]]
 
 
 def _text(command: dict[str, Any], key: str) -> str:
@@ -70,55 +80,43 @@ def _images(command: dict[str, Any]) -> list[ImageContent]:
 # --- prompting ---------------------------------------------------------------------
 
 
-async def prompt(srv: RpcServer, cmd: dict[str, Any]) -> Any:
+async def prompt(srv: RpcContext, cmd: dict[str, Any]) -> Any:
     behavior = cmd.get("streamingBehavior")
     if behavior not in (None, "steer", "followUp"):
         raise RpcError('"streamingBehavior" must be "steer" or "followUp"')
     message = expand_prompt_template(_text(cmd, "message"), srv.planned.templates)
-    request = PromptRequest(message=message, images=_images(cmd), streaming_behavior=behavior)
+    images = _images(cmd)
     # The ack goes out before any event of the run it starts, as in pi.
     async with srv.gate:
         try:
-            await srv.handle.execute_update("prompt", request)
-        except WorkflowUpdateFailedError as err:
-            raise RpcError(str(err.cause)) from err
+            await srv.session.prompt(message, images=images, streaming_behavior=behavior)
+        except SessionRefused as err:
+            raise RpcError(str(err)) from err
         srv.respond(cmd.get("id"), "prompt")
     return ALREADY_SENT
 
 
-async def steer(srv: RpcServer, cmd: dict[str, Any]) -> Any:
-    await _queue(srv, cmd, "steer")
+async def steer(srv: RpcContext, cmd: dict[str, Any]) -> Any:
+    await srv.session.steer(_text(cmd, "message"), images=_images(cmd))
     return NO_DATA
 
 
-async def follow_up(srv: RpcServer, cmd: dict[str, Any]) -> Any:
-    await _queue(srv, cmd, "followUp")
+async def follow_up(srv: RpcContext, cmd: dict[str, Any]) -> Any:
+    await srv.session.follow_up(_text(cmd, "message"), images=_images(cmd))
     return NO_DATA
 
 
-async def _queue(srv: RpcServer, cmd: dict[str, Any], behavior: str) -> None:
-    message = _text(cmd, "message")
-    if cmd.get("images"):
-        request = PromptRequest(message=message, images=_images(cmd), streaming_behavior=behavior)  # type: ignore[arg-type]
-        await srv.handle.execute_update("prompt", request)
-    else:
-        await srv.handle.signal("steer" if behavior == "steer" else "follow_up", message)
-
-
-async def abort(srv: RpcServer, cmd: dict[str, Any]) -> Any:
+async def abort(srv: RpcContext, cmd: dict[str, Any]) -> Any:
     """Like pi, answer once the run has stopped."""
-    await srv.handle.signal("abort")
-    deadline = asyncio.get_running_loop().time() + ABORT_WAIT_S
-    while (await srv.state()).is_streaming and asyncio.get_running_loop().time() < deadline:
-        await asyncio.sleep(0.1)
+    await srv.session.abort(wait=True)
     return NO_DATA
 
 
 # --- state and messages ------------------------------------------------------------
 
 
-async def get_state(srv: RpcServer, cmd: dict[str, Any]) -> Any:
-    s = await srv.state()
+async def get_state(srv: RpcContext, cmd: dict[str, Any]) -> Any:
+    s = await srv.session.state()
     data: dict[str, Any] = {
         "model": s.model.to_json_dict(),
         "thinkingLevel": s.thinking_level,
@@ -139,33 +137,27 @@ async def get_state(srv: RpcServer, cmd: dict[str, Any]) -> Any:
     return data
 
 
-async def _messages(srv: RpcServer) -> list[dict[str, Any]]:
-    s = await srv.state()
-    loaded, leaf = await load_at_leaf(srv.store, s.session_file, s.leaf_id)
-    return context_messages(loaded, leaf)
+async def get_messages(srv: RpcContext, cmd: dict[str, Any]) -> Any:
+    return {"messages": await srv.session.messages()}
 
 
-async def get_messages(srv: RpcServer, cmd: dict[str, Any]) -> Any:
-    return {"messages": await _messages(srv)}
-
-
-async def get_session_stats(srv: RpcServer, cmd: dict[str, Any]) -> Any:
-    s = await srv.state()
-    loaded, leaf = await load_at_leaf(srv.store, s.session_file, s.leaf_id)
+async def get_session_stats(srv: RpcContext, cmd: dict[str, Any]) -> Any:
+    s = await srv.session.state()
+    loaded, leaf = await load_at_leaf(srv.service.store, s.session_file, s.leaf_id)
     return session_stats(context_messages(loaded, leaf), s.model, s.session_file, s.session_id)
 
 
-async def get_last_assistant_text(srv: RpcServer, cmd: dict[str, Any]) -> Any:
-    return {"text": (await srv.state()).last_assistant_text}
+async def get_last_assistant_text(srv: RpcContext, cmd: dict[str, Any]) -> Any:
+    return {"text": (await srv.session.state()).last_assistant_text}
 
 
-async def get_fork_messages(srv: RpcServer, cmd: dict[str, Any]) -> Any:
-    s = await srv.state()
-    loaded, _ = await load_at_leaf(srv.store, s.session_file, s.leaf_id)
+async def get_fork_messages(srv: RpcContext, cmd: dict[str, Any]) -> Any:
+    s = await srv.session.state()
+    loaded, _ = await load_at_leaf(srv.service.store, s.session_file, s.leaf_id)
     return {"messages": fork_points(loaded)}
 
 
-async def get_commands(srv: RpcServer, cmd: dict[str, Any]) -> Any:
+async def get_commands(srv: RpcContext, cmd: dict[str, Any]) -> Any:
     return {
         "commands": [
             {"name": t.name, "description": t.description, "source": "prompt", "path": t.source}
@@ -178,96 +170,66 @@ async def get_commands(srv: RpcServer, cmd: dict[str, Any]) -> Any:
 # --- model and thinking ------------------------------------------------------------
 
 
-def _available(srv: RpcServer) -> list[ModelSpec]:
+def _available(srv: RpcContext) -> list[ModelSpec]:
     registry = srv.planned.registry
     return [m for m in registry.models if has_configured_key(m.provider, registry)]
 
 
-def _levels_for(model: ModelSpec) -> list[ThinkingLevel]:
-    if not model.reasoning:
-        return ["off"]
-    levels: list[ThinkingLevel] = [lvl for lvl in THINKING_LEVELS if lvl != "xhigh"]
-    mapping = model.thinking_level_map or {}
-    if mapping.get("xhigh"):
-        levels.append("xhigh")
-    return [lvl for lvl in levels if lvl == "off" or lvl not in mapping or mapping[lvl] is not None]
+def _default_level(srv: RpcContext) -> ThinkingLevel:
+    return srv.planned.settings.default_thinking_level or DEFAULT_THINKING_LEVEL
 
 
-async def _set_model(srv: RpcServer, model: ModelSpec) -> ThinkingLevel:
-    await srv.handle.signal("set_model", model)
-    srv.planned.plan.model = model
-    level = (await srv.state()).thinking_level
-    allowed = _levels_for(model)
-    if level not in allowed:
-        level = allowed[-1] if level != "off" else "off"
-        await srv.handle.signal("set_thinking_level", level)
-    return level
-
-
-async def get_available_models(srv: RpcServer, cmd: dict[str, Any]) -> Any:
+async def get_available_models(srv: RpcContext, cmd: dict[str, Any]) -> Any:
     return {"models": [m.to_json_dict() for m in _available(srv)]}
 
 
-async def set_model(srv: RpcServer, cmd: dict[str, Any]) -> Any:
+async def set_model(srv: RpcContext, cmd: dict[str, Any]) -> Any:
     provider, model_id = cmd.get("provider"), cmd.get("modelId")
     found = next((m for m in _available(srv) if m.provider == provider and m.id == model_id), None)
     if found is None:
         raise RpcError(f"Model not found: {provider}/{model_id}")
-    await _set_model(srv, found)
+    srv.planned.options.thinking_level = await srv.session.set_model(found, default_level=_default_level(srv))
+    srv.planned.options.model = found
     return found.to_json_dict()
 
 
-async def cycle_model(srv: RpcServer, cmd: dict[str, Any]) -> Any:
-    models = _available(srv)
-    if len(models) <= 1:
+async def cycle_model(srv: RpcContext, cmd: dict[str, Any]) -> Any:
+    cycled = await srv.session.cycle_model(_available(srv), default_level=_default_level(srv))
+    if cycled is None:
         return None
-    current = (await srv.state()).model
-    index = next(
-        (i for i, m in enumerate(models) if (m.provider, m.id) == (current.provider, current.id)), -1
-    )
-    chosen = models[(index + 1) % len(models)]
-    level = await _set_model(srv, chosen)
-    return {"model": chosen.to_json_dict(), "thinkingLevel": level, "isScoped": False}
+    model, level = cycled
+    srv.planned.options.model, srv.planned.options.thinking_level = model, level
+    return {"model": model.to_json_dict(), "thinkingLevel": level, "isScoped": False}
 
 
-async def set_thinking_level(srv: RpcServer, cmd: dict[str, Any]) -> Any:
+async def set_thinking_level(srv: RpcContext, cmd: dict[str, Any]) -> Any:
     level = cmd.get("level")
     if level not in THINKING_LEVELS:
         raise RpcError(f"Unknown thinking level {level!r}. Valid levels: {', '.join(THINKING_LEVELS)}")
-    allowed = _levels_for((await srv.state()).model)
-    # A level the model cannot use becomes the nearest it can, as pi clamps it.
-    if level not in allowed:
-        level = "off" if allowed == ["off"] else allowed[-1]
-    await srv.handle.signal("set_thinking_level", level)
-    srv.planned.plan.thinking_level = cast(ThinkingLevel, level)
+    srv.planned.options.thinking_level = await srv.session.set_thinking_level(cast(ThinkingLevel, level))
     return NO_DATA
 
 
-async def cycle_thinking_level(srv: RpcServer, cmd: dict[str, Any]) -> Any:
-    state = await srv.state()
-    allowed = _levels_for(state.model)
-    if allowed == ["off"]:
-        return None
-    index = allowed.index(state.thinking_level) if state.thinking_level in allowed else -1
-    level = allowed[(index + 1) % len(allowed)]
-    await srv.handle.signal("set_thinking_level", level)
-    return {"level": level}
+async def cycle_thinking_level(srv: RpcContext, cmd: dict[str, Any]) -> Any:
+    level = await srv.session.cycle_thinking_level()
+    return None if level is None else {"level": level}
 
 
-async def _queue_mode(srv: RpcServer, cmd: dict[str, Any], signal: str) -> Any:
+def _queue_mode(cmd: dict[str, Any]) -> QueueMode:
     mode = cmd.get("mode")
     if mode not in QUEUE_MODES:
         raise RpcError(f'"mode" must be one of {", ".join(QUEUE_MODES)}')
-    await srv.handle.signal(signal, mode)
+    return cast(QueueMode, mode)
+
+
+async def set_steering_mode(srv: RpcContext, cmd: dict[str, Any]) -> Any:
+    await srv.session.set_steering_mode(_queue_mode(cmd))
     return NO_DATA
 
 
-async def set_steering_mode(srv: RpcServer, cmd: dict[str, Any]) -> Any:
-    return await _queue_mode(srv, cmd, "set_steering_mode")
-
-
-async def set_follow_up_mode(srv: RpcServer, cmd: dict[str, Any]) -> Any:
-    return await _queue_mode(srv, cmd, "set_follow_up_mode")
+async def set_follow_up_mode(srv: RpcContext, cmd: dict[str, Any]) -> Any:
+    await srv.session.set_follow_up_mode(_queue_mode(cmd))
+    return NO_DATA
 
 
 # --- compaction, retry, bash --------------------------------------------------------
@@ -280,36 +242,28 @@ def _enabled(cmd: dict[str, Any]) -> bool:
     return value
 
 
-async def compact(srv: RpcServer, cmd: dict[str, Any]) -> Any:
+async def compact(srv: RpcContext, cmd: dict[str, Any]) -> Any:
     instructions = cmd.get("customInstructions")
-    try:
-        result = await srv.handle.execute_update(
-            "compact",
-            CompactRequest(custom_instructions=instructions if isinstance(instructions, str) else None),
-            result_type=CompactResult,
-        )
-    except WorkflowUpdateFailedError as err:
-        raise RpcError(str(err.cause)) from err
+    result = await srv.session.compact(instructions if isinstance(instructions, str) else None)
     return result.to_json_dict()
 
 
-async def set_auto_compaction(srv: RpcServer, cmd: dict[str, Any]) -> Any:
-    await srv.handle.signal("set_auto_compaction", _enabled(cmd))
+async def set_auto_compaction(srv: RpcContext, cmd: dict[str, Any]) -> Any:
+    await srv.session.set_auto_compaction(_enabled(cmd))
     return NO_DATA
 
 
-async def set_auto_retry(srv: RpcServer, cmd: dict[str, Any]) -> Any:
-    await srv.handle.signal("set_auto_retry", _enabled(cmd))
+async def set_auto_retry(srv: RpcContext, cmd: dict[str, Any]) -> Any:
+    await srv.session.set_auto_retry(_enabled(cmd))
     return NO_DATA
 
 
-async def abort_retry(srv: RpcServer, cmd: dict[str, Any]) -> Any:
+async def abort_retry(srv: RpcContext, cmd: dict[str, Any]) -> Any:
     return await abort(srv, cmd)
 
 
-async def bash(srv: RpcServer, cmd: dict[str, Any]) -> Any:
-    request = BashRequest(command=_text(cmd, "command"))
-    result = await srv.handle.execute_update("bash", request, result_type=BashResult)
+async def bash(srv: RpcContext, cmd: dict[str, Any]) -> Any:
+    result = await srv.session.bash(_text(cmd, "command"))
     data: dict[str, Any] = {
         "output": result.output,
         "exitCode": result.exit_code,
@@ -321,51 +275,60 @@ async def bash(srv: RpcServer, cmd: dict[str, Any]) -> Any:
     return data
 
 
-async def abort_bash(srv: RpcServer, cmd: dict[str, Any]) -> Any:
-    await srv.handle.signal("abort_bash")
+async def abort_bash(srv: RpcContext, cmd: dict[str, Any]) -> Any:
+    await srv.session.abort_bash()
     return NO_DATA
 
 
 # --- sessions ------------------------------------------------------------------------
 
 
-async def set_session_name(srv: RpcServer, cmd: dict[str, Any]) -> Any:
+async def set_session_name(srv: RpcContext, cmd: dict[str, Any]) -> Any:
     name = _text(cmd, "name").strip()
     if not name:
         raise RpcError("Session name cannot be empty")
-    await srv.handle.signal("set_session_name", name)
+    await srv.session.rename(name)
     # pi sends session_info_changed before the response.
     await srv.events_until(lambda e: e["type"] == "session_info_changed", NAME_EVENT_WAIT_S)
     return NO_DATA
 
 
-async def _plan_now(srv: RpcServer) -> SessionPlan:
-    state = await srv.state()
-    plan = srv.planned.plan
-    plan.model, plan.thinking_level = state.model, state.thinking_level
-    return plan
+async def _options_now(srv: RpcContext) -> SessionOptions:
+    """The options the next session starts with: the current session's model and level."""
+    state = await srv.session.state()
+    options = srv.planned.options
+    options.model, options.thinking_level = state.model, state.thinking_level
+    return options
 
 
-async def new_session(srv: RpcServer, cmd: dict[str, Any]) -> Any:
+async def new_session(srv: RpcContext, cmd: dict[str, Any]) -> Any:
     parent = cmd.get("parentSession")
-    plan = await _plan_now(srv)
-    handle, config = await start_new_session(
-        srv.client, srv.store, plan, parent_session=parent if isinstance(parent, str) else None
+    session = await srv.service.start(
+        await _options_now(srv), parent_session=parent if isinstance(parent, str) else None
     )
-    await srv.use_session(OpenSession(handle, config))
+    await srv.use_session(OpenSession(session))
     return {"cancelled": False}
 
 
-async def _continue_file(srv: RpcServer, path: Path) -> None:
-    plan = await _plan_now(srv)
+async def _continue_file(srv: RpcContext, path: Path) -> None:
+    options = await _options_now(srv)
     try:
-        handle, config = await resume_session(srv.client, srv.store, path, plan, override_model=False)
+        session = await srv.service.resume(path, options, find_model=srv.planned.registry.find)
     except SessionFileError as err:
         raise RpcError(str(err)) from err
-    await srv.use_session(OpenSession(handle, config))
+    await srv.use_session(OpenSession(session))
 
 
-async def switch_session(srv: RpcServer, cmd: dict[str, Any]) -> Any:
+async def _fork(srv: RpcContext, source: Path, leaf_id: str | None) -> None:
+    options = await _options_now(srv)
+    try:
+        session = await srv.service.fork(source, leaf_id, options, find_model=srv.planned.registry.find)
+    except SessionFileError as err:
+        raise RpcError(str(err)) from err
+    await srv.use_session(OpenSession(session))
+
+
+async def switch_session(srv: RpcContext, cmd: dict[str, Any]) -> Any:
     path = Path(_text(cmd, "sessionPath")).expanduser()
     if not path.is_file():
         raise RpcError(f"Session file {path} does not exist")
@@ -373,31 +336,29 @@ async def switch_session(srv: RpcServer, cmd: dict[str, Any]) -> Any:
     return {"cancelled": False}
 
 
-async def fork(srv: RpcServer, cmd: dict[str, Any]) -> Any:
+async def fork(srv: RpcContext, cmd: dict[str, Any]) -> Any:
     entry_id = _text(cmd, "entryId")
-    s = await srv.state()
-    loaded, _ = await load_at_leaf(srv.store, s.session_file, s.leaf_id)
+    s = await srv.session.state()
+    loaded, _ = await load_at_leaf(srv.service.store, s.session_file, s.leaf_id)
     entry = loaded.tree.get(entry_id) if loaded else None
     if not isinstance(entry, MessageEntry) or entry.message.role != "user":
         raise RpcError(f"Invalid entry ID for forking: {entry_id} is not a user message of this session")
-    path = fork_session_file(srv.store, Path(s.session_file), entry.parent_id)
-    await _continue_file(srv, path)
+    await _fork(srv, Path(s.session_file), entry.parent_id)
     return {"text": user_text(entry.message.to_json_dict()), "cancelled": False}
 
 
-async def clone(srv: RpcServer, cmd: dict[str, Any]) -> Any:
-    s = await srv.state()
-    loaded, leaf = await load_at_leaf(srv.store, s.session_file, s.leaf_id)
+async def clone(srv: RpcContext, cmd: dict[str, Any]) -> Any:
+    s = await srv.session.state()
+    loaded, leaf = await load_at_leaf(srv.service.store, s.session_file, s.leaf_id)
     if loaded is None or leaf is None:
         raise RpcError("Cannot clone session: no current entry selected")
-    path = fork_session_file(srv.store, Path(s.session_file), leaf)
-    await _continue_file(srv, path)
+    await _fork(srv, Path(s.session_file), leaf)
     return {"cancelled": False}
 
 
-async def export_html(srv: RpcServer, cmd: dict[str, Any]) -> Any:
-    s = await srv.state()
-    await load_at_leaf(srv.store, s.session_file, s.leaf_id)
+async def export_html(srv: RpcContext, cmd: dict[str, Any]) -> Any:
+    s = await srv.session.state()
+    await load_at_leaf(srv.service.store, s.session_file, s.leaf_id)
     source = Path(s.session_file)
     if not source.is_file():
         raise RpcError("Nothing to export yet: the session file is written after the first answer.")
@@ -407,7 +368,7 @@ async def export_html(srv: RpcServer, cmd: dict[str, Any]) -> Any:
         if isinstance(wanted, str) and wanted
         else srv.cwd / default_export_path(source)
     )
-    export_session_html(srv.store, source, target)
+    export_session_html(srv.service.store, source, target)
     return {"path": str(target)}
 
 

@@ -15,35 +15,29 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
 from tempi.cli.errors import UserError
-from tempi.cli.event_follower import POLL_INTERVAL_S, EventFollower
 from tempi.cli.plan import PlannedRun
 from tempi.cli.rpc_commands import ALREADY_SENT, BACKGROUND, HANDLERS, NO_DATA, RpcError
 from tempi.cli.rpc_io import ProtocolOut, parse_command, read_lines
-from tempi.cli.session_open import OpenSession
-from tempi.cli.sessions import session_state
-from tempi.store.session_store import SessionStore
-from tempi.workflows.session_types import SessionConfig, SessionStateView
+from tempi.cli.session_choice import OpenSession
+from tempi.client import EventFollower, SessionClient, SessionRefused, SessionService
+from tempi.client.events import POLL_INTERVAL_S
 
 EVENTS_PAGE = 1000
 
 
 class RpcServer:
-    def __init__(
-        self, client: Client, store: SessionStore, planned: PlannedRun, out: ProtocolOut, cwd: Path
-    ) -> None:
-        self.client = client
-        self.store = store
+    def __init__(self, service: SessionService, planned: PlannedRun, out: ProtocolOut, cwd: Path) -> None:
+        self.service = service
         self.planned = planned
         self.out = out
         self.cwd = cwd
         # Held while events are written, so a response can be ordered before the events
         # its command causes (prompt) or after the ones it waits for (set_session_name).
         self.gate = asyncio.Lock()
-        self.session: OpenSession | None = None
+        self.opened: OpenSession | None = None
         self.follower: EventFollower | None = None
         self.pump_task: asyncio.Task[None] | None = None
         self.background: set[asyncio.Task[None]] = set()
@@ -51,38 +45,28 @@ class RpcServer:
     # --- the current session ----------------------------------------------------------
 
     @property
-    def handle(self) -> WorkflowHandle[Any, Any]:
-        assert self.session is not None
-        return self.session.handle
+    def session(self) -> SessionClient:
+        assert self.opened is not None
+        return self.opened.session
 
-    @property
-    def config(self) -> SessionConfig:
-        assert self.session is not None
-        return self.session.config
-
-    async def state(self) -> SessionStateView:
-        return await session_state(self.handle)
-
-    async def use_session(self, session: OpenSession) -> None:
-        """Make `session` current; its events stream from now on."""
+    async def use_session(self, opened: OpenSession) -> None:
+        """Make `opened` current; its events stream from now on."""
         if self.pump_task is not None:
             self.pump_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self.pump_task
-        follower = EventFollower(
-            session.handle, session.config.session_path, session.config.session_id, client=self.client
-        )
+        follower = opened.session.follow()
         while (
             len(await follower.poll())
             and follower.last_page
             and len(follower.last_page.events) >= EVENTS_PAGE
         ):
             pass  # skip what happened before this client arrived
-        previous = self.session
-        self.session, self.follower = session, follower
+        previous = self.opened
+        self.opened, self.follower = opened, follower
         self.pump_task = asyncio.create_task(self._pump())
-        if previous is not None and previous is not session:
-            previous.cleanup()
+        if previous is not None and previous is not opened:
+            await previous.close()
 
     async def _pump(self) -> None:
         while True:
@@ -142,9 +126,7 @@ class RpcServer:
             data = await handler(self, command)
         except RpcError as err:
             self.respond(command_id, name, error=str(err))
-        except WorkflowUpdateFailedError as err:
-            self.respond(command_id, name, error=str(err.cause))
-        except (RPCError, UserError, OSError, ValueError) as err:
+        except (SessionRefused, RPCError, UserError, OSError, ValueError) as err:
             self.respond(command_id, name, error=str(err) or type(err).__name__)
         else:
             if data is not ALREADY_SENT:
@@ -174,16 +156,12 @@ class RpcServer:
     async def close(self) -> None:
         for task in [*self.background, *([self.pump_task] if self.pump_task else [])]:
             task.cancel()
-        if self.session is not None and self.session.throwaway_dir is not None:
-            with contextlib.suppress(RPCError):
-                await self.session.handle.signal("shutdown")
-            self.session.cleanup()
+        if self.opened is not None:
+            await self.opened.close()
 
 
-async def run_rpc(
-    client: Client, store: SessionStore, planned: PlannedRun, first: OpenSession, out: ProtocolOut
-) -> int:
-    server = RpcServer(client, store, planned, out, Path(os.getcwd()))
+async def run_rpc(service: SessionService, planned: PlannedRun, first: OpenSession, out: ProtocolOut) -> int:
+    server = RpcServer(service, planned, out, Path(os.getcwd()))
     await server.use_session(first)
     try:
         await server.serve()

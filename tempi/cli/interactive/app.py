@@ -30,22 +30,20 @@ from prompt_toolkit.layout.controls import BufferControl
 from prompt_toolkit.layout.menus import CompletionsMenu
 from prompt_toolkit.styles import Style
 from rich.console import RenderableType
-from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
 from tempi.agent.prompt_templates import expand_prompt_template
-from tempi.cli.event_follower import POLL_INTERVAL_S, EventFollower
 from tempi.cli.interactive import commands
 from tempi.cli.interactive.footer import FooterInfo, usage_tokens
 from tempi.cli.interactive.input_editor import InputCompleter, build_input_buffer, history_for
 from tempi.cli.interactive.picker import Picker
 from tempi.cli.interactive.render import LiveView, bash_block, history_blocks, notice, to_ansi
 from tempi.cli.plan import PlannedRun
-from tempi.cli.session_open import OpenSession
-from tempi.cli.session_view import context_messages, context_usage, load_at_leaf
-from tempi.cli.sessions import SessionPlan, session_state
+from tempi.cli.session_choice import OpenSession
+from tempi.client import EventFollower, SessionClient, SessionRefused, SessionService
+from tempi.client.events import POLL_INTERVAL_S
+from tempi.client.transcript import context_messages, context_usage, load_at_leaf
 from tempi.store.session_store import SessionStore
-from tempi.workflows.session_types import BashRequest, BashResult, EventsPage, PromptRequest
 
 CTRL_C_WINDOW_S = 2.0
 STATUS_SHOWN_S = 4.0
@@ -70,17 +68,15 @@ STYLE = Style.from_dict(
 class InteractiveApp:
     def __init__(
         self,
-        client: Client,
-        store: SessionStore,
+        service: SessionService,
         planned: PlannedRun,
-        session: OpenSession,
+        opened: OpenSession,
         cwd: Path,
         session_dir: Path | None,
     ) -> None:
-        self.client = client
-        self.store = store
+        self.service = service
         self.planned = planned
-        self.session = session
+        self.opened = opened
         self.cwd = cwd
         self.session_dir = session_dir
         self.view = LiveView()
@@ -100,11 +96,11 @@ class InteractiveApp:
     # --- the current session -------------------------------------------------------------
 
     @property
-    def handle(self) -> WorkflowHandle[Any, Any]:
-        return self.session.handle
+    def session(self) -> SessionClient:
+        return self.opened.session
 
     def _fresh_footer(self) -> FooterInfo:
-        config = self.session.config
+        config = self.opened.config
         return FooterInfo(
             cwd=str(self.cwd),
             model=config.model,
@@ -112,46 +108,31 @@ class InteractiveApp:
             session_id=config.session_id,
         )
 
-    async def current_plan(self) -> SessionPlan:
-        state = await session_state(self.handle)
-        plan = self.planned.plan
-        plan.model, plan.thinking_level = state.model, state.thinking_level
-        return plan
-
-    async def use_session(self, session: OpenSession, *, history: bool) -> None:
-        """Show `session` from now on: its history (if asked) and then its live events."""
+    async def use_session(self, opened: OpenSession, *, history: bool) -> None:
+        """Show `opened` from now on: its history (if asked) and then its live events."""
         if self.pump_task is not None:
             self.pump_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self.pump_task
-        previous, self.session = self.session, session
-        if previous is not session:
-            previous.cleanup()
+        previous, self.opened = self.opened, opened
+        if previous is not opened:
+            await previous.close()
         self.view = LiveView()
         self.footer = self._fresh_footer()
         start = await self.show_history() if history else None
-        follower = EventFollower(
-            session.handle,
-            session.config.session_path,
-            session.config.session_id,
-            from_offset=start if start is not None else 0,
-        )
+        # Subagents' own events stay out of the transcript: their `task` call shows them.
+        follower = opened.session.follow(from_offset=start or 0, subagents=False)
         if start is None:
-            await self._skip_to_end(follower)
+            await follower.skip_to_end()
         self.follower = follower
         self.pump_task = asyncio.create_task(self._pump())
         self.spawn(self.refresh_footer())
-
-    @staticmethod
-    async def _skip_to_end(follower: EventFollower) -> None:
-        page: EventsPage = await follower.handle.query("read_events", 1 << 62, result_type=EventsPage)
-        follower.offset = page.next_offset
 
     async def _current_run_start(self) -> tuple[int, int] | None:
         """Offset of the last `agent_start` in the log and its first message's timestamp."""
         offset, found, first_ms = 0, None, None
         while True:
-            page: EventsPage = await self.handle.query("read_events", offset, result_type=EventsPage)
+            page = await self.session.read_events(offset)
             if not page.events:
                 break
             base = page.next_offset - len(page.events)
@@ -168,8 +149,8 @@ class InteractiveApp:
     async def show_history(self) -> int | None:
         """Print the session so far; if a run is going, return where its events start, so
         that it is shown from its beginning (including what it did while no one watched)."""
-        state = await session_state(self.handle)
-        loaded, leaf = await load_at_leaf(self.store, state.session_file, state.leaf_id)
+        state = await self.session.state()
+        loaded, leaf = await load_at_leaf(self.service.store, state.session_file, state.leaf_id)
         messages = context_messages(loaded, leaf)
         run = await self._current_run_start() if state.is_streaming else None
         if run is not None:
@@ -258,10 +239,10 @@ class InteractiveApp:
             self.footer.session_name = event.get("name") or None
 
     async def refresh_footer(self, *, estimate_context: bool = False) -> None:
-        state = await session_state(self.handle)
+        state = await self.session.state()
         self.footer.update_from_state(state)
         if estimate_context or self.footer.context_tokens is None:
-            loaded, leaf = await load_at_leaf(self.store, state.session_file, state.leaf_id)
+            loaded, leaf = await load_at_leaf(self.service.store, state.session_file, state.leaf_id)
             messages = context_messages(loaded, leaf)
             if estimate_context:
                 # After compaction the last answer's usage counts what was dropped.
@@ -295,11 +276,10 @@ class InteractiveApp:
     async def send(self, text: str, *, follow_up: bool) -> None:
         # With a behaviour set, the session queues the message if it is working and runs
         # it as a prompt if not, so there is no race with a run that is just ending.
-        request = PromptRequest(message=text, streaming_behavior="followUp" if follow_up else "steer")
         try:
-            await self.handle.execute_update("prompt", request)
-        except WorkflowUpdateFailedError as err:
-            await self.show(notice(f"The session refused the message: {err.cause}", "red"))
+            await self.session.prompt(text, streaming_behavior="followUp" if follow_up else "steer")
+        except SessionRefused as err:
+            await self.show(notice(f"The session refused the message: {err}", "red"))
 
     async def run_bash(self, line: str) -> None:
         private = line.startswith("!!")
@@ -309,9 +289,7 @@ class InteractiveApp:
         self.bash_running = command
         self.application.invalidate()
         try:
-            result = await self.handle.execute_update(
-                "bash", BashRequest(command=command, exclude_from_context=private), result_type=BashResult
-            )
+            result = await self.session.bash(command, exclude_from_context=private)
         finally:
             self.bash_running = None
         outcome = bash_block(command, result.output, result.exit_code, result.cancelled)
@@ -325,10 +303,10 @@ class InteractiveApp:
 
     def escape(self) -> None:
         if self.bash_running is not None:
-            self.spawn(self.handle.signal("abort_bash"))
+            self.spawn(self.session.abort_bash())
             self.set_status("Cancelling the command…")
         elif self.view.streaming:
-            self.spawn(self.handle.signal("abort"))
+            self.spawn(self.session.abort())
             self.set_status("Aborting…")
 
     def ctrl_c(self) -> None:
@@ -527,7 +505,7 @@ class InteractiveApp:
                 "Esc aborts · /hotkeys for more · Ctrl+C twice quits"
             )
         )
-        await self.use_session(self.session, history=history)
+        await self.use_session(self.opened, history=history)
         try:
             await self.application.run_async()
         finally:
@@ -537,16 +515,14 @@ class InteractiveApp:
         await self._farewell()
 
     async def _farewell(self) -> None:
-        if self.session.throwaway_dir is not None:
-            with contextlib.suppress(RPCError):
-                await self.handle.signal("shutdown")
-            self.session.cleanup()
+        if self.opened.throwaway_dir is not None:
+            await self.opened.close()
             return
         try:
-            working = (await session_state(self.handle)).is_streaming
+            working = (await self.session.state()).is_streaming
         except RPCError:
             working = False
-        config = self.session.config
+        config = self.opened.config
         more = " It is still working; it goes on when a worker runs." if working else ""
         await self.show(
             notice(f"Session {config.session_id[:8]} is kept.{more} `tempi --continue` reopens it.")
@@ -556,7 +532,7 @@ class InteractiveApp:
 async def run_interactive(args: argparse.Namespace) -> int:
     from tempi.cli.plan import plan_run
     from tempi.cli.runtime import open_runtime
-    from tempi.cli.session_open import choose_session, open_session
+    from tempi.cli.session_choice import choose_session, open_session
     from tempi.config.paths import default_sessions_root
 
     cwd = Path.cwd().resolve()
@@ -564,8 +540,14 @@ async def run_interactive(args: argparse.Namespace) -> int:
     store = SessionStore(default_sessions_root())
     choice = choose_session(store, args, planned.settings, cwd)
     async with open_runtime(no_worker=args.no_worker) as rt:
-        override_model = bool(args.model or args.provider)
-        session = await open_session(rt.client, store, choice, planned.plan, override_model=override_model)
-        app = InteractiveApp(rt.client, store, planned, session, cwd, choice.session_dir)
+        service = SessionService(rt.client, store)
+        opened = await open_session(
+            service,
+            choice,
+            planned.options,
+            override_model=bool(args.model or args.provider),
+            find_model=planned.registry.find,
+        )
+        app = InteractiveApp(service, planned, opened, cwd, choice.session_dir)
         await app.run(history=choice.existing is not None)
     return 0

@@ -9,30 +9,58 @@ import subprocess
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Protocol
 
+from prompt_toolkit.buffer import Buffer
+from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
-from temporalio.client import WorkflowUpdateFailedError
 
 from tempi.agent.model_spec import THINKING_LEVELS, ModelSpec, ThinkingLevel
 from tempi.agent.session_entries import CompactionEntry, MessageEntry, SessionEntry
 from tempi.agent.session_tree import SessionTree
-from tempi.cli.forking import fork_session_file
+from tempi.agent.thinking_levels import DEFAULT_THINKING_LEVEL, supported_levels
 from tempi.cli.html_export import default_export_path, export_session_html
+from tempi.cli.interactive.footer import FooterInfo
 from tempi.cli.interactive.picker import Picker, PickerItem
-from tempi.cli.interactive.render import notice
-from tempi.cli.session_open import OpenSession
-from tempi.cli.session_view import context_messages, fork_points, load_at_leaf, session_stats, user_text
-from tempi.cli.sessions import resume_session, session_state, start_new_session
+from tempi.cli.interactive.render import LiveView, notice
+from tempi.cli.plan import PlannedRun
+from tempi.cli.session_choice import OpenSession
+from tempi.client import SessionClient, SessionOptions, SessionRefused, SessionService
+from tempi.client.transcript import context_messages, fork_points, load_at_leaf, session_stats, user_text
 from tempi.config.api_keys import has_configured_key
 from tempi.store.errors import SessionFileError
-from tempi.workflows.session_types import CompactRequest, CompactResult, NavigateRequest, NavigateResult
+from tempi.store.loading import LoadedSession
 
-if TYPE_CHECKING:
-    from tempi.cli.interactive.app import InteractiveApp
 
-Handler = Callable[["InteractiveApp", str], Awaitable[None]]
+class CommandHost(Protocol):
+    """What the commands need of the interactive app."""
+
+    planned: PlannedRun
+    service: SessionService
+    cwd: Path
+    session_dir: Path | None
+    footer: FooterInfo
+    view: LiveView
+    input: Buffer
+
+    @property
+    def session(self) -> SessionClient: ...
+
+    async def show(self, *blocks: RenderableType) -> None: ...
+
+    async def write_raw(self, text: str) -> None: ...
+
+    def open_picker(self, picker: Picker) -> None: ...
+
+    async def refresh_footer(self, *, estimate_context: bool = False) -> None: ...
+
+    async def use_session(self, opened: OpenSession, *, history: bool) -> None: ...
+
+    def quit(self) -> None: ...
+
+
+Handler = Callable[[CommandHost, str], Awaitable[None]]
 
 HOTKEYS = [
     ("Enter", "send; while the agent works, queue a steering message"),
@@ -59,39 +87,21 @@ class Command:
 # --- models and thinking --------------------------------------------------------------------
 
 
-def available_models(app: InteractiveApp) -> list[ModelSpec]:
+def available_models(app: CommandHost) -> list[ModelSpec]:
     registry = app.planned.registry
     return [m for m in registry.models if has_configured_key(m.provider, registry)]
 
 
-def levels_for(model: ModelSpec) -> list[ThinkingLevel]:
-    """The thinking levels a model accepts (pi's rules: xhigh only where mapped)."""
-    if not model.reasoning:
-        return ["off"]
-    mapping = model.thinking_level_map or {}
-    levels: list[ThinkingLevel] = [lvl for lvl in THINKING_LEVELS if lvl != "xhigh" or mapping.get("xhigh")]
-    return [lvl for lvl in levels if lvl == "off" or lvl not in mapping or mapping[lvl] is not None]
-
-
-async def _apply_thinking(app: InteractiveApp, level: ThinkingLevel) -> ThinkingLevel:
-    allowed = levels_for((await session_state(app.handle)).model)
-    # A level the model cannot use becomes the nearest it can.
-    if level not in allowed:
-        level = "off" if allowed == ["off"] or level == "off" else allowed[-1]
-    await app.handle.signal("set_thinking_level", level)
-    app.planned.plan.thinking_level = level
-    return level
-
-
-async def choose_model(app: InteractiveApp, model: ModelSpec) -> None:
-    await app.handle.signal("set_model", model)
-    app.planned.plan.model = model
-    level = await _apply_thinking(app, (await session_state(app.handle)).thinking_level)
+async def choose_model(app: CommandHost, model: ModelSpec) -> None:
+    level = await app.session.set_model(
+        model, default_level=app.planned.settings.default_thinking_level or DEFAULT_THINKING_LEVEL
+    )
+    app.planned.options.model, app.planned.options.thinking_level = model, level
     await app.refresh_footer()
     await app.show(notice(f"Model: {model.provider}/{model.id} (thinking {level})", "green"))
 
 
-async def cmd_model(app: InteractiveApp, arg: str) -> None:
+async def cmd_model(app: CommandHost, arg: str) -> None:
     models = available_models(app)
     if arg:
         models = [m for m in models if arg.lower() in f"{m.provider}/{m.id} {m.name}".lower()]
@@ -117,13 +127,14 @@ async def cmd_model(app: InteractiveApp, arg: str) -> None:
     app.open_picker(Picker("Choose a model", items, lambda m: choose_model(app, m)))
 
 
-async def _set_thinking(app: InteractiveApp, level: ThinkingLevel) -> None:
-    chosen = await _apply_thinking(app, level)
+async def _set_thinking(app: CommandHost, level: ThinkingLevel) -> None:
+    chosen = await app.session.set_thinking_level(level)
+    app.planned.options.thinking_level = chosen
     await app.refresh_footer()
     await app.show(notice(f"Thinking level: {chosen}", "green"))
 
 
-async def cmd_thinking(app: InteractiveApp, arg: str) -> None:
+async def cmd_thinking(app: CommandHost, arg: str) -> None:
     if arg:
         if arg not in THINKING_LEVELS:
             await app.show(
@@ -132,7 +143,7 @@ async def cmd_thinking(app: InteractiveApp, arg: str) -> None:
             return
         await _set_thinking(app, arg)
         return
-    levels = levels_for(app.footer.model)
+    levels = supported_levels(app.footer.model)
     items = [PickerItem(lvl, lvl, "(current)" if lvl == app.footer.thinking_level else "") for lvl in levels]
     app.open_picker(Picker("Thinking level", items, lambda lvl: _set_thinking(app, lvl)))
 
@@ -140,38 +151,43 @@ async def cmd_thinking(app: InteractiveApp, arg: str) -> None:
 # --- context -----------------------------------------------------------------------------
 
 
-async def cmd_compact(app: InteractiveApp, arg: str) -> None:
+async def cmd_compact(app: CommandHost, arg: str) -> None:
     app.view.compacting = True
     # A failure needs no message here: the session's compaction_end event says why.
-    with contextlib.suppress(WorkflowUpdateFailedError):
-        await app.handle.execute_update(
-            "compact", CompactRequest(custom_instructions=arg or None), result_type=CompactResult
-        )
+    with contextlib.suppress(SessionRefused):
+        await app.session.compact(arg or None)
     await app.refresh_footer(estimate_context=True)
 
 
 # --- sessions -------------------------------------------------------------------------------
 
 
-async def _switch_to_file(app: InteractiveApp, path: Path) -> None:
-    plan = await app.current_plan()
+async def _options_now(app: CommandHost) -> SessionOptions:
+    """The options the next session starts with: the current session's model and level."""
+    state = await app.session.state()
+    options = app.planned.options
+    options.model, options.thinking_level = state.model, state.thinking_level
+    return options
+
+
+async def _switch_to_file(app: CommandHost, path: Path) -> None:
+    options = await _options_now(app)
     try:
-        handle, config = await resume_session(app.client, app.store, path, plan, override_model=False)
+        session = await app.service.resume(path, options, find_model=app.planned.registry.find)
     except SessionFileError as err:
         await app.show(notice(str(err), "red"))
         return
-    await app.use_session(OpenSession(handle, config), history=True)
+    await app.use_session(OpenSession(session), history=True)
 
 
-async def cmd_new(app: InteractiveApp, arg: str) -> None:
-    plan = await app.current_plan()
-    handle, config = await start_new_session(app.client, app.store, plan, session_dir=app.session_dir)
-    await app.use_session(OpenSession(handle, config), history=False)
-    await app.show(notice(f"New session {config.session_id[:8]}.", "green"))
+async def cmd_new(app: CommandHost, arg: str) -> None:
+    session = await app.service.start(await _options_now(app), session_dir=app.session_dir)
+    await app.use_session(OpenSession(session), history=False)
+    await app.show(notice(f"New session {session.session_id[:8]}.", "green"))
 
 
-async def cmd_resume(app: InteractiveApp, arg: str) -> None:
-    sessions = [s for s in app.store.list_sessions(str(app.cwd)) if s.id != app.session.config.session_id]
+async def cmd_resume(app: CommandHost, arg: str) -> None:
+    sessions = [s for s in app.service.list(app.cwd) if s.id != app.session.session_id]
     if not sessions:
         await app.show(notice("No other session in this directory.", "yellow"))
         return
@@ -186,13 +202,13 @@ async def cmd_resume(app: InteractiveApp, arg: str) -> None:
     app.open_picker(Picker("Resume a session", items, lambda path: _switch_to_file(app, path)))
 
 
-async def _loaded(app: InteractiveApp) -> tuple[Any, str]:
-    state = await session_state(app.handle)
-    loaded, _ = await load_at_leaf(app.store, state.session_file, state.leaf_id)
+async def _loaded(app: CommandHost) -> tuple[LoadedSession | None, str]:
+    state = await app.session.state()
+    loaded, _ = await load_at_leaf(app.service.store, state.session_file, state.leaf_id)
     return loaded, state.session_file
 
 
-async def cmd_fork(app: InteractiveApp, arg: str) -> None:
+async def cmd_fork(app: CommandHost, arg: str) -> None:
     loaded, session_file = await _loaded(app)
     points = fork_points(loaded)
     if loaded is None or not points:
@@ -201,8 +217,11 @@ async def cmd_fork(app: InteractiveApp, arg: str) -> None:
 
     async def fork_at(entry_id: str) -> None:
         entry = loaded.tree.get(entry_id)
-        path = fork_session_file(app.store, Path(session_file), entry.parent_id)
-        await _switch_to_file(app, path)
+        assert isinstance(entry, MessageEntry)  # fork points are user messages
+        session = await app.service.fork(
+            Path(session_file), entry.parent_id, await _options_now(app), find_model=app.planned.registry.find
+        )
+        await app.use_session(OpenSession(session), history=True)
         text = user_text(entry.message.to_json_dict())
         app.input.text = text
         app.input.cursor_position = len(text)
@@ -245,9 +264,9 @@ def tree_items(tree: SessionTree, current_leaf: str | None) -> list[PickerItem]:
     return items
 
 
-async def cmd_tree(app: InteractiveApp, arg: str) -> None:
-    state = await session_state(app.handle)
-    loaded, leaf = await load_at_leaf(app.store, state.session_file, state.leaf_id)
+async def cmd_tree(app: CommandHost, arg: str) -> None:
+    state = await app.session.state()
+    loaded, leaf = await load_at_leaf(app.service.store, state.session_file, state.leaf_id)
     if loaded is None or not len(loaded.tree):
         await app.show(notice("The session has no entries yet.", "yellow"))
         return
@@ -261,15 +280,11 @@ async def cmd_tree(app: InteractiveApp, arg: str) -> None:
         user_entry = entry if isinstance(entry, MessageEntry) and entry.message.role == "user" else None
         new_leaf = user_entry.parent_id if user_entry is not None else entry_id
         try:
-            result = await app.handle.execute_update(
-                "navigate",
-                NavigateRequest(
-                    target_id=entry_id, new_leaf_id=new_leaf, summarize=summarize, custom_instructions=focus
-                ),
-                result_type=NavigateResult,
+            result = await app.session.navigate(
+                entry_id, new_leaf, summarize=summarize, custom_instructions=focus
             )
-        except WorkflowUpdateFailedError as err:
-            await app.show(notice(f"Could not move there: {err.cause or err}", "red"))
+        except SessionRefused as err:
+            await app.show(notice(f"Could not move there: {err}", "red"))
             return
         if user_entry is not None:
             text = user_text(user_entry.message.to_json_dict())
@@ -284,18 +299,18 @@ async def cmd_tree(app: InteractiveApp, arg: str) -> None:
     app.open_picker(picker)
 
 
-async def cmd_name(app: InteractiveApp, arg: str) -> None:
+async def cmd_name(app: CommandHost, arg: str) -> None:
     if not arg.strip():
-        name = (await session_state(app.handle)).session_name
+        name = (await app.session.state()).session_name
         await app.show(
             notice(f"Session name: {name}" if name else "The session has no name; /name NAME sets one.")
         )
         return
-    await app.handle.signal("set_session_name", arg.strip())
+    await app.session.rename(arg.strip())
     app.footer.session_name = arg.strip()
 
 
-async def cmd_export(app: InteractiveApp, arg: str) -> None:
+async def cmd_export(app: CommandHost, arg: str) -> None:
     _, session_file = await _loaded(app)
     source = Path(session_file)
     if not source.is_file():
@@ -304,13 +319,13 @@ async def cmd_export(app: InteractiveApp, arg: str) -> None:
         )
         return
     target = Path(arg).expanduser() if arg else app.cwd / default_export_path(source)
-    export_session_html(app.store, source, target)
+    export_session_html(app.service.store, source, target)
     await app.show(notice(f"Exported to {target}", "green"))
 
 
-async def cmd_session(app: InteractiveApp, arg: str) -> None:
-    state = await session_state(app.handle)
-    loaded, leaf = await load_at_leaf(app.store, state.session_file, state.leaf_id)
+async def cmd_session(app: CommandHost, arg: str) -> None:
+    state = await app.session.state()
+    loaded, leaf = await load_at_leaf(app.service.store, state.session_file, state.leaf_id)
     stats = session_stats(context_messages(loaded, leaf), state.model, state.session_file, state.session_id)
     table = Table(show_header=False, box=None, padding=(0, 2))
     tokens = stats["tokens"]
@@ -340,8 +355,8 @@ def _to_clipboard(text: str) -> bool:
     return False
 
 
-async def cmd_copy(app: InteractiveApp, arg: str) -> None:
-    text = (await session_state(app.handle)).last_assistant_text
+async def cmd_copy(app: CommandHost, arg: str) -> None:
+    text = (await app.session.state()).last_assistant_text
     if not text:
         await app.show(notice("No answer to copy yet.", "yellow"))
         return
@@ -352,7 +367,7 @@ async def cmd_copy(app: InteractiveApp, arg: str) -> None:
     await app.show(notice(f"Copied the last answer ({len(text)} characters).", "green"))
 
 
-async def cmd_hotkeys(app: InteractiveApp, arg: str) -> None:
+async def cmd_hotkeys(app: CommandHost, arg: str) -> None:
     table = Table(show_header=False, box=None, padding=(0, 2))
     for key, what in HOTKEYS:
         table.add_row(Text(key, style="bold"), what)
@@ -361,7 +376,7 @@ async def cmd_hotkeys(app: InteractiveApp, arg: str) -> None:
     await app.show(table)
 
 
-async def cmd_quit(app: InteractiveApp, arg: str) -> None:
+async def cmd_quit(app: CommandHost, arg: str) -> None:
     app.quit()
 
 

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shutil
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from temporalio.client import Client, WorkflowHandle
+from temporalio.service import RPCError
 
 from tempi.cli.errors import UserError
-from tempi.cli.forking import fork_session_file
-from tempi.cli.sessions import SessionPlan, resume_session, start_new_session
+from tempi.client import FindModel, SessionClient, SessionOptions, SessionService
+from tempi.client.forking import fork_session_file
 from tempi.config.settings import Settings
 from tempi.store.errors import SessionFileError
 from tempi.store.session_store import SessionStore
@@ -23,14 +23,25 @@ from tempi.workflows.session_types import SessionConfig
 
 @dataclass
 class OpenSession:
-    handle: WorkflowHandle[Any, Any]
-    config: SessionConfig
+    """The session a front end shows, and what to clean up when it leaves it."""
+
+    session: SessionClient
     # --no-session: the directory to remove when the run is over.
     throwaway_dir: Path | None = None
 
-    def cleanup(self) -> None:
-        if self.throwaway_dir is not None:
-            shutil.rmtree(self.throwaway_dir, ignore_errors=True)
+    @property
+    def config(self) -> SessionConfig:
+        # Front ends open sessions only by starting or resuming them, which sets it.
+        assert self.session.config is not None
+        return self.session.config
+
+    async def close(self) -> None:
+        """A throwaway session ends with its front end; a kept one goes on running."""
+        if self.throwaway_dir is None:
+            return
+        with contextlib.suppress(RPCError):
+            await self.session.shutdown()
+        shutil.rmtree(self.throwaway_dir, ignore_errors=True)
 
 
 def find_session_path(store: SessionStore, reference: str) -> Path:
@@ -117,19 +128,22 @@ def choose_session(
 
 
 async def open_session(
-    client: Client, store: SessionStore, choice: SessionChoice, plan: SessionPlan, *, override_model: bool
+    service: SessionService,
+    choice: SessionChoice,
+    options: SessionOptions,
+    *,
+    override_model: bool,
+    find_model: FindModel,
 ) -> OpenSession:
     if choice.throwaway:
         throwaway = Path(tempfile.mkdtemp(prefix="tempi-no-session-"))
-        handle, config = await start_new_session(client, store, plan, session_dir=throwaway)
-        return OpenSession(handle, config, throwaway)
+        return OpenSession(await service.start(options, session_dir=throwaway), throwaway)
     if choice.existing is None:
-        handle, config = await start_new_session(client, store, plan, session_dir=choice.session_dir)
-        return OpenSession(handle, config)
+        return OpenSession(await service.start(options, session_dir=choice.session_dir))
     try:
-        handle, config = await resume_session(
-            client, store, choice.existing, plan, override_model=override_model
+        session = await service.resume(
+            choice.existing, options, override_model=override_model, find_model=find_model
         )
     except SessionFileError as err:
         raise UserError(str(err)) from err
-    return OpenSession(handle, config)
+    return OpenSession(session)

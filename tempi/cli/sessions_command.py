@@ -17,8 +17,8 @@ from tempi.agent.session_entries import CompactionEntry
 from tempi.agent.session_tree import entry_message
 from tempi.cli.errors import UserError
 from tempi.cli.html_export import default_export_path, export_session_html
-from tempi.cli.session_open import find_session_path
-from tempi.cli.session_view import user_text
+from tempi.cli.session_choice import find_session_path
+from tempi.client.transcript import user_text
 from tempi.config.paths import default_sessions_root
 from tempi.store.catalog import SessionSummary
 from tempi.store.errors import SessionFileError

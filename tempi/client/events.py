@@ -17,6 +17,9 @@ from tempi.activities.live_channel import LiveReader
 from tempi.activities.sidecar import live_path
 from tempi.agent.partial_message import PartialMessage, synthesize_deltas
 from tempi.workflows.session_types import EventsPage, workflow_id_for
+from tempi.workflows.session_workflow import AgentSessionWorkflow
+
+SessionHandle = WorkflowHandle[AgentSessionWorkflow, Any]
 
 POLL_INTERVAL_S = 0.05
 
@@ -68,9 +71,12 @@ class _ToolStream:
 
 
 class EventFollower:
+    """The event stream of one session from `from_offset` on. The handle is not pinned to
+    a run, so the offsets (global to the session) carry across continue-as-new."""
+
     def __init__(
         self,
-        handle: WorkflowHandle[Any, Any],
+        handle: SessionHandle,
         session_path: str | None,
         session_id: str,
         *,
@@ -125,7 +131,7 @@ class EventFollower:
         messages: list[dict[str, Any]] = []
         offset = start
         while offset < end:
-            page: EventsPage = await self.handle.query("read_events", offset, result_type=EventsPage)
+            page: EventsPage = await self.handle.query(AgentSessionWorkflow.read_events, offset)
             if not page.events:
                 break
             for i, event in enumerate(page.events):
@@ -137,7 +143,7 @@ class EventFollower:
         return messages
 
     async def poll(self) -> list[dict[str, Any]]:
-        page: EventsPage = await self.handle.query("read_events", self.offset, result_type=EventsPage)
+        page: EventsPage = await self.handle.query(AgentSessionWorkflow.read_events, self.offset)
         self.last_page = page
         out: list[dict[str, Any]] = []
         first = page.next_offset - len(page.events)
@@ -172,7 +178,9 @@ class EventFollower:
                 continue
             self.adopted.add(child["sessionId"])
             self.children[child["sessionId"]] = EventFollower(
-                self.client.get_workflow_handle(workflow_id_for(child["sessionId"])),
+                self.client.get_workflow_handle_for(
+                    AgentSessionWorkflow.run, workflow_id_for(child["sessionId"])
+                ),
                 child.get("sessionFile"),
                 child["sessionId"],
                 live=self.live,
@@ -195,6 +203,11 @@ class EventFollower:
             if page is not None and not page.is_streaming and any(e["type"] == "agent_end" for e in out):
                 del self.children[child_id]
         return out
+
+    async def skip_to_end(self) -> None:
+        """Start from what happens next: a page far past the end says where the end is."""
+        page = await self.handle.query(AgentSessionWorkflow.read_events, 1 << 62)
+        self.offset = page.next_offset
 
     async def events(self, *, until_idle: bool) -> AsyncIterator[dict[str, Any]]:
         """Yield events; with `until_idle`, stop once a run has ended and nothing else is queued."""

@@ -8,10 +8,12 @@ from pathlib import Path
 
 from tempi.agent.session_entries import LabelEntry, SessionHeader
 from tempi.agent.session_tree import UnknownEntryError
+from tempi.store.catalog import session_file_name
 from tempi.store.session_store import SessionStore
 
 
-def _iso_now() -> str:
+def iso_now() -> str:
+    """A session header's timestamp: pi's ISO form with milliseconds."""
     ms = int(time.time() * 1000)
     return time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(ms / 1000)) + f"{ms % 1000:03d}Z"
 
@@ -33,14 +35,15 @@ def fork_session_file(
         except UnknownEntryError as err:
             raise ValueError(f"Entry {leaf_id} is not in session {loaded.header.id}") from err
     session_id = str(uuid.uuid4())
-    created = _iso_now()
+    created = iso_now()
     cwd = loaded.header.cwd
     if session_dir is not None:
-        path = session_dir / f"{created.replace(':', '-').replace('.', '-')}_{session_id}.jsonl"
+        path = session_dir / session_file_name(session_id, created)
     elif source.parent.parent == store.root:
         path = store.new_session_path(cwd, session_id, created)
     else:
-        path = source.parent / f"{created.replace(':', '-').replace('.', '-')}_{session_id}.jsonl"
+        # A file kept outside the store (--session-dir): its fork sits beside it.
+        path = source.parent / session_file_name(session_id, created)
     header = SessionHeader(id=session_id, timestamp=created, cwd=cwd, parent_session=str(source))
     store.create(path, header)
     if entries:

@@ -1,0 +1,118 @@
+"""What a session is started with, before it has an id or a file, and how that becomes
+the workflow's input for a new session or for one that continues a file."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+
+from tempi.agent.base import PiModel
+from tempi.agent.model_spec import ModelSpec, ThinkingLevel
+from tempi.agent.subagents import AgentDefinition
+from tempi.agent.thinking_levels import clamp_level
+from tempi.client.forking import iso_now
+from tempi.store.catalog import session_file_name
+from tempi.store.loading import LoadedSession
+from tempi.workflows.session_types import (
+    DEFAULT_SANDBOX_IMAGE,
+    CompactionPolicy,
+    QueueMode,
+    RetryPolicySettings,
+    SandboxKind,
+    SessionConfig,
+)
+
+# A registry lookup (provider, model id) for continuing a file with the model it used.
+FindModel = Callable[[str, str], ModelSpec | None]
+
+
+class SessionOptions(PiModel):
+    """Everything about a session a caller chooses; SessionConfig adds its identity (id,
+    file, creation time) and where it continues from. Defaults are SessionConfig's."""
+
+    cwd: str
+    model: ModelSpec
+    thinking_level: ThinkingLevel = "off"
+    system_prompt: str = ""
+    tools: list[str] = Field(default_factory=list)
+    tool_execution: Literal["parallel", "sequential"] = "parallel"
+    sandbox: SandboxKind = "local"
+    sandbox_image: str = DEFAULT_SANDBOX_IMAGE
+    sandbox_network: bool = False
+    sandbox_pickup_s: float = 60.0
+    steering_mode: QueueMode = "one-at-a-time"
+    follow_up_mode: QueueMode = "one-at-a-time"
+    retry: RetryPolicySettings = Field(default_factory=RetryPolicySettings)
+    compaction: CompactionPolicy = Field(default_factory=CompactionPolicy)
+    agents: list[AgentDefinition] = Field(default_factory=list)
+    history_event_budget: int = 20_000
+    history_bytes_budget: int = 8_000_000
+
+    def fields(self) -> dict[str, object]:
+        # Attribute values as they are (models stay models), for SessionConfig's constructor.
+        return {name: getattr(self, name) for name in type(self).model_fields}
+
+
+def new_config(
+    options: SessionOptions,
+    store_path: Callable[[str, str], Path],
+    *,
+    session_dir: Path | None = None,
+    parent_session: str | None = None,
+) -> SessionConfig:
+    """A fresh session: a new id and file. `store_path(session_id, created)` places the
+    file when no `session_dir` is given. The thinking level is clamped to the model, as
+    pi does when it creates a session."""
+    session_id = str(uuid.uuid4())
+    created = iso_now()
+    path = (
+        session_dir / session_file_name(session_id, created)
+        if session_dir
+        else store_path(session_id, created)
+    )
+    return SessionConfig.model_validate(
+        {
+            **options.fields(),
+            "thinking_level": clamp_level(options.model, options.thinking_level),
+            "session_id": session_id,
+            "session_path": str(path),
+            "created_at": created,
+            "parent_session": parent_session,
+        }
+    )
+
+
+def resumed_config(
+    options: SessionOptions,
+    loaded: LoadedSession,
+    path: Path,
+    *,
+    override_model: bool,
+    find_model: FindModel | None,
+) -> SessionConfig:
+    """A session that continues `loaded` at its leaf, in the file's own directory and,
+    unless `override_model`, with the file's model (when `find_model` knows it) and level."""
+    context = loaded.tree.build_context(loaded.tree.leaf_id)
+    model, thinking = options.model, options.thinking_level
+    if not override_model and context.model_id and context.provider:
+        restored = find_model(context.provider, context.model_id) if find_model else None
+        if restored is not None:
+            model = restored
+        if context.thinking_level:
+            thinking = context.thinking_level
+    return SessionConfig.model_validate(
+        {
+            **options.fields(),
+            "cwd": loaded.header.cwd or options.cwd,
+            "model": model,
+            "thinking_level": thinking,
+            "session_id": loaded.header.id,
+            "session_path": str(path),
+            "resume_leaf_id": loaded.tree.leaf_id,
+            "existing_file": True,
+        }
+    )

@@ -1,0 +1,248 @@
+"""One session, as every front end drives it: typed calls of the workflow's handlers."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Sequence
+from typing import Any, Literal, TypeVar
+
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
+from temporalio.service import RPCError
+
+from tempi.agent.messages import ImageContent
+from tempi.agent.model_spec import ModelSpec, ThinkingLevel
+from tempi.agent.thinking_levels import DEFAULT_THINKING_LEVEL, clamp_level, level_after_switch, next_level
+from tempi.client.errors import SessionRefused
+from tempi.client.events import EventFollower, SessionHandle
+from tempi.client.transcript import context_messages, load_at_leaf
+from tempi.store.session_store import SessionStore
+from tempi.workflows.session_types import (
+    BashRequest,
+    BashResult,
+    CompactRequest,
+    CompactResult,
+    EventsPage,
+    NavigateRequest,
+    NavigateResult,
+    PromptRequest,
+    QueueMode,
+    SessionConfig,
+    SessionStateView,
+    workflow_id_for,
+)
+from tempi.workflows.session_workflow import AgentSessionWorkflow
+
+T = TypeVar("T")
+StreamingBehavior = Literal["steer", "followUp"]
+ABORT_WAIT_S = 30.0
+
+
+async def _refusable(call: Awaitable[T]) -> T:
+    """An update's result; the workflow's own reason when it rejected the update."""
+    try:
+        return await call
+    except WorkflowUpdateFailedError as err:
+        raise SessionRefused(str(err.cause or err)) from err
+
+
+class SessionClient:
+    """A session by its workflow id, not a run, so it follows continue-as-new.
+
+    `config` is what this process started or resumed the session with (None for a
+    session found by reference); the workflow's current view is `state()`."""
+
+    def __init__(
+        self,
+        client: Client,
+        session_id: str,
+        *,
+        store: SessionStore | None = None,
+        session_path: str | None = None,
+        config: SessionConfig | None = None,
+    ) -> None:
+        self.client = client
+        self.session_id = session_id
+        self.store = store
+        self.session_path = session_path or (config.session_path if config else None)
+        self.config = config
+        self.handle: SessionHandle = client.get_workflow_handle_for(
+            AgentSessionWorkflow.run, workflow_id_for(session_id)
+        )
+
+    # --- prompting ---------------------------------------------------------------------
+
+    async def prompt(
+        self,
+        text: str,
+        *,
+        images: Sequence[ImageContent] = (),
+        streaming_behavior: StreamingBehavior | None = None,
+    ) -> None:
+        """Start a run, or with a behaviour queue the message if one is going. Returns once
+        the session accepted it, before any event of the run."""
+        request = PromptRequest(message=text, images=list(images), streaming_behavior=streaming_behavior)
+        await _refusable(self.handle.execute_update(AgentSessionWorkflow.prompt, request))
+
+    async def steer(self, text: str, *, images: Sequence[ImageContent] = ()) -> None:
+        if images:  # only the prompt update carries images
+            await self.prompt(text, images=images, streaming_behavior="steer")
+        else:
+            await self.handle.signal(AgentSessionWorkflow.steer, text)
+
+    async def follow_up(self, text: str, *, images: Sequence[ImageContent] = ()) -> None:
+        if images:
+            await self.prompt(text, images=images, streaming_behavior="followUp")
+        else:
+            await self.handle.signal(AgentSessionWorkflow.follow_up, text)
+
+    async def abort(self, *, wait: bool = False, timeout: float = ABORT_WAIT_S) -> None:
+        """Stop the current run; with `wait`, return once it has stopped (or after `timeout`)."""
+        await self.handle.signal(AgentSessionWorkflow.abort)
+        if not wait:
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while (await self.state()).is_streaming and loop.time() < deadline:
+            await asyncio.sleep(0.1)
+
+    async def bash(self, command: str, *, exclude_from_context: bool = False) -> BashResult:
+        request = BashRequest(command=command, exclude_from_context=exclude_from_context)
+        return await _refusable(self.handle.execute_update(AgentSessionWorkflow.bash, request))
+
+    async def abort_bash(self) -> None:
+        await self.handle.signal(AgentSessionWorkflow.abort_bash)
+
+    async def compact(self, custom_instructions: str | None = None) -> CompactResult:
+        request = CompactRequest(custom_instructions=custom_instructions)
+        return await _refusable(self.handle.execute_update(AgentSessionWorkflow.compact, request))
+
+    async def navigate(
+        self,
+        target_id: str,
+        new_leaf_id: str | None,
+        *,
+        summarize: bool = False,
+        custom_instructions: str | None = None,
+    ) -> NavigateResult:
+        """Continue from another entry of the tree: `new_leaf_id` is the target, or its parent
+        (None at the root) when a user message is to be re-edited."""
+        request = NavigateRequest(
+            target_id=target_id,
+            new_leaf_id=new_leaf_id,
+            summarize=summarize,
+            custom_instructions=custom_instructions,
+        )
+        return await _refusable(self.handle.execute_update(AgentSessionWorkflow.navigate, request))
+
+    # --- model and thinking --------------------------------------------------------------
+
+    async def set_model(
+        self, model: ModelSpec, *, default_level: ThinkingLevel = DEFAULT_THINKING_LEVEL
+    ) -> ThinkingLevel:
+        """Switch models; the thinking level follows pi's rule for a switch (`default_level`
+        is the settings' default thinking level). Returns the level now in effect."""
+        state = await self.state()
+        await self.handle.signal(AgentSessionWorkflow.set_model, model)
+        level = level_after_switch(state.model, state.thinking_level, model, default_level)
+        if level != state.thinking_level:
+            await self.handle.signal(AgentSessionWorkflow.set_thinking_level, level)
+        return level
+
+    async def cycle_model(
+        self, models: Sequence[ModelSpec], *, default_level: ThinkingLevel = DEFAULT_THINKING_LEVEL
+    ) -> tuple[ModelSpec, ThinkingLevel] | None:
+        """The model after the current one in `models`; None when there is no other."""
+        if len(models) <= 1:
+            return None
+        current = (await self.state()).model
+        index = next(
+            (i for i, m in enumerate(models) if (m.provider, m.id) == (current.provider, current.id)), -1
+        )
+        chosen = models[(index + 1) % len(models)]
+        return chosen, await self.set_model(chosen, default_level=default_level)
+
+    async def set_thinking_level(self, level: ThinkingLevel) -> ThinkingLevel:
+        """Set the level the model accepts nearest to `level`; returns it."""
+        chosen = clamp_level((await self.state()).model, level)
+        await self.handle.signal(AgentSessionWorkflow.set_thinking_level, chosen)
+        return chosen
+
+    async def cycle_thinking_level(self) -> ThinkingLevel | None:
+        """The next level the model accepts; None when the model cannot think."""
+        state = await self.state()
+        level = next_level(state.model, state.thinking_level)
+        if level is not None:
+            await self.handle.signal(AgentSessionWorkflow.set_thinking_level, level)
+        return level
+
+    # --- settings ----------------------------------------------------------------------
+
+    async def rename(self, name: str) -> None:
+        await self.handle.signal(AgentSessionWorkflow.set_session_name, name)
+
+    async def set_auto_compaction(self, enabled: bool) -> None:
+        await self.handle.signal(AgentSessionWorkflow.set_auto_compaction, enabled)
+
+    async def set_auto_retry(self, enabled: bool) -> None:
+        await self.handle.signal(AgentSessionWorkflow.set_auto_retry, enabled)
+
+    async def set_steering_mode(self, mode: QueueMode) -> None:
+        await self.handle.signal(AgentSessionWorkflow.set_steering_mode, mode)
+
+    async def set_follow_up_mode(self, mode: QueueMode) -> None:
+        await self.handle.signal(AgentSessionWorkflow.set_follow_up_mode, mode)
+
+    async def shutdown(self) -> None:
+        """End the workflow (its sandbox goes with it); the file stays and can be continued."""
+        await self.handle.signal(AgentSessionWorkflow.shutdown)
+
+    # --- reading -----------------------------------------------------------------------
+
+    async def state(self) -> SessionStateView:
+        return await self.handle.query(AgentSessionWorkflow.get_state)
+
+    async def is_running(self) -> bool:
+        try:
+            desc = await self.handle.describe()
+        except RPCError:
+            return False
+        return desc.status == WorkflowExecutionStatus.RUNNING
+
+    async def messages(self) -> list[dict[str, Any]]:
+        """pi's get_messages: the messages in context at the workflow's leaf, read from the
+        session file (the workflow does not carry the conversation)."""
+        if self.store is None:
+            raise ValueError("messages() needs the session store the session's file is in")
+        state = await self.state()
+        loaded, leaf = await load_at_leaf(self.store, state.session_file, state.leaf_id)
+        return context_messages(loaded, leaf)
+
+    async def read_events(self, offset: int = 0, *, run_id: str | None = None) -> EventsPage:
+        """One page of the raw event log from `offset` (offsets are global to the session);
+        with `run_id`, as that run of the workflow holds it."""
+        handle = self.handle
+        if run_id is not None:
+            handle = self.client.get_workflow_handle_for(AgentSessionWorkflow.run, handle.id, run_id=run_id)
+        return await handle.query(AgentSessionWorkflow.read_events, offset)
+
+    def follow(self, *, from_offset: int = 0, live: bool = True, subagents: bool = True) -> EventFollower:
+        """A follower of pi-format events from `from_offset`, for front ends that poll it;
+        `live` merges token deltas and tool output, `subagents` the events of `task` runs."""
+        return EventFollower(
+            self.handle,
+            self.session_path,
+            self.session_id,
+            from_offset=from_offset,
+            live=live,
+            client=self.client if subagents else None,
+        )
+
+    async def events(
+        self, from_offset: int = 0, *, until_idle: bool = False, live: bool = True
+    ) -> AsyncIterator[dict[str, Any]]:
+        """pi-format events from `from_offset`; with `until_idle`, ending once a run is over
+        and nothing else is queued. Follows the session across continue-as-new."""
+        if self.session_path is None:
+            self.session_path = (await self.state()).session_file
+        async for event in self.follow(from_offset=from_offset, live=live).events(until_idle=until_idle):
+            yield event
