@@ -1,12 +1,8 @@
-"""Where pi's recordings are: `shared/` sits beside the repository (here and in CI)."""
+"""Where pi's recordings are: tests/fixtures/pi-0.73.1, inside the repository, so a clone
+with nothing beside it runs every test."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-PI_FIXTURES = Path(
-    os.environ.get(
-        "TEMPI_PI_FIXTURES", Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "pi-0.73.1"
-    )
-)
+PI_FIXTURES = Path(__file__).resolve().parent / "fixtures" / "pi-0.73.1"

@@ -8,10 +8,7 @@ Prose (system prompt, tool descriptions) is tempi's own, so only its type is com
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from tempi.activities.llm import StreamOptions, anthropic_messages, openai_completions, openai_responses
 from tempi.agent.llm_context import LlmContext, ToolSpec
@@ -27,9 +24,7 @@ from tempi.agent.messages import (
     parse_message,
 )
 from tempi.agent.model_spec import ModelSpec
-
-FIXTURES = Path("/work/shared/fixtures/pi-0.73.1")
-pytestmark = pytest.mark.skipif(not FIXTURES.is_dir(), reason="pi fixtures are not available")
+from tests.fixture_paths import PI_FIXTURES
 
 OPENAI_MODEL = ModelSpec(
     id="mock-model",
@@ -44,14 +39,14 @@ SYSTEM_PROMPT = "You are tempi, a coding agent."
 
 
 def fixture_body(name: str) -> dict[str, Any]:
-    body: dict[str, Any] = json.loads((FIXTURES / "llm-requests" / name).read_text())["body"]
+    body: dict[str, Any] = json.loads((PI_FIXTURES / "llm-requests" / name).read_text())["body"]
     return body
 
 
 def basic_conversation(session: str) -> list[LlmMessage]:
     """The messages pi had when it sent its last tool-result turn (the final answer excluded)."""
     messages: list[LlmMessage] = []
-    for line in (FIXTURES / "sessions" / session).read_text().splitlines():
+    for line in (PI_FIXTURES / "sessions" / session).read_text().splitlines():
         entry = json.loads(line)
         if entry.get("type") == "message":
             message = parse_message(entry["message"])

@@ -1,8 +1,8 @@
 """pi 0.73.1 itself works with tempi: it continues a session tempi wrote, and its own
 RpcClient drives `tempi --mode rpc`.
 
-Needs pi from npm (`.ci/run` installs it); set TEMPI_REQUIRE_PI=1 to make its absence
-a failure instead of a skip.
+Needs pi from npm, found through PI_BIN or PATH (`.ci/run` installs it and sets PI_BIN);
+set TEMPI_REQUIRE_PI=1 to make its absence a failure instead of a skip.
 """
 
 from __future__ import annotations
@@ -20,11 +20,12 @@ from tempi.testing.scripted_llm import ScriptedLLMServer
 from tests.conftest import run_tempi, tempi_env, write_models_json
 
 RPC_DRIVER = Path(__file__).parent / "pi_rpc" / "drive_tempi.mjs"
-PI_CANDIDATES = (os.environ.get("PI_BIN", ""), "/opt/pi-0.73.1/node_modules/.bin/pi")
 
 
 def _pi_bin() -> str:
-    found = next((c for c in PI_CANDIDATES if c and Path(c).exists()), None) or shutil.which("pi")
+    # PI_BIN names it wherever it was installed (.ci/run sets it); no machine path is assumed.
+    pi_bin = os.environ.get("PI_BIN", "")
+    found = (pi_bin if pi_bin and Path(pi_bin).exists() else None) or shutil.which("pi")
     if found is None:
         if os.environ.get("TEMPI_REQUIRE_PI"):
             pytest.fail("pi 0.73.1 is required (TEMPI_REQUIRE_PI is set) but was not found")
