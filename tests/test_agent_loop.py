@@ -4,7 +4,7 @@ so each case takes milliseconds (like pi's agent-loop tests with a mock stream).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tempi.agent.messages import AssistantMessage, TextContent, ToolCall, ToolResultMessage, UserMessage
@@ -83,7 +83,7 @@ class InProcessToolRoute:
 class FakePort:
     def __init__(
         self,
-        answers: list[Answer],
+        answers: Sequence[Answer],
         tools: dict[str, ToolFn] | None = None,
         *,
         config: SessionConfig | None = None,

@@ -32,7 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from tempi.workflows.session.queues import MessageQueues
     from tempi.workflows.session.run_control import RunControl
     from tempi.workflows.session.sandbox_lease import SandboxLease
-    from tempi.workflows.session.subagents import SubagentRunner, TaskToolRoute
+    from tempi.workflows.session.subagent_runner import SubagentRunner, TaskToolRoute
     from tempi.workflows.session.tool_routes import ToolRoutes
     from tempi.workflows.session.user_bash import UserBash
     from tempi.workflows.session.workflow_port import WorkflowPort, continue_as_new_due

@@ -8,7 +8,7 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from tempi.workflows.session.subagents import SUBAGENT_WORKFLOW
+    from tempi.workflows.session.subagent_runner import SUBAGENT_WORKFLOW
     from tempi.workflows.session_types import (
         CarriedState,
         PromptRequest,

@@ -18,7 +18,7 @@ with workflow.unsafe.imports_passed_through():
     from tempi.workflows.session.entries import EntryWriter, now_ms
     from tempi.workflows.session.event_log import EventLog
     from tempi.workflows.session.run_control import RunControl
-    from tempi.workflows.session.subagents import SubagentRunner
+    from tempi.workflows.session.subagent_runner import SubagentRunner
     from tempi.workflows.session.texts import aborted_message, error_message
     from tempi.workflows.session_types import CarriedState, LlmCallInput, LlmCallResult, SessionConfig
 
