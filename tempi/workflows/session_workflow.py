@@ -72,7 +72,7 @@ class AgentSessionWorkflow:
             steering_mode=cfg.steering_mode,
             follow_up_mode=cfg.follow_up_mode,
         )
-        activities = Activities(cfg.sandbox_pickup_s)
+        self.activities = activities = Activities(cfg.sandbox_pickup_s)
         self.control = RunControl()
         self.log = EventLog(self.state)
         self.entries = EntryWriter(cfg, self.state, activities)
@@ -81,7 +81,7 @@ class AgentSessionWorkflow:
         self.subagents = SubagentRunner(cfg, self.state, self.log, self.control)
         self.compactor = Compactor(cfg, self.state, self.log, self.entries, self.control, activities)
         self.user_bash = UserBash(self.state, self.entries, self.sandbox, self.control, activities)
-        self.activities = activities
+        # Tools from extensions or MCP servers register their routes here.
         routes = ToolRoutes(BuiltinToolRoute(cfg, self.control, self.entries, self.sandbox, activities))
         routes.register(TaskToolRoute(self.subagents))
         port = WorkflowPort(
