@@ -115,10 +115,10 @@ class AgentSessionWorkflow:
                 await self.entries.flush()
                 await self.sandbox.finish(want_patch=False)
                 return "idle" if not ready else "shutdown"
-            if not self.state.prompts:
+            if not self.queues.has_prompts():
                 await self.entries.flush()  # settings changed or a user command ran while idle
                 continue
-            prompt = self.state.prompts.pop(0)
+            prompt = self.queues.next_prompt()
             self.control.abort_requested = False
             await self.loop.run([prompt])
             await self._end_prompt()
@@ -146,7 +146,7 @@ class AgentSessionWorkflow:
         try:
             await workflow.wait_condition(
                 lambda: (
-                    bool(self.state.prompts)
+                    self.queues.has_prompts()
                     or self.control.shutdown_requested
                     or self.entries.idle_writes_waiting(self.control.streaming)
                 ),
@@ -164,19 +164,13 @@ class AgentSessionWorkflow:
 
     @workflow.update
     async def prompt(self, req: PromptRequest) -> None:
-        message = self._user_message(req)
-        if self.control.streaming and req.streaming_behavior == "steer":
-            self.queues.add(message, "steering")
-        elif self.control.streaming and req.streaming_behavior == "followUp":
-            self.queues.add(message, "follow_up")
-        else:
-            self.state.prompts.append(message)
+        self.queues.submit(self._user_message(req), req.streaming_behavior, streaming=self.control.streaming)
 
     @prompt.validator
     def _validate_prompt(self, req: PromptRequest) -> None:
         if not req.message.strip() and not req.images:
             raise ValueError("The prompt is empty.")
-        if (self.control.streaming or self.state.prompts) and req.streaming_behavior is None:
+        if (self.control.streaming or self.queues.has_prompts()) and req.streaming_behavior is None:
             raise ValueError(
                 "The agent is already working. Send the message as steering or a follow-up "
                 "(streamingBehavior 'steer' or 'followUp'), or wait for the run to end."
@@ -296,7 +290,7 @@ class AgentSessionWorkflow:
 
     @workflow.query
     def read_events(self, from_offset: int) -> EventsPage:
-        return self.log.page(from_offset, is_streaming=self.control.streaming or bool(self.state.prompts))
+        return self.log.page(from_offset, is_streaming=self.control.streaming or self.queues.has_prompts())
 
     @workflow.query
     def get_state(self) -> SessionStateView:

@@ -13,12 +13,29 @@ with workflow.unsafe.imports_passed_through():
     from tempi.workflows.session_types import CarriedState, QueueMode
 
 QueueName = Literal["steering", "follow_up"]
+StreamingBehavior = Literal["steer", "followUp"]
 
 
 class MessageQueues:
     def __init__(self, state: CarriedState, log: EventLog) -> None:
         self.state = state
         self.log = log
+
+    def submit(self, message: UserMessage, behavior: StreamingBehavior | None, *, streaming: bool) -> None:
+        """A prompt from a client: while a run streams it steers or follows up as asked,
+        otherwise it waits for the next run."""
+        if streaming and behavior == "steer":
+            self.add(message, "steering")
+        elif streaming and behavior == "followUp":
+            self.add(message, "follow_up")
+        else:
+            self.state.prompts.append(message)
+
+    def has_prompts(self) -> bool:
+        return bool(self.state.prompts)
+
+    def next_prompt(self) -> UserMessage:
+        return self.state.prompts.pop(0)
 
     def has_steering(self) -> bool:
         return bool(self.state.steering)
