@@ -18,7 +18,8 @@ from tempi.store.session_store import SessionStore
 from tempi.workers.credentials import Credentials
 from tempi.workers.orphans import sweep_orphan_sandboxes
 from tempi.workflows.session_types import DEFAULT_TASK_QUEUE
-from tempi.workflows.session_workflow import AgentSessionWorkflow, SubagentWorkflow
+from tempi.workflows.session_workflow import AgentSessionWorkflow
+from tempi.workflows.subagent_workflow import SubagentWorkflow
 
 WORKFLOWS = [AgentSessionWorkflow, SubagentWorkflow]
 

@@ -1,0 +1,96 @@
+"""The builtin tool route: a call runs as the `run_tool` activity, on the sandbox host's
+queue when the session has a docker sandbox."""
+
+from __future__ import annotations
+
+import asyncio
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, CancelledError
+
+with workflow.unsafe.imports_passed_through():
+    from tempi.agent.messages import ToolCall
+    from tempi.agent.session_entries import iso_timestamp
+    from tempi.workflows import activity_names as act
+    from tempi.workflows.session.activity_errors import cause, is_disk_full, never_started
+    from tempi.workflows.session.activity_options import Activities, tool_options
+    from tempi.workflows.session.entries import EntryWriter, now_ms
+    from tempi.workflows.session.run_control import RunControl
+    from tempi.workflows.session.sandbox_lease import SandboxLease
+    from tempi.workflows.session.texts import (
+        ABORTED_TEXT,
+        LOST_BASH_TEXT,
+        sandbox_host_gone,
+        synthetic_result,
+    )
+    from tempi.workflows.session.tool_routes import RouteResult, ToolSlot
+    from tempi.workflows.session.tool_scheduler import tool_effect
+    from tempi.workflows.session_types import SessionConfig, ToolCallInput, ToolCallResult
+
+
+class BuiltinToolRoute:
+    def __init__(
+        self,
+        config: SessionConfig,
+        control: RunControl,
+        entries: EntryWriter,
+        sandbox: SandboxLease,
+        activities: Activities,
+    ) -> None:
+        self.config = config
+        self.control = control
+        self.entries = entries
+        self.sandbox = sandbox
+        self.activities = activities
+        self.queue: str | None = None
+
+    def handles(self, tool_name: str) -> bool:
+        return True
+
+    async def prepare(self) -> str | None:
+        self.queue = None
+        try:
+            self.queue = await self.sandbox.queue()
+        except ActivityError as err:
+            return f"Could not start the docker sandbox: {cause(err)}"
+        return None
+
+    async def run(self, call: ToolCall, slot: ToolSlot) -> RouteResult:
+        if self.control.abort_requested:
+            return self._failed(call, ABORTED_TEXT)
+        started_ms = now_ms()
+        inp = ToolCallInput(
+            file=self.entries.file(),
+            tool_call=call,
+            entry_id=slot.entry_id,
+            parent_id=slot.parent_id,
+            entry_timestamp=iso_timestamp(started_ms),
+            timestamp_ms=started_ms,
+        )
+        effect = tool_effect(call.name, call.arguments).kind
+        queue = self.queue
+        task = asyncio.ensure_future(
+            self.activities.execute(
+                act.RUN_TOOL, inp, ToolCallResult, task_queue=queue, options=tool_options(effect)
+            )
+        )
+        try:
+            result: ToolCallResult = await self.control.track(task)
+        except (ActivityError, CancelledError, asyncio.CancelledError) as err:
+            if self.control.abort_requested:
+                return self._failed(call, ABORTED_TEXT)
+            if queue and never_started(err):
+                self.sandbox.forget()
+                return self._failed(call, sandbox_host_gone(self.config.sandbox_pickup_s))
+            if is_disk_full(err):
+                return self._failed(call, cause(err))
+            if effect == "executes":
+                return self._failed(call, LOST_BASH_TEXT)
+            return self._failed(call, f"The tool failed: {cause(err)}")
+        if result.sandbox_lost:
+            self.sandbox.forget()
+            return RouteResult(result.message)
+        return RouteResult(result.message, parked=True)
+
+    def _failed(self, call: ToolCall, text: str) -> RouteResult:
+        return RouteResult(synthetic_result(call, text, now_ms()))

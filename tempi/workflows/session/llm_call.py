@@ -1,0 +1,90 @@
+"""One LLM call: the activity streams the answer under a live key, writes the outbox and
+the answer to the session file, and rebuilds the context from that file."""
+
+from __future__ import annotations
+
+import asyncio
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, CancelledError
+
+with workflow.unsafe.imports_passed_through():
+    from tempi.agent.messages import AssistantMessage
+    from tempi.agent.session_entries import iso_timestamp
+    from tempi.agent.subagents import TASK_TOOL, task_tool_spec
+    from tempi.workflows import activity_names as act
+    from tempi.workflows.session.activity_errors import cause
+    from tempi.workflows.session.activity_options import Activities
+    from tempi.workflows.session.entries import EntryWriter, now_ms
+    from tempi.workflows.session.event_log import EventLog
+    from tempi.workflows.session.run_control import RunControl
+    from tempi.workflows.session.subagent_runner import SubagentRunner
+    from tempi.workflows.session.texts import aborted_message, error_message
+    from tempi.workflows.session_types import CarriedState, LlmCallInput, LlmCallResult, SessionConfig
+
+
+class LlmCaller:
+    def __init__(
+        self,
+        config: SessionConfig,
+        state: CarriedState,
+        log: EventLog,
+        entries: EntryWriter,
+        control: RunControl,
+        subagents: SubagentRunner,
+        activities: Activities,
+    ) -> None:
+        self.config = config
+        self.state = state
+        self.log = log
+        self.entries = entries
+        self.control = control
+        self.subagents = subagents
+        self.activities = activities
+
+    async def call(self) -> LlmCallResult:
+        entry_id = self.entries.new_id()
+        started_ms = now_ms()
+        model = self.state.model
+        start = AssistantMessage(
+            content=[], api=model.api, provider=model.provider, model=model.id, timestamp=started_ms
+        )
+        self.log.emit({"type": "message_start", "message": start.to_json_dict(), "_live": entry_id})
+        self.entries.live_keys.append(entry_id)
+        if self.control.abort_requested:
+            aborted = aborted_message(model, now_ms())
+            self.entries.record_message(aborted.to_json_dict())
+            return LlmCallResult(message=aborted)
+        async with self.entries.store_lock:
+            outbox = self.entries.take_outbox()
+            inp = LlmCallInput(
+                file=self.entries.file(),
+                outbox=outbox,
+                leaf_id=self.state.leaf_id,
+                entry_id=entry_id,
+                entry_timestamp=iso_timestamp(started_ms),
+                model=model,
+                thinking_level=self.state.thinking_level,
+                system_prompt=self.config.system_prompt,
+                tools=[t for t in self.config.tools if t != TASK_TOOL],
+                extra_tools=[task_tool_spec(self.subagents.agents())]
+                if TASK_TOOL in self.config.tools
+                else [],
+            )
+            task = asyncio.ensure_future(self.activities.execute(act.CALL_LLM, inp, LlmCallResult))
+            try:
+                result: LlmCallResult = await self.control.track(task)
+            except (ActivityError, CancelledError, asyncio.CancelledError) as err:
+                self.entries.put_back(outbox)
+                model = self.state.model
+                message = (
+                    aborted_message(model, now_ms())
+                    if self.control.abort_requested
+                    else error_message(model, cause(err), now_ms())
+                )
+                self.entries.record({"type": "message", "message": message.to_json_dict()}, entry_id=entry_id)
+                return LlmCallResult(message=message)
+        self.entries.written(entry_id)
+        if result.message.stop_reason != "error":
+            self.state.last_assistant_text = result.message.text()
+        return result

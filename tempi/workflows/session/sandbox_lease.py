@@ -1,0 +1,81 @@
+"""The session's docker sandbox: created with the first tool call that needs it, forgotten
+when its host is gone (the next call starts a fresh one), finished when the session ends."""
+
+from __future__ import annotations
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from tempi.workflows import activity_names as act
+    from tempi.workflows.session.activity_options import Activities
+    from tempi.workflows.session_types import (
+        CarriedState,
+        SandboxCreated,
+        SandboxCreateInput,
+        SandboxFinished,
+        SandboxFinishInput,
+        SandboxRef,
+        SessionConfig,
+        SessionFileRef,
+    )
+
+
+class SandboxLease:
+    def __init__(
+        self, config: SessionConfig, state: CarriedState, file_ref: SessionFileRef, activities: Activities
+    ) -> None:
+        self.config = config
+        self.state = state
+        self.file_ref = file_ref
+        self.activities = activities
+        if state.sandbox is not None:
+            file_ref.container_id = state.sandbox.container_id
+
+    async def queue(self) -> str | None:
+        """The task queue of the host running this session's container, creating it first;
+        None when tools run on the main queue."""
+        if self.config.sandbox != "docker":
+            return None
+        if self.state.sandbox is None:
+            created: SandboxCreated = await self.activities.execute(
+                act.CREATE_SANDBOX,
+                SandboxCreateInput(
+                    session_id=self.config.session_id,
+                    session_path=self.config.session_path,
+                    image=self.config.sandbox_image,
+                    workspace=self.config.cwd,
+                    copy_from=self.config.workspace_copy_from,
+                    network=self.config.sandbox_network,
+                ),
+                SandboxCreated,
+            )
+            self.state.sandbox = SandboxRef(container_id=created.container_id, task_queue=created.task_queue)
+        self.file_ref.container_id = self.state.sandbox.container_id
+        return self.state.sandbox.task_queue
+
+    def forget(self) -> None:
+        self.state.sandbox = None
+        self.file_ref.container_id = None
+
+    async def finish(self, want_patch: bool) -> str | None:
+        """Remove the session's container (a subagent's patch is collected first)."""
+        sandbox = self.state.sandbox
+        if sandbox is None:
+            return None
+        try:
+            finished: SandboxFinished = await self.activities.execute(
+                act.FINISH_SANDBOX,
+                SandboxFinishInput(
+                    session_id=self.config.session_id,
+                    container_id=sandbox.container_id,
+                    want_patch=want_patch,
+                ),
+                SandboxFinished,
+                task_queue=sandbox.task_queue,
+            )
+        except ActivityError:
+            return None
+        finally:
+            self.forget()
+        return finished.patch
