@@ -8,9 +8,10 @@ from typing import Any
 
 from tempi.agent.messages import TextContent, ToolCall, ToolResultMessage
 from tempi.agent.model_spec import ModelSpec
+from tempi.agent.tool_specs import tool_effect
 from tempi.workflows.session.activity_options import INFRA_RETRY, RUN_ONCE, tool_options
 from tempi.workflows.session.tool_routes import RouteResult, ToolRoutes, ToolSlot
-from tempi.workflows.session.tool_scheduler import ToolScheduler, tool_effect
+from tempi.workflows.session.tool_scheduler import ToolScheduler
 from tempi.workflows.session_types import SessionConfig
 
 MODEL = ModelSpec(id="m", api="faux", provider="test")
@@ -121,8 +122,6 @@ async def test_a_route_that_cannot_start_answers_its_calls_and_the_others_still_
 
 
 def test_only_calls_that_run_commands_are_never_retried() -> None:
-    assert tool_effect("bash", {"command": "ls"}).kind == "executes"
-    assert tool_effect("read", {"path": "a"}).kind == "reads"
-    assert tool_effect("write", {"path": "@a/../b.txt", "content": ""}).path == "b.txt"
-    assert tool_options("executes").retry == RUN_ONCE
-    assert tool_options("reads").retry == tool_options("writes").retry == INFRA_RETRY
+    assert tool_options(tool_effect("bash")).retry == RUN_ONCE
+    assert tool_options(tool_effect("task")).retry == RUN_ONCE
+    assert tool_options(tool_effect("read")).retry == tool_options(tool_effect("edit")).retry == INFRA_RETRY

@@ -6,16 +6,14 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
+    from tempi.agent.tools.definition import ToolEffect
     from tempi.workflows import activity_names as act
-
-# What running a tool may do to the world; it decides whether a lost attempt may be retried.
-ToolEffect = Literal["reads", "writes", "executes"]
 
 LLM_TIMEOUT = timedelta(minutes=15)
 LLM_HEARTBEAT = timedelta(seconds=10)

@@ -11,6 +11,7 @@ from temporalio.exceptions import ActivityError, CancelledError
 with workflow.unsafe.imports_passed_through():
     from tempi.agent.messages import ToolCall
     from tempi.agent.session_entries import iso_timestamp
+    from tempi.agent.tool_specs import tool_effect
     from tempi.workflows import activity_names as act
     from tempi.workflows.session.activity_errors import cause, is_disk_full, never_started
     from tempi.workflows.session.activity_options import Activities, tool_options
@@ -24,7 +25,6 @@ with workflow.unsafe.imports_passed_through():
         synthetic_result,
     )
     from tempi.workflows.session.tool_routes import RouteResult, ToolSlot
-    from tempi.workflows.session.tool_scheduler import tool_effect
     from tempi.workflows.session_types import SessionConfig, ToolCallInput, ToolCallResult
 
 
@@ -67,7 +67,7 @@ class BuiltinToolRoute:
             entry_timestamp=iso_timestamp(started_ms),
             timestamp_ms=started_ms,
         )
-        effect = tool_effect(call.name, call.arguments).kind
+        effect = tool_effect(call.name)
         queue = self.queue
         task = asyncio.ensure_future(
             self.activities.execute(

@@ -7,32 +7,16 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from tempi.agent.messages import ToolCall, ToolResultMessage
-    from tempi.agent.tool_specs import is_read_only, mutated_path
-    from tempi.workflows.session.activity_options import ToolEffect
+    from tempi.agent.tool_specs import mutated_path
     from tempi.workflows.session.texts import ABORTED_TEXT, SKIPPED_TEXT, synthetic_result, tool_output
     from tempi.workflows.session.tool_routes import RouteResult, ToolRoute, ToolRoutes, ToolSlot
     from tempi.workflows.session_types import SessionConfig
-
-
-@dataclass(frozen=True)
-class CallEffect:
-    kind: ToolEffect
-    path: str | None = None  # the one file a "writes" call changes
-
-
-def tool_effect(name: str, args: Any) -> CallEffect:
-    """What a call does to the world; it sets the call's retry policy and its ordering."""
-    path = mutated_path(name, args)
-    if path is not None:
-        return CallEffect("writes", path)
-    return CallEffect("reads") if is_read_only(name) else CallEffect("executes")
 
 
 class ToolHost(Protocol):
@@ -106,7 +90,7 @@ class ToolScheduler:
             tasks: list[asyncio.Future[None]] = []
             # Task creation order is command order in history: keep it the source order.
             for i in runnable:
-                path = tool_effect(calls[i].name, calls[i].arguments).path
+                path = mutated_path(calls[i].name, calls[i].arguments)
                 before = last_for_path.get(path) if path else None
                 task = asyncio.ensure_future(_after(before, functools.partial(run_one, i)))
                 if path:
