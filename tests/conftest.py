@@ -17,6 +17,32 @@ from tempi.workers.dev_server import free_port, start_dev_server
 from tempi.workers.temporal_client import connect
 from tests.fixture_paths import PI_FIXTURES as FIXTURES
 
+# The slow end-to-end groups (many real `tempi` processes, a terminal, the background
+# service, chaos, a 300-turn session) run in CI and on request; a plain `uv run pytest`
+# keeps one end-to-end test of each kind of real part and stays fast.
+FULL_SUITE = os.environ.get("TEMPI_FULL_TESTS") == "1" or os.environ.get("CI") == "true"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if FULL_SUITE:
+        return
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if not item.get_closest_marker("slow")]
+        config.stash[_DESELECTED_SLOW] = len(slow)
+
+
+_DESELECTED_SLOW = pytest.StashKey[int]()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    count = config.stash.get(_DESELECTED_SLOW, 0)
+    if count:
+        terminalreporter.write_line(
+            f"{count} slow end-to-end tests were not run; TEMPI_FULL_TESTS=1 runs them (CI always does)."
+        )
+
 
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:

@@ -16,6 +16,9 @@ from chaos.rig import ChaosRig
 from chaos.scenarios import llm_drop, llm_error_bursts, rpc_garbage, worker_sigkill
 from tempi.testing.scripted_llm import ScriptedLLMServer
 
+# A slow end-to-end group: see tests/conftest.py.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def rig(

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tests.conftest import run_tempi, tempi_env, write_models_json
 
@@ -40,6 +42,7 @@ def _user_texts(body: dict[str, Any]) -> list[str]:
     return texts
 
 
+@pytest.mark.slow
 def test_stdin_files_and_several_messages_make_the_prompts(
     tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
 ) -> None:
@@ -102,6 +105,7 @@ def test_user_errors_say_what_to_do(
     assert [line.split()[:2] for line in listed.stdout.splitlines()[1:]] == [["mock", "mock-model"]]
 
 
+@pytest.mark.slow
 def test_sessions_list_show_export_and_continue(
     tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
 ) -> None:

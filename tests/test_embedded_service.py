@@ -11,9 +11,14 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tempi.workers.service import read_info
 from tests.conftest import run_tempi, tempi_env, write_models_json
+
+# A slow end-to-end group: see tests/conftest.py.
+pytestmark = pytest.mark.slow
 
 
 def _wait_for(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]

@@ -6,10 +6,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 from temporalio.client import Client, WorkflowHistory
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tests.session_harness import running_worker, scripted_model, start_session, unique_queue
+
+# A slow end-to-end group: see tests/conftest.py.
+pytestmark = pytest.mark.slow
 
 TURNS = int(os.environ.get("TEMPI_LONG_SESSION_TURNS", "300"))
 RESULT_BYTES = 20_000

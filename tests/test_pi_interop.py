@@ -19,6 +19,9 @@ import pytest
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tests.conftest import run_tempi, tempi_env, write_models_json
 
+# A slow end-to-end group: see tests/conftest.py.
+pytestmark = pytest.mark.slow
+
 RPC_DRIVER = Path(__file__).parent / "pi_rpc" / "drive_tempi.mjs"
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tempi.agent.prompt_templates import expand_prompt_template, parse_command_args, parse_template
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tests.conftest import run_tempi, tempi_env, write_models_json
@@ -33,6 +35,7 @@ def test_description_falls_back_to_the_first_line() -> None:
     ).description == ("Fix the failing tests in the given module please, carefully ...")
 
 
+@pytest.mark.slow
 def test_templates_expand_and_skills_reach_the_system_prompt(
     tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
 ) -> None:

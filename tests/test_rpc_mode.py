@@ -20,6 +20,9 @@ from tempi.testing.scripted_llm import ScriptedLLMServer
 from tests.conftest import tempi_env, write_models_json
 from tests.fixture_paths import PI_FIXTURES
 
+# A slow end-to-end group: see tests/conftest.py.
+pytestmark = pytest.mark.slow
+
 
 class RpcProcess:
     def __init__(self, args: list[str], *, cwd: Path, env: dict[str, str]) -> None:

@@ -19,7 +19,7 @@ from tempi.activities.sandbox import (
     open_backend,
     workspace_patch,
 )
-from tempi.activities.sidecar import sidecar_dir
+from tempi.store.sidecar import sidecar_dir
 from tempi.workflows import activity_names as names
 from tempi.workflows.session_types import (
     SandboxCreated,

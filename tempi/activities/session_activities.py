@@ -26,10 +26,8 @@ from tempi.activities.compaction import (
     compact_session,
     summarize_branch_session,
 )
-from tempi.activities.live_channel import LiveWriter, remove_live_files
 from tempi.activities.llm import StreamOptions, classify_error, retry_after_ms, stream_assistant
 from tempi.activities.sandbox import WORKSPACE_DIR, SandboxUnavailableError, open_backend
-from tempi.activities.sidecar import live_path, pending_path, sidecar_dir
 from tempi.activities.tools import ExecutionBackend, LocalBackend, ToolContext, execute_tool
 from tempi.activities.tools.bash import run_command
 from tempi.activities.tools.bwrap_backend import BwrapBackend
@@ -40,7 +38,9 @@ from tempi.agent.model_spec import ModelSpec, ThinkingLevel
 from tempi.agent.partial_message import compact_delta
 from tempi.agent.session_entries import MessageEntry
 from tempi.agent.tool_specs import tool_specs
+from tempi.store.live_channel import LiveWriter, remove_live_files
 from tempi.store.session_store import SessionStore
+from tempi.store.sidecar import live_path, pending_path, sidecar_dir
 from tempi.workflows import activity_names as names
 from tempi.workflows.session_types import (
     BashResult,

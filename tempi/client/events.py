@@ -13,9 +13,9 @@ from typing import Any
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
 
-from tempi.activities.live_channel import LiveReader
-from tempi.activities.sidecar import live_path
 from tempi.agent.partial_message import PartialMessage, synthesize_deltas
+from tempi.store.live_channel import LiveReader
+from tempi.store.sidecar import live_path
 from tempi.workflows.session_types import EventsPage, workflow_id_for
 from tempi.workflows.session_workflow import AgentSessionWorkflow
 

@@ -40,6 +40,7 @@ from tempi.workflows.session_types import (
     NavigateRequest,
     NavigateResult,
 )
+from tempi.workflows.session_workflow import AgentSessionWorkflow
 from tests.docker_support import SANDBOX_IMAGE, open_host_dir
 from tests.fixture_paths import PI_FIXTURES
 from tests.session_harness import API_KEY, Session, running_worker, scripted_model, start_session
@@ -90,8 +91,8 @@ async def steer_follow_up(rig: Rig) -> None:
     s = await rig.start(key)
     await s.prompt("Run the slow command.")
     await s.collect_until(lambda e: e["type"] == "tool_execution_start")
-    await s.handle.signal("steer", "Stop that and just say hi.")
-    await s.handle.signal("follow_up", "Then handle this follow-up.")
+    await s.handle.signal(AgentSessionWorkflow.steer, "Stop that and just say hi.")
+    await s.handle.signal(AgentSessionWorkflow.follow_up, "Then handle this follow-up.")
     await s.run_to_idle()
 
 
@@ -110,7 +111,7 @@ async def abort_streaming(rig: Rig) -> None:
     s = await rig.start(key)
     await s.prompt("Talk a lot.")
     await s.collect_until(lambda e: e["type"] == "message_update")
-    await s.handle.signal("abort")
+    await s.handle.signal(AgentSessionWorkflow.abort)
     await s.run_to_idle()
     await s.prompt("Are you there?")
     await s.run_to_idle()
@@ -131,7 +132,7 @@ async def abort_tool(rig: Rig) -> None:
     s = await rig.start(key)
     await s.prompt("Run something slow.")
     await s.collect_until(lambda e: e["type"] == "tool_execution_start")
-    await s.handle.signal("abort")
+    await s.handle.signal(AgentSessionWorkflow.abort)
     await s.run_to_idle(timeout=20)
     await s.prompt("And now?")
     await s.run_to_idle()
@@ -207,12 +208,14 @@ async def manual_compaction(rig: Rig) -> None:
     await s.prompt("hi")
     await s.run_to_idle()
     await s.handle.execute_update(
-        "compact", CompactRequest(custom_instructions="Focus on the greetings"), result_type=CompactResult
+        AgentSessionWorkflow.compact,
+        CompactRequest(custom_instructions="Focus on the greetings"),
+        result_type=CompactResult,
     )
     # With compaction disabled, the overflow is reported, not compacted.
     await s.prompt("again")
     await s.run_to_idle()
-    await s.handle.signal("set_auto_compaction", True)
+    await s.handle.signal(AgentSessionWorkflow.set_auto_compaction, True)
 
 
 @scenario
@@ -239,18 +242,22 @@ async def parallel_writes_same_path(rig: Rig) -> None:
 async def user_bash(rig: Rig) -> None:
     key = rig.script("bash", {"select": "sequential", "turns": [{"text": "I saw your command."}]})
     s = await rig.start(key)
-    await s.handle.execute_update("bash", BashRequest(command="echo from the user"), result_type=BashResult)
     await s.handle.execute_update(
-        "bash", BashRequest(command="echo private", exclude_from_context=True), result_type=BashResult
+        AgentSessionWorkflow.bash, BashRequest(command="echo from the user"), result_type=BashResult
+    )
+    await s.handle.execute_update(
+        AgentSessionWorkflow.bash,
+        BashRequest(command="echo private", exclude_from_context=True),
+        result_type=BashResult,
     )
     slow = await s.handle.start_update(
-        "bash",
+        AgentSessionWorkflow.bash,
         BashRequest(command="sleep 30"),
         wait_for_stage=WorkflowUpdateStage.ACCEPTED,
         result_type=BashResult,
     )
     await asyncio.sleep(1)  # let the command start, so abort_bash cancels a running activity
-    await s.handle.signal("abort_bash")
+    await s.handle.signal(AgentSessionWorkflow.abort_bash)
     result = await asyncio.wait_for(slow.result(), 20)
     assert result.cancelled, result
     await s.prompt("What did I run?")
@@ -275,7 +282,7 @@ async def navigate_branch_summary(rig: Rig) -> None:
     entries = [json.loads(x) for x in Path(s.config.session_path).read_text().splitlines()]
     second_user = [e for e in entries if e.get("message", {}).get("role") == "user"][1]
     await s.handle.execute_update(
-        "navigate",
+        AgentSessionWorkflow.navigate,
         NavigateRequest(target_id=second_user["id"], new_leaf_id=second_user["parentId"], summarize=True),
         result_type=NavigateResult,
     )
@@ -283,7 +290,7 @@ async def navigate_branch_summary(rig: Rig) -> None:
     await s.run_to_idle()
     # And a move without a summary.
     await s.handle.execute_update(
-        "navigate",
+        AgentSessionWorkflow.navigate,
         NavigateRequest(target_id=second_user["parentId"], new_leaf_id=second_user["parentId"]),
         result_type=NavigateResult,
     )
@@ -318,7 +325,9 @@ async def docker_sandbox(rig: Rig) -> None:
     open_host_dir(Path(s.config.cwd))
     await s.prompt("work in the sandbox")
     await s.run_to_idle(timeout=120)
-    await s.handle.execute_update("bash", BashRequest(command="ls"), result_type=BashResult)
+    await s.handle.execute_update(
+        AgentSessionWorkflow.bash, BashRequest(command="ls"), result_type=BashResult
+    )
 
 
 @scenario
@@ -377,7 +386,7 @@ async def subagent_abort(rig: Rig) -> None:
     s = await rig.start(parent, tools=["bash", "task"], agents=[slow])
     await s.prompt("Delegate something slow.")
     await s.collect_until(lambda e: e["type"] == "tool_execution_start" and "subagent" in e)
-    await s.handle.signal("abort")
+    await s.handle.signal(AgentSessionWorkflow.abort)
     await s.run_to_idle(timeout=30)
 
 
@@ -410,7 +419,7 @@ async def handoff_mid_run(rig: Rig) -> None:
     s = await rig.start(mid, history_event_budget=40)
     (Path(s.config.cwd) / "notes.txt").write_text("a note\n")
     await s.prompt("Read the notes many times.")
-    await s.handle.signal("follow_up", "One more thing.")  # queued across the hand-offs
+    await s.handle.signal(AgentSessionWorkflow.follow_up, "One more thing.")  # queued across the hand-offs
     await s.run_to_idle()
     # And hand-offs between prompts.
     between = rig.script(
@@ -429,12 +438,12 @@ async def settings_signals(rig: Rig) -> None:
     await s.prompt("first")
     await s.run_to_idle()
     other = scripted_model(rig.server, key).model_copy(update={"id": "mock-model-2", "name": "mock-model-2"})
-    await s.handle.signal("set_model", other)
-    await s.handle.signal("set_thinking_level", "high")
-    await s.handle.signal("set_session_name", "renamed session")
-    await s.handle.signal("set_auto_retry", False)
-    await s.handle.signal("set_steering_mode", "all")
-    await s.handle.signal("set_follow_up_mode", "all")
+    await s.handle.signal(AgentSessionWorkflow.set_model, other)
+    await s.handle.signal(AgentSessionWorkflow.set_thinking_level, "high")
+    await s.handle.signal(AgentSessionWorkflow.set_session_name, "renamed session")
+    await s.handle.signal(AgentSessionWorkflow.set_auto_retry, False)
+    await s.handle.signal(AgentSessionWorkflow.set_steering_mode, "all")
+    await s.handle.signal(AgentSessionWorkflow.set_follow_up_mode, "all")
     await s.prompt("second")
     await s.run_to_idle()
 
@@ -445,7 +454,7 @@ async def settings_signals(rig: Rig) -> None:
 async def _shut_down(rig: Rig) -> None:
     """End every session, so each history closes instead of stopping mid-wait."""
     for s in rig.sessions:
-        await s.handle.signal("shutdown")
+        await s.handle.signal(AgentSessionWorkflow.shutdown)
     for s in rig.sessions:
         await asyncio.wait_for(s.handle.result(), 60)
 
