@@ -178,11 +178,18 @@ def test_append_to_missing_or_headerless_file_is_refused(store: SessionStore, tm
 # --- crash repair ----------------------------------------------------------------------
 
 
+def crashed_earlier(path: Path) -> None:
+    """The torn line was left by a crash a while ago, not by a writer still writing."""
+    old = path.stat().st_mtime - 60
+    os.utime(path, (old, old))
+
+
 def test_torn_partial_line_is_dropped_before_appending(store: SessionStore, session: Path) -> None:
     entries = chain(3)
     store.append(session, entries[:1])
     with session.open("ab") as handle:
         handle.write(entries[1].to_json().encode()[:40])  # crash mid-write
+    crashed_earlier(session)
     # The retried activity appends the same entries again.
     assert store.append(session, entries[1:]) == 2
     written = lines_of(session)
@@ -195,8 +202,25 @@ def test_torn_line_is_repaired_even_when_nothing_new_is_written(store: SessionSt
     store.append(session, entries)
     with session.open("ab") as handle:
         handle.write(b'{"type":"message","id":"half-writ')
+    crashed_earlier(session)
     assert store.append(session, entries) == 0
     assert [d["id"] for d in lines_of(session)[1:]] == [e.id for e in entries]
+
+
+def test_a_fresh_torn_line_is_sealed_not_cut(store: SessionStore, session: Path) -> None:
+    """A torn line written just now may be another writer's line in progress (pi appends
+    without a lock): it is never truncated; the next entries start on a line of their own."""
+    entries = chain(2)
+    store.append(session, entries[:1])
+    with session.open("ab") as handle:
+        handle.write(b'{"type":"message","id":"half-writ')
+    assert store.append(session, entries[1:]) == 1
+    raw = session.read_bytes().split(b"\n")
+    assert raw[2] == b'{"type":"message","id":"half-writ'
+    assert json.loads(raw[3])["id"] == entries[1].id
+    loaded = store.load(session)
+    assert [e.id for e in loaded.entries] == [e.id for e in entries]
+    assert loaded.skipped_lines == 1
 
 
 def test_whole_line_missing_only_its_newline_is_kept(store: SessionStore, session: Path) -> None:

@@ -1,10 +1,17 @@
 """Durable, idempotent writes to session files.
 
 Appends are idempotent by entry id: the workflow makes every id, so a retried append
-activity writes nothing twice. Each append holds an exclusive `flock` on the file,
-repairs a line torn by a crash, and is fsynced before it returns; a write cut short (a
-full disk) is truncated back to the last whole line. Files of versions 1 and 2 are
-upgraded in place on first touch, atomically (a temporary file renamed over the old one).
+activity writes nothing twice. Each append holds an exclusive `flock` on the file and is
+fsynced before it returns. Files of versions 1 and 2 are upgraded in place on first touch,
+atomically (a temporary file renamed over the old one).
+
+pi appends to the same files without any lock, so nothing here may assume the end of the
+file stays where it was read: entries go out as one `O_APPEND` write (the kernel places it
+after whatever another writer appended meanwhile, and never between its bytes), and only
+bytes known to be nobody else's are ever truncated: a write of ours cut short by a full
+disk, or a torn last line nobody has touched for `STALE_TORN_LINE_S` (a crash; a live
+writer's line in progress is younger). A younger torn line is sealed with a newline
+instead, so it becomes one skipped line and never swallows the entries after it.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import contextlib
 import os
 import tempfile
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +36,14 @@ from tempi.store.locking import FileLocks
 # Id indexes a store keeps (least recently used dropped first): a long-lived worker
 # touches many sessions, and whatever is dropped is read again from the file when needed.
 MAX_CACHED_INDEXES = 256
+
+# A torn last line this much older than now was left by a crash, not a write in progress:
+# the kernel stamps a file's mtime when a write starts.
+STALE_TORN_LINE_S = 2.0
+
+# Session files hold whole conversations: readable by their owner only, whatever the umask.
+PRIVATE_FILE_MODE = 0o600
+PRIVATE_DIR_MODE = 0o700
 
 
 class _NeedsUpgrade(Exception):
@@ -50,6 +66,8 @@ class _IdIndex:
     inode: int
     size: int = 0
     ids: set[str] = field(default_factory=set)
+    # Bytes of an unfinished last line after `size` that may still be another writer's.
+    torn: int = 0
 
 
 def upgrade_file(locks: FileLocks, path: Path) -> ParsedFile:
@@ -90,9 +108,9 @@ class Appender:
                 header = SessionHeader.model_validate(dict(header))
             except ValidationError as exc:
                 raise ValueError(f"not a session header: {exc.errors()[0]['msg']}") from None
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
             os.close(fd)
         except FileExistsError:
             pass
@@ -166,25 +184,15 @@ class Appender:
                     new_ids.append(entry_id)
                     lines.append(line)
             if lines:
-                payload = b"".join(lines)
-                # Straight to the descriptor: a buffered writer could flush leftovers later.
-                fd = handle.fileno()
-                try:
-                    os.lseek(fd, index.size, os.SEEK_SET)
-                    view = memoryview(payload)
-                    while view:
-                        view = view[os.write(fd, view) :]
-                    os.fsync(fd)
-                except OSError:
-                    # A full disk can cut a line in half: give the file back its last
-                    # whole line (truncating needs no space) so readers never see a torn one.
-                    with contextlib.suppress(OSError):
-                        os.ftruncate(fd, index.size)
-                        os.fsync(fd)
-                    raise
+                # A torn line another writer may still be finishing gets its own line.
+                payload = (b"\n" if index.torn else b"") + b"".join(lines)
+                start, end = _append_once(path, handle, payload)
                 # Only now: a failed write must leave the ids retryable.
                 index.ids.update(new_ids)
-                index.size += len(payload)
+                if start == index.size + index.torn:
+                    index.size, index.torn = end, 0
+                # Otherwise another writer appended in between: the next look reads from
+                # where this one left off and takes in their lines and ours alike.
             return len(lines)
 
     def _current_index(self, path: Path, handle: BinaryIO) -> _IdIndex:
@@ -216,20 +224,61 @@ class Appender:
             if entry_id is not None:
                 index.ids.add(entry_id)
         index.size += complete_end
+        index.torn = 0
         torn = tail[complete_end:]
-        if torn.strip():
-            if is_json_object(torn):
-                # The line was written whole; only its newline was lost.
-                handle.seek(index.size + len(torn))
-                handle.write(b"\n")
-                entry_id = line_id(torn)
-                if entry_id is not None:
-                    index.ids.add(entry_id)
-                index.size += len(torn) + 1
-            else:
-                handle.truncate(index.size)
-            handle.flush()
+        if not torn:
+            return index
+        if is_json_object(torn):
+            # The line was written whole; only its newline is missing (lost, or not yet written).
+            start, end = _append_once(path, handle, b"\n")
+            entry_id = line_id(torn)
+            if entry_id is not None:
+                index.ids.add(entry_id)
+            if start == index.size + len(torn):
+                index.size = end
+            return index
+        if _untouched_since(handle, index.size + len(torn), STALE_TORN_LINE_S):
+            # Left by a crash: drop it, so readers never see a torn line.
+            os.ftruncate(handle.fileno(), index.size)
             os.fsync(handle.fileno())
-        elif torn:
-            handle.truncate(index.size)
+        else:
+            index.torn = len(torn)
         return index
+
+
+def _untouched_since(handle: BinaryIO, size: int, seconds: float) -> bool:
+    stat = os.fstat(handle.fileno())
+    return stat.st_size == size and time.time_ns() - stat.st_mtime_ns > seconds * 1e9
+
+
+def _append_once(path: Path, handle: BinaryIO, payload: bytes) -> tuple[int, int]:
+    """Append `payload` in one `O_APPEND` write and fsync it; where it landed (start, end).
+
+    Another writer's appends may land before it but never inside it. A write cut short
+    (a full disk) is rolled back, when nothing was appended after it, so readers never see
+    a torn line of ours; the error is raised either way.
+    """
+    # Straight to a descriptor: a buffered writer could flush leftovers later.
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    try:
+        if os.fstat(fd).st_ino != os.fstat(handle.fileno()).st_ino:
+            raise SessionFileError(f"{path} was replaced while it was being appended to; try again")
+        view = memoryview(payload)
+        written = 0
+        end = 0
+        try:
+            while written < len(payload):
+                written += os.write(fd, view[written:])
+                end = os.lseek(fd, 0, os.SEEK_CUR)
+            os.fsync(fd)
+        except OSError:
+            if written:
+                # Truncating needs no space; only our own bytes are cut.
+                with contextlib.suppress(OSError):
+                    if os.fstat(fd).st_size == end:
+                        os.ftruncate(fd, end - written)
+                        os.fsync(fd)
+            raise
+        return end - len(payload), end
+    finally:
+        os.close(fd)
