@@ -141,6 +141,8 @@ async def open_session(
     if choice.existing is None:
         return OpenSession(await service.start(options, session_dir=choice.session_dir))
     try:
+        for warning in service.store.load_for_resume(choice.existing).warnings:
+            print(f"tempi: warning: {warning}", file=sys.stderr)
         session = await service.resume(
             choice.existing, options, override_model=override_model, find_model=find_model
         )

@@ -60,7 +60,7 @@ class SessionService:
     ) -> SessionClient:
         """The session of file `path`: its running workflow, or a new one continuing the file.
         Raises SessionFileError when the file cannot be read."""
-        loaded = self.store.load(path)
+        loaded = self.store.load_for_resume(path)  # a copy of another session's file gets its own id
         config = resumed_config(options, loaded, path, override_model=override_model, find_model=find_model)
         session = self.get(config.session_id, config=config)
         if await session.is_running():

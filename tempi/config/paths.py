@@ -2,22 +2,69 @@
 
 Everything lives under one home directory (`$TEMPI_HOME`, default `~/.tempi`), laid out
 like pi's `~/.pi/agent`, so pi's files can be copied over unchanged.
+
+The home holds API keys (models.json), transcripts and the Temporal database, so it is
+private to its owner (mode 0700) whatever the umask: created so, and tightened when found
+looser (with a note on stderr), so nothing written under it needs a mode of its own.
 """
 
 from __future__ import annotations
 
 import os
+import stat
+import sys
+import threading
 from pathlib import Path
 
 TEMPI_HOME_ENV = "TEMPI_HOME"
 PROJECT_CONFIG_DIR = ".tempi"
+PRIVATE_DIR_MODE = 0o700
+
+_checked_homes: set[Path] = set()
+_checked_guard = threading.Lock()
 
 
 def tempi_home() -> Path:
+    """The home directory, made private on first use in this process."""
     configured = os.environ.get(TEMPI_HOME_ENV)
-    if configured:
-        return Path(configured).expanduser()
-    return Path.home() / ".tempi"
+    home = Path(configured).expanduser() if configured else Path.home() / ".tempi"
+    with _checked_guard:
+        if home not in _checked_homes:
+            _checked_homes.add(home)
+            make_private_dir(home)
+    return home
+
+
+def make_private_dir(directory: Path) -> None:
+    """Create `directory` with mode 0700, or tighten it to 0700 when it is ours and open to
+    others; a note on stderr when its mode changed or is left open. Problems creating it
+    are left to whoever writes there first, whose error names the file."""
+    try:
+        directory.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
+        info = directory.stat()
+    except OSError:
+        return
+    loose = stat.S_IMODE(info.st_mode) & 0o077
+    if not loose:
+        return
+    old = f"{stat.S_IMODE(info.st_mode):04o}"
+    # A sticky directory (/tmp) is shared on purpose: never take it from its other users.
+    if info.st_uid == os.getuid() and not info.st_mode & stat.S_ISVTX:
+        try:
+            os.chmod(directory, stat.S_IMODE(info.st_mode) & ~0o077)
+        except OSError:
+            pass
+        else:
+            print(
+                f"tempi: made {directory} private (mode {old} -> 0700): it holds API keys and transcripts",
+                file=sys.stderr,
+            )
+            return
+    print(
+        f"tempi: warning: {directory} is open to other users (mode {old}) and holds API keys and "
+        f"transcripts; run `chmod 700 {directory}` or point {TEMPI_HOME_ENV} at a private directory",
+        file=sys.stderr,
+    )
 
 
 def models_json_path() -> Path:

@@ -92,6 +92,29 @@ def upgrade_file(locks: FileLocks, path: Path) -> ParsedFile:
         return parsed
 
 
+def rewrite_header(locks: FileLocks, path: Path, old_id: str, header: Mapping[str, Any]) -> bool:
+    """Replace the header line of a file that still holds session `old_id`, atomically;
+    whether it did (False: someone else changed it meanwhile)."""
+    with locks.locked(path) as handle:
+        data = handle.read()
+        first, _, rest = data.partition(b"\n")
+        if parse_header(first.decode("utf-8", errors="replace"), path).get("id") != old_id:
+            return False
+        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".rename-", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(json_line(header) + rest)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(temporary, path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
+            raise
+        fsync_dir(path.parent)
+        return True
+
+
 class Appender:
     """Creates session files and appends to them, keeping an id index per file."""
 

@@ -112,6 +112,32 @@ def find_session(root: Path, reference: str) -> Path:
     )
 
 
+def other_file_with_id(root: Path, path: Path, header: SessionHeader) -> Path | None:
+    """Another file under `root` holding session `header.id`, when `path` is a copy of it.
+
+    A file at the place its header names (pi's layout) is the original however many copies
+    exist; elsewhere, any other file of the same id makes `path` the copy. Hard links are
+    one file, not copies."""
+    canonical = session_dir_for(root, header.cwd) / session_file_name(header.id, header.timestamp)
+    if _same_file(canonical, path):
+        return None
+    candidates = [canonical, *sorted(_session_files(root))]
+    for candidate in candidates:
+        if _same_file(candidate, path):
+            continue
+        other = _header_or_none(candidate)
+        if other is not None and other.id == header.id:
+            return candidate.absolute()
+    return None
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
 def most_recent(root: Path, cwd: str | Path) -> Path | None:
     """The session of `cwd` whose file changed last (for --continue)."""
     valid = [p for p in _session_files(root, cwd) if _header_or_none(p) is not None]

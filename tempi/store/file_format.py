@@ -144,6 +144,57 @@ def entries_in(data: bytes) -> tuple[list[SessionEntry], int]:
     return entries, skipped + unreadable
 
 
+# Line numbers a warning lists before it says "and N more".
+MAX_LISTED_LINES = 10
+
+
+def _numbers(lines: list[int]) -> str:
+    listed = ", ".join(str(n) for n in lines[:MAX_LISTED_LINES])
+    return listed + (f" and {len(lines) - MAX_LISTED_LINES} more" if len(lines) > MAX_LISTED_LINES else "")
+
+
+def file_problems(data: bytes) -> list[str]:
+    """What is wrong with a version-3 file, by line number (1 is the header): lines that are
+    not entries, ids used twice, parentIds naming no entry. Empty for a sound file."""
+    not_entries: list[int] = []
+    first_line_of: dict[str, int] = {}
+    repeated: list[str] = []
+    parents: list[tuple[int, str]] = []
+    for number, raw in enumerate(data.split(b"\n")[1:], start=2):
+        if not raw.strip():
+            continue
+        try:
+            value = json.loads(raw)
+            entry = parse_entry(value) if isinstance(value, dict) and value.get("type") != "session" else None
+        except (json.JSONDecodeError, UnicodeDecodeError, ValidationError):
+            entry = None
+        if entry is None:
+            not_entries.append(number)
+            continue
+        if entry.id in first_line_of:
+            repeated.append(f"line {number} repeats the id {entry.id!r} of line {first_line_of[entry.id]}")
+        else:
+            first_line_of[entry.id] = number
+        if entry.parent_id is not None:
+            parents.append((number, entry.parent_id))
+    problems: list[str] = []
+    if not_entries:
+        problems.append(
+            f"{'line' if len(not_entries) == 1 else 'lines'} {_numbers(not_entries)} "
+            f"{'is not a session entry' if len(not_entries) == 1 else 'are not session entries'} (skipped)"
+        )
+    problems.extend(repeated[:MAX_LISTED_LINES])
+    if len(repeated) > MAX_LISTED_LINES:
+        problems.append(f"... and {len(repeated) - MAX_LISTED_LINES} more repeated ids")
+    dangling = [number for number, parent in parents if parent not in first_line_of]
+    if dangling:
+        problems.append(
+            f"{'line' if len(dangling) == 1 else 'lines'} {_numbers(dangling)}: "
+            "parentId names no entry in the file (the branch is cut off there)"
+        )
+    return problems
+
+
 def json_line(data: Mapping[str, Any]) -> bytes:
     return (json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
 

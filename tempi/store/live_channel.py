@@ -12,13 +12,18 @@ import os
 from pathlib import Path
 from typing import Any
 
+PRIVATE_FILE_MODE = 0o600
+PRIVATE_DIR_MODE = 0o700
+
 
 class LiveWriter:
     def __init__(self, path: Path, attempt: int) -> None:
         self.path = path
         self.attempt = attempt
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._fh = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        path.parent.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
+        # Model text is the user's: owner-only whatever the umask.
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE_MODE)
+        self._fh = open(fd, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
 
     def write(self, payload: dict[str, Any]) -> None:
         self._fh.write(json.dumps({"attempt": self.attempt, **payload}, ensure_ascii=False) + "\n")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tempi.agent.session_entries import SessionEntry, SessionHeader
@@ -34,6 +34,9 @@ class LoadedSession:
     skipped_lines: int = 0
     # The version the file had before it was upgraded, when it was.
     migrated_from: int | None = None
+    # What the user should hear about the file (garbage lines, broken links, a copy given
+    # its own id), each naming lines; filled by `SessionStore.load_for_resume` only.
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -106,6 +109,11 @@ class Loader:
             tree=SessionTree(entries),
             skipped_lines=cached.skipped + torn_skipped,
         )
+
+    def read_locked(self, path: Path) -> bytes:
+        """The whole file as it is between two appends."""
+        with self._locks.locked(path, exclusive=False) as handle:
+            return handle.read()
 
     def _load_whole(self, path: Path, data: bytes) -> LoadedSession:
         parsed = parse_file(data, path)

@@ -12,13 +12,15 @@ so keep one store per process.
 
 from __future__ import annotations
 
+import json
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from tempi.agent.session_entries import EntryBase, SessionHeader
 from tempi.store import catalog, file_format
-from tempi.store.appends import Appender
+from tempi.store.appends import Appender, rewrite_header
 from tempi.store.catalog import SessionSummary
 from tempi.store.loading import LoadedSession, Loader
 from tempi.store.locking import FileLocks
@@ -29,9 +31,9 @@ class SessionStore:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        locks = FileLocks()
-        self._appender = Appender(locks)
-        self._loader = Loader(locks)
+        self._locks = FileLocks()
+        self._appender = Appender(self._locks)
+        self._loader = Loader(self._locks)
 
     # --- naming ---------------------------------------------------------------------
 
@@ -66,6 +68,33 @@ class SessionStore:
         shared with the store's cache: do not mutate them."""
         return self._loader.load(path)
 
+    def load_for_resume(self, path: Path) -> LoadedSession:
+        """`load` for a session about to be continued, with `warnings` for the user: lines
+        that are not entries, repeated ids and parentIds naming no entry, by line number.
+
+        A copy of another session's file (same header id, another file under `root`) gets a
+        new session id in its header first: the id names the workflow and the side files,
+        so a copy keeping it would have its turns written to the original."""
+        loaded = self.load(path)
+        warnings: list[str] = []
+        original = catalog.other_file_with_id(self.root, path, loaded.header)
+        if original is not None:
+            old_id = loaded.header.id
+            new_id = str(uuid.uuid4())
+            first_line = self._loader.read_locked(path).partition(b"\n")[0]
+            header = {**json.loads(first_line), "id": new_id}
+            if rewrite_header(self._locks, path, old_id, header):
+                warnings.append(
+                    f"{path} is a copy of session {old_id} ({original}); "
+                    f"it continues as a session of its own, {new_id}, so the original is left alone"
+                )
+            loaded = self.load(path)
+        if loaded.skipped_lines or _links_broken(loaded):
+            problems = file_format.file_problems(self._loader.read_locked(path))
+            warnings.extend(f"{path}: {problem}" for problem in problems)
+        loaded.warnings = warnings
+        return loaded
+
     def read_header(self, path: Path) -> SessionHeader:
         return file_format.read_header(path)
 
@@ -82,3 +111,11 @@ class SessionStore:
     def most_recent(self, cwd: str | Path) -> Path | None:
         """The session of `cwd` whose file changed last (for --continue)."""
         return catalog.most_recent(self.root, cwd)
+
+
+def _links_broken(loaded: LoadedSession) -> bool:
+    """Whether some id repeats or some parentId names no entry (cheap: no file reading)."""
+    ids = {entry.id for entry in loaded.entries}
+    return len(ids) != len(loaded.entries) or any(
+        entry.parent_id is not None and entry.parent_id not in ids for entry in loaded.entries
+    )

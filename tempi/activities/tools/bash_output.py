@@ -65,7 +65,7 @@ class OutputAccumulator:
             self._spill.write(chunk)
         elif self.total_bytes > self.max_bytes or self.newlines + 1 > self.max_lines:
             # Until now nothing was dropped from the tail, so it is the whole output.
-            self._spill = open(self.spill_path, "wb")  # noqa: SIM115 - stays open while the command runs
+            self._spill = open(self.spill_path, "wb", opener=lambda p, f: os.open(p, f, 0o600))  # noqa: SIM115
             self._spill.write(self._tail)
         if len(self._tail) > 2 * self._keep:
             del self._tail[: len(self._tail) - self._keep]

@@ -1,0 +1,127 @@
+"""Continuing a session file says what is wrong with it, line by line, and a copy of another
+session's file becomes a session of its own instead of writing to the original."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from tempi.agent.messages import UserMessage
+from tempi.agent.session_entries import MessageEntry, SessionHeader
+from tempi.store.session_store import SessionStore
+from tempi.testing.scripted_llm import ScriptedLLMServer
+from tests.conftest import run_tempi, tempi_env, write_models_json
+
+CWD = "/home/user/project"
+
+
+def _entry(entry_id: str, parent: str | None) -> MessageEntry:
+    return MessageEntry(
+        id=entry_id,
+        parent_id=parent,
+        timestamp="2026-11-21T04:49:58.951Z",
+        message=UserMessage(content=[{"type": "text", "text": entry_id}], timestamp=1795236598949),
+    )
+
+
+def _session(store: SessionStore, session_id: str = "0199aaaa-0000-7000-8000-00000000000a") -> Path:
+    header = SessionHeader(id=session_id, timestamp="2026-11-21T04:49:58.913Z", cwd=CWD)
+    path = store.new_session_path(CWD, header.id, header.timestamp)
+    store.create(path, header)
+    return path
+
+
+def test_garbage_lines_broken_links_and_repeated_ids_are_named_by_line(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path / "sessions")
+    path = _session(store)
+    store.append(path, [_entry("e1", None), _entry("e2", "e1")])  # lines 2, 3
+    with path.open("a") as handle:
+        handle.write("this is not json\n")  # line 4
+        handle.write(_entry("e3", "nowhere").to_json() + "\n")  # line 5
+        handle.write(_entry("e2", "e1").to_json() + "\n")  # line 6
+        handle.write('{"type": "message"}\n')  # line 7
+    warnings = store.load_for_resume(path).warnings
+    assert len(warnings) == 3, warnings
+    assert "lines 4, 7 are not session entries" in warnings[0]
+    assert "line 6 repeats the id 'e2' of line 3" in warnings[1]
+    assert "line 5: parentId names no entry" in warnings[2]
+    assert all(str(path) in warning for warning in warnings)
+
+
+def test_a_sound_file_has_no_warnings(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path / "sessions")
+    path = _session(store)
+    store.append(path, [_entry("e1", None), _entry("e2", "e1")])
+    loaded = store.load_for_resume(path)
+    assert loaded.warnings == []
+    assert loaded.header.id == "0199aaaa-0000-7000-8000-00000000000a"
+
+
+def test_a_copy_gets_its_own_session_id_and_the_original_keeps_its_own(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path / "sessions")
+    original = _session(store)
+    store.append(original, [_entry("e1", None)])
+    before = original.read_bytes()
+    copy = tmp_path / "copy.jsonl"
+    shutil.copy(original, copy)
+    twin = original.parent / "twin.jsonl"  # a copy beside it, in the store itself
+    shutil.copy(original, twin)
+
+    loaded = store.load_for_resume(copy)
+    assert loaded.header.id != "0199aaaa-0000-7000-8000-00000000000a"
+    assert [e.id for e in loaded.entries] == ["e1"]
+    assert any("is a copy of session 0199aaaa" in warning for warning in loaded.warnings)
+    assert json.loads(copy.read_text().splitlines()[0])["id"] == loaded.header.id
+    assert store.load_for_resume(twin).header.id not in (
+        "0199aaaa-0000-7000-8000-00000000000a",
+        loaded.header.id,
+    )
+
+    again = store.load_for_resume(original)
+    assert again.header.id == "0199aaaa-0000-7000-8000-00000000000a"
+    assert again.warnings == []
+    assert original.read_bytes() == before
+    # Once given its own id, a copy is a session like any other.
+    assert store.load_for_resume(copy).warnings == []
+    # A hard link is the same file, not a copy.
+    link = tmp_path / "link.jsonl"
+    link.hardlink_to(original)
+    assert store.load_for_resume(link).header.id == "0199aaaa-0000-7000-8000-00000000000a"
+
+
+def test_the_cli_warns_and_a_copy_of_a_running_session_leaves_the_original_alone(
+    tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
+) -> None:
+    scripted_server.add_scenario("copy-warn", [{"text": "first"}, {"text": "second"}])
+    home, work = tmp_path / "home", tmp_path / "project"
+    work.mkdir()
+    write_models_json(home, scripted_server, "copy-warn")
+    env = tempi_env(home, temporal_address)
+    first = run_tempi(["--model", "mock/mock-model", "-p", "one"], cwd=work, env=env)
+    assert first.returncode == 0, first.stderr
+    [original] = (home / "sessions").glob("*/*.jsonl")
+    original_id = json.loads(original.read_text().splitlines()[0])["id"]
+    copy = tmp_path / "copy.jsonl"
+    shutil.copy(original, copy)
+    garbage_line = len(copy.read_text().splitlines()) + 1
+    with copy.open("a") as handle:
+        handle.write("garbage\n")
+    before = original.read_bytes()
+
+    second = run_tempi(["--model", "mock/mock-model", "--session", str(copy), "-p", "two"], cwd=work, env=env)
+    assert second.returncode == 0, second.stderr
+    assert second.stdout == "second\n"
+    assert f"is a copy of session {original_id}" in second.stderr
+    assert f"{copy}: line {garbage_line} is not a session entry" in second.stderr
+    assert original.read_bytes() == before  # not a byte of the second run in the original
+    rows = [json.loads(line) for line in copy.read_text().splitlines() if line != "garbage"]
+    assert rows[0]["id"] != original_id
+    texts = [
+        block.get("text")
+        for row in rows
+        if row.get("type") == "message"
+        for block in row["message"]["content"]
+        if isinstance(block, dict)
+    ]
+    assert "two" in texts and "second" in texts
