@@ -112,9 +112,9 @@ def test_the_cli_warns_and_a_copy_of_a_running_session_leaves_the_original_alone
     second = run_tempi(["--model", "mock/mock-model", "--session", str(copy), "-p", "two"], cwd=work, env=env)
     assert second.returncode == 0, second.stderr
     assert second.stdout == "second\n"
+    assert original.read_bytes() == before  # not a byte of the second run in the original
     assert f"is a copy of session {original_id}" in second.stderr
     assert f"{copy}: line {garbage_line} is not a session entry" in second.stderr
-    assert original.read_bytes() == before  # not a byte of the second run in the original
     rows = [json.loads(line) for line in copy.read_text().splitlines() if line != "garbage"]
     assert rows[0]["id"] != original_id
     texts = [
