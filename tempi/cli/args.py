@@ -7,7 +7,7 @@ import argparse
 from tempi.agent.model_spec import THINKING_LEVELS
 from tempi.agent.tool_specs import ALL_TOOLS
 
-SUBCOMMANDS = ("sessions", "attach", "steer", "follow-up", "abort", "server", "worker")
+SUBCOMMANDS = ("sessions", "attach", "steer", "follow-up", "abort", "stop", "server", "worker")
 
 EXAMPLES = """\
 examples:
@@ -32,6 +32,7 @@ more commands (tempi COMMAND --help):
   tempi steer ID "stop, do X instead"                   redirect it from any terminal
   tempi follow-up ID "then do Y"                        queue work for when it finishes
   tempi abort ID                                        stop its current run
+  tempi stop ID                                         end its workflow (the file stays)
   tempi server [status|stop]                            the shared background server
   tempi worker                                          a worker for TEMPORAL_ADDRESS
 
@@ -102,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     prompt.add_argument(
         "--sandbox",
         type=_sandbox_arg,
-        default="local",
+        default=None,  # None: not chosen, so resuming a running session keeps its sandbox
         metavar="local|bwrap|docker[:IMAGE]",
         help="where tools act: local (this machine), bwrap (no network, only the working directory "
         "writable) or docker (a container per session, the working directory at /workspace; "

@@ -18,7 +18,7 @@ from tempi.cli.errors import UserError
 from tempi.cli.file_args import FileArgError, read_file_args, split_file_args
 from tempi.cli.html_export import default_export_path
 from tempi.cli.list_models import list_models
-from tempi.cli.plan import plan_run
+from tempi.cli.plan import fixed_options, plan_run
 from tempi.cli.rpc_io import ProtocolOut
 from tempi.config.errors import ConfigError
 from tempi.config.models_json import load_model_registry
@@ -77,6 +77,7 @@ async def run_session_command(args: argparse.Namespace) -> int:
             planned.options,
             override_model=bool(args.model or args.provider),
             find_model=planned.registry.find,
+            fixed=fixed_options(args),
         )
         try:
             if out is not None:

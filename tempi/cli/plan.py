@@ -8,6 +8,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 from tempi.agent.model_registry import ModelRegistry, ModelSelectionError, select_model
 from tempi.agent.prompt_templates import PromptTemplate
@@ -26,7 +27,12 @@ from tempi.config.paths import tempi_home
 from tempi.config.resources import load_prompt_templates, load_skills
 from tempi.config.settings import Settings, load_settings
 from tempi.workers.temporal_client import configured_address
-from tempi.workflows.session_types import DEFAULT_SANDBOX_IMAGE, CompactionPolicy, RetryPolicySettings
+from tempi.workflows.session_types import (
+    DEFAULT_SANDBOX_IMAGE,
+    CompactionPolicy,
+    RetryPolicySettings,
+    SandboxKind,
+)
 
 
 @dataclass
@@ -84,6 +90,19 @@ def apply_api_key(args: argparse.Namespace, provider: str, registry: ModelRegist
     os.environ[variable] = args.api_key
 
 
+def fixed_options(args: argparse.Namespace) -> list[str]:
+    """Options the flags chose explicitly that a running session cannot change: resuming
+    one with different values is refused rather than silently ignored."""
+    return [
+        name
+        for name, chosen in (
+            ("sandbox", args.sandbox is not None),
+            ("tools", bool(args.tools or args.no_tools)),
+        )
+        if chosen
+    ]
+
+
 def plan_run(args: argparse.Namespace, cwd: Path) -> PlannedRun:
     try:
         settings = load_settings(cwd)
@@ -119,6 +138,7 @@ def plan_run(args: argparse.Namespace, cwd: Path) -> PlannedRun:
         skills=skills_prompt_section(load_skills(tempi_home(), cwd)) if "read" in tools else "",
     )
     retry = settings.retry
+    sandbox = args.sandbox or "local"
     options = SessionOptions(
         cwd=str(cwd),
         model=selection.model,
@@ -134,8 +154,8 @@ def plan_run(args: argparse.Namespace, cwd: Path) -> PlannedRun:
         steering_mode=settings.steering_mode,
         follow_up_mode=settings.follow_up_mode,
         agents=agents,
-        sandbox=args.sandbox.split(":", 1)[0],
-        sandbox_image=args.sandbox.split(":", 1)[1] if ":" in args.sandbox else DEFAULT_SANDBOX_IMAGE,
+        sandbox=cast(SandboxKind, sandbox.split(":", 1)[0]),  # args.py accepts only the kinds
+        sandbox_image=sandbox.split(":", 1)[1] if ":" in sandbox else DEFAULT_SANDBOX_IMAGE,
         compaction=CompactionPolicy(
             enabled=settings.compaction.enabled,
             reserve_tokens=settings.compaction.reserve_tokens,

@@ -530,7 +530,7 @@ class InteractiveApp:
 
 
 async def run_interactive(args: argparse.Namespace) -> int:
-    from tempi.cli.plan import plan_run
+    from tempi.cli.plan import fixed_options, plan_run
     from tempi.cli.runtime import open_runtime
     from tempi.cli.session_choice import choose_session, open_session
     from tempi.config.paths import default_sessions_root
@@ -547,6 +547,7 @@ async def run_interactive(args: argparse.Namespace) -> int:
             planned.options,
             override_model=bool(args.model or args.provider),
             find_model=planned.registry.find,
+            fixed=fixed_options(args),
         )
         app = InteractiveApp(service, planned, opened, cwd, choice.session_dir)
         await app.run(history=choice.existing is not None)
