@@ -19,6 +19,10 @@ pytestmark = pytest.mark.slow
 NEW_KEY = "sk-from-the-flag-0000"
 
 
+def _authorization(headers: dict[str, str]) -> str | None:
+    return next((v for k, v in headers.items() if k.lower() == "authorization"), None)
+
+
 def test_api_key_is_refused_when_another_worker_would_run_the_model_calls(
     tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
 ) -> None:
@@ -51,10 +55,34 @@ def test_api_key_is_refused_when_another_worker_would_run_the_model_calls(
         worker.terminate()
         worker.wait(30)
     requests = scripted_server.requests_for(scenario)
-    keys = [r.headers.get("Authorization", r.headers.get("authorization", "")) for r in requests]
+    keys = [_authorization(r.headers) for r in requests]
     if proc.returncode == 0:
         # Accepted: then every model request must carry the flag's key.
         assert keys and all(k == f"Bearer {NEW_KEY}" for k in keys), json.dumps(keys)
     else:
         assert "--api-key" in proc.stderr and "other workers" in proc.stderr, proc.stderr
+        assert requests == []
+
+
+def test_api_key_is_refused_when_models_json_names_a_literal_key(
+    tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
+) -> None:
+    home, work = tmp_path / "home", tmp_path / "project"
+    work.mkdir()
+    scenario = "api-key-literal"
+    scripted_server.add_scenario(scenario, [{"text": "hello"}])
+    write_models_json(home, scripted_server, scenario, provider="openai")
+    models = json.loads((home / "models.json").read_text())
+    models["providers"]["openai"]["apiKey"] = "sk-literal-in-models-json"
+    (home / "models.json").write_text(json.dumps(models))
+    proc = run_tempi(
+        ["--model", "openai/mock-model", "--api-key", NEW_KEY, "--no-session", "-p", "hi"],
+        cwd=work,
+        env=tempi_env(home, temporal_address),
+    )
+    requests = scripted_server.requests_for(scenario)
+    if proc.returncode == 0:
+        assert [_authorization(r.headers) for r in requests] == [f"Bearer {NEW_KEY}"]
+    else:
+        assert "--api-key" in proc.stderr and "apiKey" in proc.stderr, proc.stderr
         assert requests == []

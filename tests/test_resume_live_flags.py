@@ -49,7 +49,9 @@ def test_a_live_session_takes_a_new_model_and_refuses_a_new_sandbox(
     assert len(scripted_server.requests_for(scenario)) == 1
 
     # The model can change on a running workflow, so --model is applied, not dropped.
-    switched = run_tempi(["--session", short, "--model", "mock/mock-model-2", "-p", "again"], cwd=work, env=env)
+    switched = run_tempi(
+        ["--session", short, "--model", "mock/mock-model-2", "-p", "again"], cwd=work, env=env
+    )
     assert switched.returncode == 0, switched.stderr
     assert switched.stdout == "two\n"
     requests = scripted_server.requests_for(scenario)
