@@ -46,7 +46,8 @@ API keys: the worker that calls the model reads ANTHROPIC_API_KEY, OPENAI_API_KE
 apiKey of models.json. With the shared background server, that worker is the server, so a key
 must be in the environment when the server starts (`tempi server stop` makes the next command
 start a fresh one), or be named in models.json, which the worker re-reads on every change.
---api-key works when this process runs the worker itself (TEMPORAL_ADDRESS set, no --no-worker).
+--api-key works when this process runs the only worker itself (TEMPORAL_ADDRESS set, no
+--no-worker, no other worker polling, no literal apiKey in models.json); otherwise it is refused.
 """
 
 
