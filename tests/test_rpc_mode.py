@@ -291,6 +291,38 @@ def test_bad_lines_get_errors_and_the_session_goes_on(rpc_factory: Any) -> None:
     assert rpc.close() == 0
 
 
+def test_deep_and_huge_lines_get_errors_without_stalling_other_commands(rpc_factory: Any) -> None:
+    rpc = rpc_factory("rpc-hostile-lines", [{"text": "still here"}], "--no-tools")
+    # 1 KB of "[" once made the decoder recurse until the process died.
+    rpc.send_raw(b"[" * 1000 + b"\n")
+    assert "nested deeper" in rpc.response("parse")["error"]
+    deep_but_valid = b'{"id": "d1", "type": "get_state", "x": ' + b"[" * 200 + b"]" * 200 + b"}\n"
+    rpc.send_raw(deep_but_valid)
+    assert "nested deeper" in rpc.response("parse")["error"]
+    assert rpc.call({"id": "s1", "type": "get_state"})["success"] is True
+
+    # A 64 MB line, then a command: the command's answer must not wait for the whole
+    # line to be buffered and re-split (that took 37 s).
+    huge = b'{"id": "h1", "type": "prompt", "message": "' + b"x" * (64 * 1024 * 1024) + b'"}\n'
+    started = time.monotonic()
+    writer = threading.Thread(
+        target=rpc.send_raw, args=(huge + b'{"id": "s2", "type": "get_state"}\n',), daemon=True
+    )
+    writer.start()
+    assert "over 8 MB" in rpc.response("parse", timeout=60)["error"]
+    state = rpc.wait_for(lambda m: m.get("id") == "s2", timeout=60)
+    elapsed = time.monotonic() - started
+    writer.join(10)
+    assert state["success"] is True
+    assert elapsed < 8, f"get_state after a 64 MB line took {elapsed:.1f} s"
+
+    # The session itself goes on.
+    assert rpc.call({"id": "p1", "type": "prompt", "message": "hi"})["success"] is True
+    end = rpc.event("agent_end")
+    assert "still here" in json.dumps(end)
+    assert rpc.close() == 0
+
+
 def test_sessions_can_be_forked_cloned_switched_and_exported(rpc_factory: Any, tmp_path: Path) -> None:
     rpc = rpc_factory("rpc-branches", [{"text": "answer one"}, {"text": "answer <two>"}], "--no-tools")
     for n, text in enumerate(["question one", "question <two>"]):

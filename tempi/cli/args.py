@@ -7,7 +7,7 @@ import argparse
 from tempi.agent.model_spec import THINKING_LEVELS
 from tempi.agent.tool_specs import ALL_TOOLS
 
-SUBCOMMANDS = ("sessions", "attach", "steer", "follow-up", "abort", "server", "worker")
+SUBCOMMANDS = ("sessions", "attach", "steer", "follow-up", "abort", "stop", "server", "worker")
 
 EXAMPLES = """\
 examples:
@@ -32,6 +32,7 @@ more commands (tempi COMMAND --help):
   tempi steer ID "stop, do X instead"                   redirect it from any terminal
   tempi follow-up ID "then do Y"                        queue work for when it finishes
   tempi abort ID                                        stop its current run
+  tempi stop ID                                         end its workflow (the file stays)
   tempi server [status|stop]                            the shared background server
   tempi worker                                          a worker for TEMPORAL_ADDRESS
 
@@ -45,7 +46,8 @@ API keys: the worker that calls the model reads ANTHROPIC_API_KEY, OPENAI_API_KE
 apiKey of models.json. With the shared background server, that worker is the server, so a key
 must be in the environment when the server starts (`tempi server stop` makes the next command
 start a fresh one), or be named in models.json, which the worker re-reads on every change.
---api-key works when this process runs the worker itself (TEMPORAL_ADDRESS set, no --no-worker).
+--api-key works when this process runs the only worker itself (TEMPORAL_ADDRESS set, no
+--no-worker, no other worker polling, no literal apiKey in models.json); otherwise it is refused.
 """
 
 
@@ -102,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     prompt.add_argument(
         "--sandbox",
         type=_sandbox_arg,
-        default="local",
+        default=None,  # None: not chosen, so resuming a running session keeps its sandbox
         metavar="local|bwrap|docker[:IMAGE]",
         help="where tools act: local (this machine), bwrap (no network, only the working directory "
         "writable) or docker (a container per session, the working directory at /workspace; "

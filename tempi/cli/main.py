@@ -18,7 +18,7 @@ from tempi.cli.errors import UserError
 from tempi.cli.file_args import FileArgError, read_file_args, split_file_args
 from tempi.cli.html_export import default_export_path
 from tempi.cli.list_models import list_models
-from tempi.cli.plan import plan_run
+from tempi.cli.plan import check_api_key_reach, fixed_options, plan_run
 from tempi.cli.rpc_io import ProtocolOut
 from tempi.config.errors import ConfigError
 from tempi.config.models_json import load_model_registry
@@ -70,6 +70,7 @@ async def run_session_command(args: argparse.Namespace) -> int:
     from tempi.client import SessionService
 
     async with open_runtime(no_worker=args.no_worker, quiet=args.mode != "text") as rt:
+        await check_api_key_reach(args, rt.client)
         service = SessionService(rt.client, store)
         opened = await open_session(
             service,
@@ -77,6 +78,7 @@ async def run_session_command(args: argparse.Namespace) -> int:
             planned.options,
             override_model=bool(args.model or args.provider),
             find_model=planned.registry.find,
+            fixed=fixed_options(args),
         )
         try:
             if out is not None:

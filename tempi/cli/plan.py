@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
+
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from temporalio.client import Client
 
 from tempi.agent.model_registry import ModelRegistry, ModelSelectionError, select_model
 from tempi.agent.prompt_templates import PromptTemplate
@@ -26,7 +33,13 @@ from tempi.config.paths import tempi_home
 from tempi.config.resources import load_prompt_templates, load_skills
 from tempi.config.settings import Settings, load_settings
 from tempi.workers.temporal_client import configured_address
-from tempi.workflows.session_types import DEFAULT_SANDBOX_IMAGE, CompactionPolicy, RetryPolicySettings
+from tempi.workflows.session_types import (
+    DEFAULT_SANDBOX_IMAGE,
+    DEFAULT_TASK_QUEUE,
+    CompactionPolicy,
+    RetryPolicySettings,
+    SandboxKind,
+)
 
 
 @dataclass
@@ -68,8 +81,15 @@ def apply_api_key(args: argparse.Namespace, provider: str, registry: ModelRegist
     if not args.api_key:
         return
     config = registry.request_config(provider)
-    variable = config.api_key if config is not None and config.api_key and config.api_key.isupper() else None
-    variable = variable or DEFAULT_API_KEY_ENV.get(provider)
+    configured = config.api_key if config is not None else None
+    if configured and not configured.isupper():
+        # A literal key or a `!command` in models.json wins over any environment variable.
+        raise UserError(
+            f'--api-key: {tempi_home() / "models.json"} sets "apiKey" for provider "{provider}" to a value '
+            "or command, which the worker uses instead. Remove it there (or point it at an environment "
+            "variable) to use --api-key."
+        )
+    variable = configured or DEFAULT_API_KEY_ENV.get(provider)
     if variable is None:
         raise UserError(
             f'--api-key: provider "{provider}" has no API key variable. Set "apiKey" for it in '
@@ -82,6 +102,72 @@ def apply_api_key(args: argparse.Namespace, provider: str, registry: ModelRegist
             f"or name the key in {tempi_home() / 'models.json'}."
         )
     os.environ[variable] = args.api_key
+
+
+# A live worker polls again at least this often (long polls last about a minute); older
+# pollers the server still lists are workers that went away.
+LIVE_POLLER_S = 90.0
+
+
+def _is_dead_local_process(identity: str) -> bool:
+    """Whether a poller identity of the SDK's default form pid@host names a process of this
+    machine that no longer exists (the server lists pollers for minutes after they stop)."""
+    pid, _, host = identity.partition("@")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+async def other_workers(client: Client, task_queue: str = DEFAULT_TASK_QUEUE) -> list[str]:
+    """Identities of live workers other than this process's that run model calls on `task_queue`."""
+    response = await client.workflow_service.describe_task_queue(
+        DescribeTaskQueueRequest(
+            namespace=client.namespace,
+            task_queue=TaskQueue(name=task_queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+        )
+    )
+    now = time.time()
+    return [
+        poller.identity
+        for poller in response.pollers
+        if poller.identity != client.identity
+        and now - poller.last_access_time.ToSeconds() < LIVE_POLLER_S
+        and not _is_dead_local_process(poller.identity)
+    ]
+
+
+async def check_api_key_reach(args: argparse.Namespace, client: Client) -> None:
+    """--api-key lives only in this process's environment, so a model call that another
+    worker picks up would go out without it (or with that worker's key): refuse instead."""
+    if not args.api_key:
+        return
+    others = await other_workers(client)
+    if others:
+        raise UserError(
+            f"--api-key only reaches the worker in this process, but other workers also run model calls "
+            f"for this Temporal server ({', '.join(sorted(others))}). Give the key to every worker "
+            f"(its environment or {tempi_home() / 'models.json'}), or stop the others, instead of --api-key."
+        )
+
+
+def fixed_options(args: argparse.Namespace) -> list[str]:
+    """Options the flags chose explicitly that a running session cannot change: resuming
+    one with different values is refused rather than silently ignored."""
+    return [
+        name
+        for name, chosen in (
+            ("sandbox", args.sandbox is not None),
+            ("tools", bool(args.tools or args.no_tools)),
+        )
+        if chosen
+    ]
 
 
 def plan_run(args: argparse.Namespace, cwd: Path) -> PlannedRun:
@@ -119,6 +205,7 @@ def plan_run(args: argparse.Namespace, cwd: Path) -> PlannedRun:
         skills=skills_prompt_section(load_skills(tempi_home(), cwd)) if "read" in tools else "",
     )
     retry = settings.retry
+    sandbox = args.sandbox or "local"
     options = SessionOptions(
         cwd=str(cwd),
         model=selection.model,
@@ -134,8 +221,8 @@ def plan_run(args: argparse.Namespace, cwd: Path) -> PlannedRun:
         steering_mode=settings.steering_mode,
         follow_up_mode=settings.follow_up_mode,
         agents=agents,
-        sandbox=args.sandbox.split(":", 1)[0],
-        sandbox_image=args.sandbox.split(":", 1)[1] if ":" in args.sandbox else DEFAULT_SANDBOX_IMAGE,
+        sandbox=cast(SandboxKind, sandbox.split(":", 1)[0]),  # args.py accepts only the kinds
+        sandbox_image=sandbox.split(":", 1)[1] if ":" in sandbox else DEFAULT_SANDBOX_IMAGE,
         compaction=CompactionPolicy(
             enabled=settings.compaction.enabled,
             reserve_tokens=settings.compaction.reserve_tokens,

@@ -1,9 +1,10 @@
-"""`tempi attach|steer|follow-up|abort ID`: act on a running session from anywhere that
+"""`tempi attach|steer|follow-up|abort|stop ID`: act on a running session from anywhere that
 reaches its Temporal server."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from typing import Any
@@ -14,7 +15,9 @@ from tempi.client import SessionNotFound, SessionService
 from tempi.config.paths import default_sessions_root
 from tempi.store.session_store import SessionStore
 
-REMOTE_COMMANDS = ("attach", "steer", "follow-up", "abort")
+REMOTE_COMMANDS = ("attach", "steer", "follow-up", "abort", "stop")
+# How long `tempi stop` waits for the workflow to end (it aborts a run first).
+STOP_WAIT_S = 60.0
 
 _HELP = {
     "attach": (
@@ -33,6 +36,11 @@ _HELP = {
     "abort": (
         "Abort the current run of a session; the session stays usable.",
         "examples:\n  tempi abort 3f2a",
+    ),
+    "stop": (
+        "End a running session's workflow (aborting its current run) and its sandbox. The session "
+        "file stays: `tempi --session ID` continues it, with new flags such as --sandbox.",
+        "examples:\n  tempi stop 3f2a\n  tempi --session 3f2a --sandbox bwrap",
     ),
 }
 
@@ -72,6 +80,20 @@ async def cmd_remote(argv: list[str], name: str) -> int:
             await session.follow_up(args.message)
         elif name == "abort":
             await session.abort()
+        elif name == "stop":
+            await session.shutdown()
+            try:
+                await asyncio.wait_for(session.handle.result(), STOP_WAIT_S)
+            except TimeoutError:
+                raise UserError(
+                    f"Session {session.session_id[:8]} was asked to stop but is still running after "
+                    f"{STOP_WAIT_S:.0f} s: is a worker running? Check with `tempi sessions list`."
+                ) from None
+            print(
+                f"tempi: session {session.session_id[:8]} stopped; `tempi --session {session.session_id[:8]}` "
+                "continues it",
+                file=sys.stderr,
+            )
         else:
             follower = session.follow()
             if args.from_now:

@@ -134,7 +134,7 @@ class RpcServer:
 
     async def serve(self) -> None:
         async for line in read_lines(0):
-            if not line.strip():
+            if isinstance(line, bytes) and not line.strip():
                 continue
             command = parse_command(line)
             if isinstance(command, str):

@@ -13,7 +13,7 @@ from pathlib import Path
 from temporalio.service import RPCError
 
 from tempi.cli.errors import UserError
-from tempi.client import FindModel, SessionClient, SessionOptions, SessionService
+from tempi.client import FindModel, SessionClient, SessionMismatch, SessionOptions, SessionService
 from tempi.client.forking import fork_session_file
 from tempi.config.settings import Settings
 from tempi.store.errors import SessionFileError
@@ -134,7 +134,10 @@ async def open_session(
     *,
     override_model: bool,
     find_model: FindModel,
+    fixed: list[str] | None = None,
 ) -> OpenSession:
+    """`fixed`: options chosen by flag that a running session must already have (see
+    SessionService.resume)."""
     if choice.throwaway:
         throwaway = Path(tempfile.mkdtemp(prefix="tempi-no-session-"))
         return OpenSession(await service.start(options, session_dir=throwaway), throwaway)
@@ -144,8 +147,8 @@ async def open_session(
         for warning in service.store.load_for_resume(choice.existing).warnings:
             print(f"tempi: warning: {warning}", file=sys.stderr)
         session = await service.resume(
-            choice.existing, options, override_model=override_model, find_model=find_model
+            choice.existing, options, override_model=override_model, find_model=find_model, fixed=fixed or ()
         )
-    except SessionFileError as err:
+    except (SessionFileError, SessionMismatch) as err:
         raise UserError(str(err)) from err
     return OpenSession(session)

@@ -6,7 +6,7 @@ await session.prompt("hello")
 async for event in session.events(until_idle=True): ...
 """
 
-from tempi.client.errors import SessionError, SessionNotFound, SessionRefused
+from tempi.client.errors import SessionError, SessionMismatch, SessionNotFound, SessionRefused
 from tempi.client.events import EventFollower
 from tempi.client.options import FindModel, SessionOptions
 from tempi.client.service import SessionService
@@ -17,6 +17,7 @@ __all__ = [
     "FindModel",
     "SessionClient",
     "SessionError",
+    "SessionMismatch",
     "SessionNotFound",
     "SessionOptions",
     "SessionRefused",

@@ -14,3 +14,8 @@ class SessionRefused(SessionError):
 
 class SessionNotFound(SessionError):
     """No running session matches the reference."""
+
+
+class SessionMismatch(SessionError):
+    """A running session cannot take on what the caller asked for (e.g. another sandbox);
+    the message says how to get it."""

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
 
-from tempi.client.errors import SessionNotFound
+from tempi.agent.thinking_levels import clamp_level
+from tempi.client.errors import SessionMismatch, SessionNotFound
 from tempi.client.forking import fork_session_file
 from tempi.client.options import FindModel, SessionOptions, new_config, resumed_config
 from tempi.client.session import SessionClient
@@ -57,13 +59,20 @@ class SessionService:
         *,
         override_model: bool = False,
         find_model: FindModel | None = None,
+        fixed: Collection[str] = (),
     ) -> SessionClient:
         """The session of file `path`: its running workflow, or a new one continuing the file.
-        Raises SessionFileError when the file cannot be read."""
+
+        A running workflow keeps its config, so what the caller asks must be reconciled with
+        it: with `override_model` the model is switched; `fixed` names options the caller
+        chose explicitly ("sandbox", "tools") that a running workflow cannot change, and a
+        difference raises SessionMismatch instead of being dropped. Raises SessionFileError
+        when the file cannot be read."""
         loaded = self.store.load_for_resume(path)  # a copy of another session's file gets its own id
         config = resumed_config(options, loaded, path, override_model=override_model, find_model=find_model)
         session = self.get(config.session_id, config=config)
         if await session.is_running():
+            await _join_running(session, config, override_model=override_model, fixed=fixed)
             return session
         await self.client.start_workflow(
             AgentSessionWorkflow.run,
@@ -109,3 +118,41 @@ class SessionService:
     def list(self, cwd: str | Path | None = None) -> list[SessionSummary]:
         """Session files of one working directory (all when None), newest first."""
         return self.store.list_sessions(cwd)
+
+
+def _sandbox_of(config: SessionConfig) -> str:
+    return f"docker:{config.sandbox_image}" if config.sandbox == "docker" else config.sandbox
+
+
+async def _join_running(
+    session: SessionClient, wanted: SessionConfig, *, override_model: bool, fixed: Collection[str]
+) -> None:
+    """Make `session.config` the running workflow's, after applying what can be applied."""
+    running = await session.running_config()
+    short = wanted.session_id[:8]
+    how = (
+        f"Stop it with `tempi stop {short}` (its file stays), then run this command again, "
+        f"or leave out the flag to use it as it is."
+    )
+    if "sandbox" in fixed and _sandbox_of(running) != _sandbox_of(wanted):
+        raise SessionMismatch(
+            f"Session {short} is running with --sandbox {_sandbox_of(running)}; a running session's "
+            f"tools cannot move to --sandbox {_sandbox_of(wanted)}. {how}"
+        )
+    if "tools" in fixed and sorted(running.tools) != sorted(wanted.tools):
+        raise SessionMismatch(
+            f"Session {short} is running with tools {', '.join(running.tools) or '(none)'}; a running "
+            f"session's tools cannot change to {', '.join(wanted.tools) or '(none)'}. {how}"
+        )
+    state = await session.state()
+    model, level = state.model, state.thinking_level
+    if override_model and (model.provider, model.id) != (wanted.model.provider, wanted.model.id):
+        model = wanted.model
+        level = await session.set_model(model)
+        requested = clamp_level(model, wanted.thinking_level)
+        if level != requested:
+            # Not set_thinking_level: it clamps to the state's model, which may not show the switch yet.
+            await session.handle.signal(AgentSessionWorkflow.set_thinking_level, requested)
+            level = requested
+    session.config = running.model_copy(update={"model": model, "thinking_level": level})
+    session.session_path = running.session_path

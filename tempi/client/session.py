@@ -12,7 +12,7 @@ from temporalio.service import RPCError
 from tempi.agent.messages import ImageContent
 from tempi.agent.model_spec import ModelSpec, ThinkingLevel
 from tempi.agent.thinking_levels import DEFAULT_THINKING_LEVEL, clamp_level, level_after_switch, next_level
-from tempi.client.errors import SessionRefused
+from tempi.client.errors import SessionNotFound, SessionRefused
 from tempi.client.events import EventFollower, SessionHandle
 from tempi.client.transcript import context_messages, load_at_leaf
 from tempi.store.session_store import SessionStore
@@ -27,6 +27,7 @@ from tempi.workflows.session_types import (
     PromptRequest,
     QueueMode,
     SessionConfig,
+    SessionInput,
     SessionStateView,
     workflow_id_for,
 )
@@ -200,6 +201,16 @@ class SessionClient:
 
     async def state(self) -> SessionStateView:
         return await self.handle.query(AgentSessionWorkflow.get_state)
+
+    async def running_config(self) -> SessionConfig:
+        """The config the workflow's current run started with (the input of its first
+        history event): what its tools and sandbox really are, whatever this process asked."""
+        async for event in self.handle.fetch_history_events(page_size=1):
+            payloads = event.workflow_execution_started_event_attributes.input.payloads
+            [started] = await self.client.data_converter.decode(payloads, [SessionInput])
+            assert isinstance(started, SessionInput)
+            return started.config
+        raise SessionNotFound(f"Session {self.session_id} has no history to read its configuration from.")
 
     async def is_running(self) -> bool:
         try:

@@ -530,7 +530,7 @@ class InteractiveApp:
 
 
 async def run_interactive(args: argparse.Namespace) -> int:
-    from tempi.cli.plan import plan_run
+    from tempi.cli.plan import check_api_key_reach, fixed_options, plan_run
     from tempi.cli.runtime import open_runtime
     from tempi.cli.session_choice import choose_session, open_session
     from tempi.config.paths import default_sessions_root
@@ -540,6 +540,7 @@ async def run_interactive(args: argparse.Namespace) -> int:
     store = SessionStore(default_sessions_root())
     choice = choose_session(store, args, planned.settings, cwd)
     async with open_runtime(no_worker=args.no_worker) as rt:
+        await check_api_key_reach(args, rt.client)
         service = SessionService(rt.client, store)
         opened = await open_session(
             service,
@@ -547,6 +548,7 @@ async def run_interactive(args: argparse.Namespace) -> int:
             planned.options,
             override_model=bool(args.model or args.provider),
             find_model=planned.registry.find,
+            fixed=fixed_options(args),
         )
         app = InteractiveApp(service, planned, opened, cwd, choice.session_dir)
         await app.run(history=choice.existing is not None)
