@@ -27,13 +27,15 @@ from tempi.activities.compaction import (
     summarize_branch_session,
 )
 from tempi.activities.llm import StreamOptions, classify_error, retry_after_ms, stream_assistant
+from tempi.activities.llm.unicode_guard import holds_lone_surrogate
 from tempi.activities.sandbox import WORKSPACE_DIR, SandboxUnavailableError, open_backend
 from tempi.activities.tools import ExecutionBackend, LocalBackend, ToolContext, execute_tool
 from tempi.activities.tools.bash import run_command
 from tempi.activities.tools.bwrap_backend import BwrapBackend
+from tempi.activities.tools.names import escape_value
 from tempi.agent.llm_context import LlmContext
 from tempi.agent.llm_conversion import to_llm_messages
-from tempi.agent.messages import AssistantMessage, TextContent, ToolCall, ToolResultMessage
+from tempi.agent.messages import AssistantMessage, ImageContent, TextContent, ToolCall, ToolResultMessage
 from tempi.agent.model_spec import ModelSpec, ThinkingLevel
 from tempi.agent.partial_message import compact_delta
 from tempi.agent.session_entries import MessageEntry
@@ -265,7 +267,7 @@ class SessionActivities:
     async def _run_tool(self, inp: ToolCallInput) -> ToolCallResult:
         parked = find_parked(inp.file, inp.entry_id)
         if parked is not None:
-            return ToolCallResult(message=ToolResultMessage.model_validate(parked["message"]))
+            return ToolCallResult(message=for_history(ToolResultMessage.model_validate(parked["message"])))
         call = inp.tool_call
         try:
             backend, cwd = await make_backend(inp.file)
@@ -313,6 +315,7 @@ class SessionActivities:
                 is_error=outcome.is_error,
                 timestamp=inp.timestamp_ms,
             )
+        message = encodable(message)
         park_entry(
             inp.file,
             {
@@ -323,7 +326,7 @@ class SessionActivities:
                 "message": message.to_json_dict(),
             },
         )
-        return ToolCallResult(message=message)
+        return ToolCallResult(message=for_history(message))
 
     @activity.defn(name=names.RUN_USER_BASH)
     async def run_user_bash(self, inp: UserBashInput) -> BashResult:
@@ -453,6 +456,47 @@ async def _stream_to_live(
             return event.error
         progress.partial = event.partial
     raise RuntimeError("the provider stream ended without a final message")
+
+
+def encodable(message: ToolResultMessage) -> ToolResultMessage:
+    """The result with text that UTF-8 can carry: a file name that is not valid UTF-8 (a
+    lone surrogate from os.fsdecode) gets the \\xHH form the tools accept back."""
+    data = message.to_json_dict()
+    if not holds_lone_surrogate(data):
+        return message
+    return ToolResultMessage.model_validate(escape_value(data))
+
+
+# A parked result larger than this crosses history as a shortened copy; the model gets the
+# whole result from the session file. Temporal refuses payloads over 2 MB.
+HISTORY_RESULT_BYTES = 1_000_000
+_HISTORY_TEXT_CHARS = 100_000
+
+
+def for_history(message: ToolResultMessage) -> ToolResultMessage:
+    """What the workflow receives for a parked result: the result itself, or, near the
+    payload limit, a copy without images and with long texts cut (events show that copy)."""
+    if len(json.dumps(message.to_json_dict(), ensure_ascii=False).encode("utf-8")) <= HISTORY_RESULT_BYTES:
+        return message
+    content: list[TextContent | ImageContent] = []
+    for block in message.content:
+        if isinstance(block, ImageContent):
+            size = len(block.data) * 3 // 4
+            text = f"[{block.mime_type} image of {size / 1_000_000:.1f} MB: sent to the model, too large to show here]"
+            content.append(TextContent(text=text))
+        elif len(block.text) > _HISTORY_TEXT_CHARS:
+            cut = block.text[:_HISTORY_TEXT_CHARS]
+            content.append(
+                TextContent(
+                    text=f"{cut}\n\n[{len(block.text)} characters in all: shortened here, sent whole to the model]"
+                )
+            )
+        else:
+            content.append(block)
+    details = message.details
+    if len(json.dumps(details, ensure_ascii=False)) > _HISTORY_TEXT_CHARS:
+        details = {"omitted": "too large to show; kept in the session file"}
+    return message.model_copy(update={"content": content, "details": details})
 
 
 def _llm_result(message: AssistantMessage) -> LlmCallResult:

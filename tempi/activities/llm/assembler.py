@@ -8,10 +8,24 @@ accumulation, usage and cost.
 from __future__ import annotations
 
 import time
-from typing import Literal, TypeVar, cast
+from typing import Any, Literal, TypeVar, cast
 
 from tempi.activities.llm.cost import priced_usage
 from tempi.activities.llm.partial_json import parse_arguments, parse_partial_arguments
+from tempi.activities.llm.unicode_guard import (
+    SURROGATE_ESCAPE,
+    JsonDeltaGuard,
+    clean_optional,
+    clean_text,
+    clean_value,
+    holds_lone_surrogate,
+)
+from tempi.activities.tools.invalid_call import (
+    MAX_TOOL_ARGUMENTS_BYTES,
+    invalid_arguments,
+    not_unicode_reason,
+    too_large_reason,
+)
 from tempi.agent.messages import (
     AssistantBlock,
     AssistantMessage,
@@ -59,6 +73,10 @@ class MessageAssembler:
         self._open: list[int] = []
         self._tool_json: dict[int, str] = {}
         self._parsed_len: dict[int, int] = {}
+        self._guards: dict[int, JsonDeltaGuard] = {}
+        # Tool calls whose JSON may decode to a lone surrogate: their arguments are checked.
+        self._suspect: set[int] = set()
+        self._arguments_bytes = 0  # of the tool calls accepted so far
 
     # -- message-level -------------------------------------------------------------
 
@@ -73,7 +91,7 @@ class MessageAssembler:
 
     def set_response_id(self, response_id: str | None) -> None:
         if response_id:
-            self.message.response_id = response_id
+            self.message.response_id = clean_text(response_id)
 
     def set_usage(self, *, input: int, output: int, cache_read: int = 0, cache_write: int = 0) -> None:
         self.message.usage = priced_usage(
@@ -98,10 +116,10 @@ class MessageAssembler:
         for index in list(self._open):
             block = self.message.content[index]
             if isinstance(block, ToolCall):
-                block.arguments = parse_partial_arguments(self._tool_json.get(index, ""))
+                block.arguments = self._checked_arguments(index, partial=True)
         self._open.clear()
         self.message.stop_reason = "aborted" if aborted else "error"
-        self.message.error_message = error_message
+        self.message.error_message = clean_text(error_message)
         return ErrorEvent(reason="aborted" if aborted else "error", error=self.snapshot())
 
     # -- blocks --------------------------------------------------------------------
@@ -128,48 +146,53 @@ class MessageAssembler:
 
     def add_text(self, index: int, delta: str) -> TextDelta:
         block = self._block(index, TextContent)
+        delta = clean_text(delta)
         block.text += delta
         return TextDelta(content_index=index, delta=delta, partial=self.snapshot())
 
     def end_text(self, index: int, *, text: str | None = None, signature: str | None = None) -> TextEnd:
         block = self._block(index, TextContent)
         if text is not None:
-            block.text = text
+            block.text = clean_text(text)
         if signature:
-            block.text_signature = signature
+            block.text_signature = clean_text(signature)
         self._close(index)
         return TextEnd(content_index=index, content=block.text, partial=self.snapshot())
 
     def begin_thinking(
         self, *, text: str = "", signature: str | None = None, redacted: bool = False
     ) -> ThinkingStart:
-        block = ThinkingContent(thinking=text, thinking_signature=signature, redacted=redacted or None)
+        block = ThinkingContent(
+            thinking=clean_text(text), thinking_signature=clean_optional(signature), redacted=redacted or None
+        )
         index = self._append(block)
         return ThinkingStart(content_index=index, partial=self.snapshot())
 
     def add_thinking(self, index: int, delta: str) -> ThinkingDelta:
         block = self._block(index, ThinkingContent)
+        delta = clean_text(delta)
         block.thinking += delta
         return ThinkingDelta(content_index=index, delta=delta, partial=self.snapshot())
 
     def add_thinking_signature(self, index: int, part: str) -> None:
         block = self._block(index, ThinkingContent)
-        block.thinking_signature = (block.thinking_signature or "") + part
+        block.thinking_signature = (block.thinking_signature or "") + clean_text(part)
 
     def end_thinking(
         self, index: int, *, text: str | None = None, signature: str | None = None
     ) -> ThinkingEnd:
         block = self._block(index, ThinkingContent)
         if text is not None:
-            block.thinking = text
+            block.thinking = clean_text(text)
         if signature:
-            block.thinking_signature = signature
+            block.thinking_signature = clean_text(signature)
         self._close(index)
         return ThinkingEnd(content_index=index, content=block.thinking, partial=self.snapshot())
 
     def begin_tool_call(self, call_id: str, name: str, arguments_json: str = "") -> ToolCallStart:
-        index = self._append(ToolCall(id=call_id, name=name))
+        index = self._append(ToolCall(id=clean_text(call_id), name=clean_text(name)))
         self._tool_json[index] = ""
+        self._guards[index] = JsonDeltaGuard()
         if arguments_json:
             self._extend_tool_json(index, arguments_json)
         return ToolCallStart(content_index=index, partial=self.snapshot())
@@ -177,13 +200,15 @@ class MessageAssembler:
     def rename_tool_call(self, index: int, *, call_id: str | None = None, name: str | None = None) -> None:
         block = self._block(index, ToolCall)
         if call_id:
-            block.id = call_id
+            block.id = clean_text(call_id)
         if name:
-            block.name = name
+            block.name = clean_text(name)
 
     def add_tool_arguments(self, index: int, delta: str) -> ToolCallDelta:
         self._extend_tool_json(index, delta)
-        return ToolCallDelta(content_index=index, delta=delta, partial=self.snapshot())
+        # Watchers rebuild the arguments from these pieces, so they must decode cleanly too.
+        shown = self._guards.setdefault(index, JsonDeltaGuard()).feed(delta)
+        return ToolCallDelta(content_index=index, delta=shown, partial=self.snapshot())
 
     def tool_arguments_json(self, index: int) -> str:
         return self._tool_json.get(index, "")
@@ -193,7 +218,9 @@ class MessageAssembler:
         block = self._block(index, ToolCall)
         if arguments_json is not None:
             self._tool_json[index] = arguments_json
-        block.arguments = parse_arguments(self._tool_json.get(index, "") or "{}")
+            self._note_suspect(index, arguments_json)
+        block.arguments = self._checked_arguments(index, partial=False)
+        self._tool_json[index] = ""  # no longer needed; a rejected call's JSON can be megabytes
         self._close(index)
         return ToolCallEnd(
             content_index=index, tool_call=block.model_copy(deep=True), partial=self.snapshot()
@@ -217,10 +244,36 @@ class MessageAssembler:
             raise TypeError(f"content block {index} is a {block.type}, not a {kind.__name__}")
         return block
 
+    def _note_suspect(self, index: int, delta: str) -> None:
+        # An escape split across two deltas is caught too: the previous few characters are
+        # searched with the new ones.
+        tail = self._tool_json.get(index, "")[-(len(delta) + 5) :]
+        if clean_text(delta) is not delta or SURROGATE_ESCAPE.search(tail):
+            self._suspect.add(index)
+
     def _extend_tool_json(self, index: int, delta: str) -> None:
         text = self._tool_json.get(index, "") + delta
         self._tool_json[index] = text
+        self._note_suspect(index, delta)
         parsed_len = self._parsed_len.get(index, 0)
         if len(text) < _ALWAYS_REPARSE_BELOW or len(text) - parsed_len >= parsed_len // 4:
-            self._block(index, ToolCall).arguments = parse_partial_arguments(text)
+            arguments = parse_partial_arguments(text)
+            if index in self._suspect:
+                arguments = clean_value(arguments)
+            self._block(index, ToolCall).arguments = arguments
             self._parsed_len[index] = len(text)
+
+    def _checked_arguments(self, index: int, *, partial: bool) -> dict[str, Any]:
+        """The call's arguments, or the reason they were refused in their place: arguments
+        holding a lone surrogate, or too large for what one message may carry."""
+        text = self._tool_json.get(index, "")
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if self._arguments_bytes + size > MAX_TOOL_ARGUMENTS_BYTES:
+            return invalid_arguments(too_large_reason(size, MAX_TOOL_ARGUMENTS_BYTES, self._arguments_bytes))
+        arguments = parse_partial_arguments(text) if partial else parse_arguments(text or "{}")
+        if index in self._suspect and holds_lone_surrogate(arguments):
+            if partial:
+                return clean_value(arguments)  # never run, only shown
+            return invalid_arguments(not_unicode_reason())
+        self._arguments_bytes += size
+        return arguments

@@ -25,6 +25,7 @@ from tempi.activities.tools.edit import run_edit
 from tempi.activities.tools.errors import ToolError, describe_os_error
 from tempi.activities.tools.find import run_find
 from tempi.activities.tools.grep import run_grep
+from tempi.activities.tools.invalid_call import invalid_arguments_reason
 from tempi.activities.tools.local_backend import LocalBackend
 from tempi.activities.tools.locks import path_lock
 from tempi.activities.tools.ls import run_ls
@@ -71,6 +72,8 @@ async def execute_tool(name: str, args: Any, ctx: ToolContext) -> ToolOutcome:
         return text_outcome(f'Tool "{name}" is not available. Available tools: {available}.', is_error=True)
     if ctx.abort is not None and ctx.abort.is_set():
         return text_outcome("Aborted before the tool ran", is_error=True)
+    if (reason := invalid_arguments_reason(args)) is not None:
+        return text_outcome(reason, is_error=True)
     try:
         checked = validate_args(definition.spec, definition.prepare_args(args))
         return await run(checked, ctx)

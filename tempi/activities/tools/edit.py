@@ -16,7 +16,7 @@ from tempi.activities.tools.edit_journal import (
 from tempi.activities.tools.edit_match import Edit, apply_edits, to_lf
 from tempi.activities.tools.errors import ToolError
 from tempi.activities.tools.locks import path_lock
-from tempi.activities.tools.paths import resolve_path
+from tempi.activities.tools.paths import resolve_tool_path
 from tempi.agent.tool_specs import ToolOutcome
 
 _BOM = "\ufeff"
@@ -28,7 +28,7 @@ async def run_edit(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     if not edits:
         raise ToolError("edits is empty; give at least one {oldText, newText} replacement")
     backend = ctx.backend
-    path = resolve_path(display_path, ctx.cwd, backend.home)
+    path = await resolve_tool_path(display_path, ctx.cwd, backend)
     info = await backend.stat(path)
     if info is None:
         raise ToolError(f"File not found: {display_path}. Use write to create a new file.")

@@ -12,7 +12,8 @@ from tempi.activities.tools.context import ToolContext, listing_outcome, text_ou
 from tempi.activities.tools.errors import ToolError
 from tempi.activities.tools.glob_match import GlobMatcher
 from tempi.activities.tools.grep import NOT_GIT_DIR, RG_COMMON_ARGS, linked_stop
-from tempi.activities.tools.paths import relative_to, resolve_path
+from tempi.activities.tools.names import decode_name, escape_name
+from tempi.activities.tools.paths import relative_to, resolve_tool_path
 from tempi.activities.tools.validation import whole_number
 from tempi.agent.tool_specs import ToolOutcome
 from tempi.agent.tools.find import FIND_DEFAULT_LIMIT
@@ -35,7 +36,7 @@ class _FileCollector:
         *complete, self._pending = (self._pending + chunk).split(b"\n")
         for raw in complete:
             if raw and not self.stop.is_set():
-                self._add(relative_to(raw.decode("utf-8", errors="replace"), self.root))
+                self._add(relative_to(decode_name(raw), self.root))
 
     def _add(self, relative: str) -> None:
         parent = posixpath.dirname(relative)
@@ -66,7 +67,7 @@ async def run_find(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     except ValueError as error:
         raise ToolError(str(error)) from None
     backend = ctx.backend
-    root = resolve_path(display_path, ctx.cwd, backend.home)
+    root = await resolve_tool_path(display_path, ctx.cwd, backend)
     info = await backend.stat(root)
     if info is None:
         raise ToolError(f"Path not found: {display_path}")
@@ -79,7 +80,7 @@ async def run_find(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
 
     argv = [*rg, "--files", *RG_COMMON_ARGS, "--glob", NOT_GIT_DIR, "--", root]
     async with linked_stop(ctx.abort) as stop:
-        collector = _FileCollector(root, matcher, limit + 1, stop)
+        collector = _FileCollector(escape_name(root), matcher, limit + 1, stop)
         result = await backend.exec(argv, cwd=root, on_output=collector.feed, abort=stop, merge_stderr=False)
     if ctx.abort is not None and ctx.abort.is_set():
         raise ToolError("Search aborted")

@@ -14,7 +14,8 @@ from typing import Any
 from tempi.activities.tools.backend import ToolUnavailableError
 from tempi.activities.tools.context import ToolContext, listing_outcome, text_outcome
 from tempi.activities.tools.errors import ToolError
-from tempi.activities.tools.paths import relative_to, resolve_path
+from tempi.activities.tools.names import decode_name, escape_name
+from tempi.activities.tools.paths import relative_to, resolve_tool_path
 from tempi.activities.tools.validation import whole_number
 from tempi.agent.tool_specs import ToolOutcome
 from tempi.agent.tools.grep import GREP_DEFAULT_LIMIT
@@ -35,6 +36,13 @@ def rg_text(value: dict[str, Any] | None) -> str:
     if "text" in value:
         return str(value["text"])
     return base64.b64decode(value.get("bytes", "")).decode("utf-8", errors="replace")
+
+
+def rg_path(value: dict[str, Any] | None) -> str:
+    """A path from ripgrep's JSON; one that is not valid UTF-8 gets \\xHH escapes."""
+    if value and "text" not in value:
+        return decode_name(base64.b64decode(value.get("bytes", "")))
+    return rg_text(value)
 
 
 @contextlib.asynccontextmanager
@@ -87,7 +95,7 @@ class _MatchCollector:
                 self.stop.set()
             return
         data = event["data"]
-        path = rg_text(data.get("path"))
+        path = rg_path(data.get("path"))
         number = int(data.get("line_number") or 0)
         if self.limit_reached:
             # Only the context lines after the last allowed match are still wanted.
@@ -118,7 +126,7 @@ async def run_grep(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     limit = whole_number(args.get("limit", GREP_DEFAULT_LIMIT), "limit", "grep", args, minimum=1)
     context = whole_number(args.get("context", 0), "context", "grep", args, minimum=0)
     backend = ctx.backend
-    root = resolve_path(display_path, ctx.cwd, backend.home)
+    root = await resolve_tool_path(display_path, ctx.cwd, backend)
     info = await backend.stat(root)
     if info is None:
         raise ToolError(f"Path not found: {display_path}")
@@ -139,8 +147,10 @@ async def run_grep(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     # -e keeps a pattern such as "-v" or "--pre=x" a pattern; -- keeps the path a path.
     argv += ["--glob", NOT_GIT_DIR, "-e", pattern, "--", root]
 
+    shown_root = escape_name(root)
+
     def format_path(path: str) -> str:
-        return relative_to(path, root) if info.kind == "dir" else posixpath.basename(path)
+        return relative_to(path, shown_root) if info.kind == "dir" else posixpath.basename(path)
 
     async with linked_stop(ctx.abort) as stop:
         collector = _MatchCollector(limit, context, format_path, stop)

@@ -11,7 +11,7 @@ from typing import Any
 from tempi.activities.tools.context import ToolContext, text_outcome
 from tempi.activities.tools.errors import ToolError
 from tempi.activities.tools.images import detect_image_mime, prepare_image
-from tempi.activities.tools.paths import resolve_path
+from tempi.activities.tools.paths import resolve_tool_path
 from tempi.activities.tools.validation import whole_number
 from tempi.agent.messages import ImageContent, TextContent
 from tempi.agent.tool_specs import ToolOutcome
@@ -157,7 +157,7 @@ async def run_read(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     start = max(offset, 1) - 1
 
     backend = ctx.backend
-    path = resolve_path(display_path, ctx.cwd, backend.home)
+    path = await resolve_tool_path(display_path, ctx.cwd, backend)
     info = await backend.stat(path)
     if info is None:
         raise ToolError(f"File not found: {display_path}")

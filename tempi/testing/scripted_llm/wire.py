@@ -58,7 +58,13 @@ class WireApi(Protocol):
 
 
 def compact_json(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        # A scripted lone surrogate (a hostile model's "\udcff") can only travel escaped.
+        return json.dumps(value, separators=(",", ":"))
+    return text
 
 
 def new_hex(length: int) -> str:
