@@ -31,7 +31,9 @@ def workspace(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def ctx(workspace: Path, tmp_path: Path) -> ToolContext:
-    return ToolContext(cwd=str(workspace), backend=BwrapBackend(str(workspace)), spill_dir=str(tmp_path / "spill"))
+    return ToolContext(
+        cwd=str(workspace), backend=BwrapBackend(str(workspace)), spill_dir=str(tmp_path / "spill")
+    )
 
 
 async def _bash(ctx: ToolContext, command: str) -> ToolOutcome:
@@ -123,7 +125,9 @@ async def test_models_json_is_hidden_even_inside_the_workspace(
     config.mkdir()
     (config / "models.json").write_text('{"key": "sk-secret-in-models"}')
     monkeypatch.setenv("TEMPI_HOME", str(config))
-    ctx = ToolContext(cwd=str(workspace), backend=BwrapBackend(str(workspace)), spill_dir=str(tmp_path / "spill"))
+    ctx = ToolContext(
+        cwd=str(workspace), backend=BwrapBackend(str(workspace)), spill_dir=str(tmp_path / "spill")
+    )
     read = await execute_tool("read", {"path": "conf/models.json"}, ctx)
     assert "sk-secret" not in _text(read)
     assert "sk-secret" not in _text(await _bash(ctx, "cat conf/models.json; grep -r sk-secret . ; true"))
@@ -191,7 +195,9 @@ async def test_a_huge_allocation_fails_inside_without_harming_the_worker(
     workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TEMPI_BWRAP_MEMORY_MB", "512")
-    ctx = ToolContext(cwd=str(workspace), backend=BwrapBackend(str(workspace)), spill_dir=str(tmp_path / "spill"))
+    ctx = ToolContext(
+        cwd=str(workspace), backend=BwrapBackend(str(workspace)), spill_dir=str(tmp_path / "spill")
+    )
     hog = await _bash(ctx, "python3 -c 'b = bytearray(2 << 30); print(\"allocated\")'")
     assert hog.is_error and "allocated" not in _text(hog) and "MemoryError" in _text(hog)
     # The worker and later calls are unaffected.
@@ -204,7 +210,9 @@ async def test_limits_have_host_sized_defaults_and_can_be_configured(
     workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def backend_ctx() -> ToolContext:
-        return ToolContext(cwd=str(workspace), backend=BwrapBackend(str(workspace)), spill_dir=str(tmp_path / "s"))
+        return ToolContext(
+            cwd=str(workspace), backend=BwrapBackend(str(workspace)), spill_dir=str(tmp_path / "s")
+        )
 
     host_kib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 1024
     default = _text(await _bash(backend_ctx(), "ulimit -v; ulimit -u")).split()
@@ -216,9 +224,13 @@ async def test_limits_have_host_sized_defaults_and_can_be_configured(
 
 
 @pytest.mark.skipif(os.getuid() == 0, reason="the kernel does not apply RLIMIT_NPROC to uid 0")
-async def test_a_fork_bomb_is_bounded(workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_fork_bomb_is_bounded(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("TEMPI_BWRAP_MAX_PROCESSES", "40")
-    ctx = ToolContext(cwd=str(workspace), backend=BwrapBackend(str(workspace)), spill_dir=str(tmp_path / "spill"))
+    ctx = ToolContext(
+        cwd=str(workspace), backend=BwrapBackend(str(workspace)), spill_dir=str(tmp_path / "spill")
+    )
     bomb = await _bash(ctx, "for i in $(seq 200); do sleep 30 & done; echo done")
     assert "Resource temporarily unavailable" in _text(bomb)
     assert _text(await _bash(ctx, "echo still-here")) == "still-here\n"

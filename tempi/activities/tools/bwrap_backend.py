@@ -50,6 +50,8 @@ _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", 
 # hidden all the same.
 _HOME_SECRETS = (".ssh", ".aws", ".gnupg", ".docker", ".kube", ".netrc", ".config/gcloud", ".pi", ".tempi")
 _ETC_SCAN_EVERY_S = 60.0
+# The helper needs nothing from the worker's environment (which holds provider keys).
+_HELPER_ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"}
 
 # Inside the sandbox: sets the limits (soft and hard, so they cannot be raised again),
 # then becomes the command. A limit already lower than asked for is kept.
@@ -143,11 +145,11 @@ def _os_error(raw: bytes, path: str) -> OSError:
     except (ValueError, KeyError, TypeError):
         return OSError(errno.EIO, raw.decode("utf-8", errors="replace").strip() or "sandbox failed", path)
     if detail.get("outside"):
-        return SandboxViolationError(code, reason, path)
+        return _OutsideWorkspace(code, reason, path)
     return OSError(code, reason, path)
 
 
-class SandboxViolationError(PermissionError):
+class _OutsideWorkspace(PermissionError):
     """The helper refused a write whose target resolved outside the workspace."""
 
 
@@ -196,7 +198,8 @@ class BwrapBackend(LocalBackend):
             paths.add(os.path.dirname(rg))
             paths.add(os.path.dirname(os.path.realpath(rg)))
         paths.update(os.path.realpath(os.path.expanduser(p)) for p in self.extra_ro_binds)
-        return sorted(p for p in paths if p != "/" and not any(_under(p, s) for s in _SYSTEM_DIRS))
+        kept = sorted(p for p in paths if p != "/" and not any(_under(p, s) for s in _SYSTEM_DIRS))
+        return [p for p in kept if not any(_under(p, other) and p != other for other in kept)]
 
     def sandbox_args(self, cwd: str) -> list[str]:
         uid = os.getuid() or NOBODY
@@ -289,6 +292,7 @@ class BwrapBackend(LocalBackend):
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
+            env=_HELPER_ENV,
         )
 
     async def _helper(self, op: str, path: str, data: bytes | None = None) -> bytes:
@@ -337,7 +341,7 @@ class BwrapBackend(LocalBackend):
             raise SandboxViolation(_outside_message(path, self.workspace))
         try:
             await self._helper("write", path, data)
-        except SandboxViolationError:
+        except _OutsideWorkspace:
             raise SandboxViolation(_outside_message(path, self.workspace)) from None
 
     async def list_dir(self, path: str) -> list[DirEntry]:

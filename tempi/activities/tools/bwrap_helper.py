@@ -13,6 +13,7 @@ Failure exits 1 with `{"errno": N, "strerror": "...", "outside": bool}` on stder
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -66,10 +67,8 @@ def _write(root: str, path: str, data: bytes) -> None:
             os.chmod(temp, mode)
         os.replace(temp, target)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(temp)
-        except OSError:
-            pass
         raise
 
 
@@ -104,7 +103,9 @@ def main() -> None:
         out.flush()
     except OSError as err:
         outside = err.strerror == "outside the workspace"
-        sys.stderr.write(json.dumps({"errno": err.errno or 0, "strerror": err.strerror or str(err), "outside": outside}))
+        sys.stderr.write(
+            json.dumps({"errno": err.errno or 0, "strerror": err.strerror or str(err), "outside": outside})
+        )
         sys.exit(1)
 
 
