@@ -116,6 +116,9 @@ async def test_files_outside_the_workspace_cannot_be_read(
     assert secret not in _text(await execute_tool("grep", {"pattern": secret, "path": str(path)}, ctx))
     listing = await execute_tool("ls", {"path": str(path.parent)}, ctx)
     assert path.name not in _text(listing)
+    # /etc is there for commands, without what other users may not read.
+    shadow = await _bash(ctx, "cat /etc/shadow; head -c 100 /etc/passwd")
+    assert "root:x:0:0" in _text(shadow) and "root:$" not in _text(shadow) and "root:*" not in _text(shadow)
 
 
 async def test_models_json_is_hidden_even_inside_the_workspace(

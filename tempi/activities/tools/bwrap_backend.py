@@ -202,6 +202,10 @@ class BwrapBackend(LocalBackend):
         return [p for p in kept if not any(_under(p, other) and p != other for other in kept)]
 
     def sandbox_args(self, cwd: str) -> list[str]:
+        if self.workspace == "/":
+            raise ToolError(
+                "The bwrap sandbox cannot use / as its workspace; start tempi in a project directory"
+            )
         uid = os.getuid() or NOBODY
         gid = os.getgid() or NOBODY
         args = [
