@@ -18,7 +18,8 @@ Limits, per sandboxed process (bash's ulimit, inherited by everything a command 
   TEMPI_BWRAP_MAX_PROCESSES  processes of the sandbox's user (RLIMIT_NPROC); default 4096; 0: none
   TEMPI_BWRAP_RO_BINDS       extra host paths commands may read, separated by ':'
 They are read from the worker's environment when a tool call starts. The kernel does not
-apply RLIMIT_NPROC to uid 0, so with a root worker the process limit does not hold.
+apply RLIMIT_NPROC to uid 0, so a root worker puts each command in a pids cgroup limited
+to TEMPI_BWRAP_MAX_PROCESSES instead (bwrap_cgroup.py), when it can create one.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from collections.abc import AsyncIterator, Sequence
 from functools import cache
 from pathlib import Path
 
+from tempi.activities.tools import bwrap_cgroup
 from tempi.activities.tools.backend import DirEntry, EntryKind, ExecResult, FileStat, OutputSink
 from tempi.activities.tools.errors import ToolError
 from tempi.activities.tools.local_backend import LocalBackend, _find_ripgrep
@@ -274,14 +276,23 @@ class BwrapBackend(LocalBackend):
         abort: asyncio.Event | None = None,
         merge_stderr: bool = True,
     ) -> ExecResult:
-        return await super().exec(
-            self.wrap(argv, cwd),
-            cwd=cwd,
-            on_output=on_output,
-            timeout=timeout,
-            abort=abort,
-            merge_stderr=merge_stderr,
+        wrapped = self.wrap(argv, cwd)
+        # RLIMIT_NPROC does not hold for uid 0, so a root worker's commands get a cgroup.
+        group = (
+            bwrap_cgroup.create(self.max_processes) if os.getuid() == 0 and self.max_processes > 0 else None
         )
+        try:
+            return await super().exec(
+                [*bwrap_cgroup.enter_argv(group), *wrapped] if group is not None else wrapped,
+                cwd=cwd,
+                on_output=on_output,
+                timeout=timeout,
+                abort=abort,
+                merge_stderr=merge_stderr,
+            )
+        finally:
+            if group is not None:
+                await bwrap_cgroup.remove(group)
 
     # -- file operations, through the helper inside the sandbox ------------------------
 
