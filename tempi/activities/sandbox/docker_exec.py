@@ -6,6 +6,11 @@ also carries a marker in its environment, which its children inherit; killing me
 SIGKILL to the process group of each marked process and to each marked process itself
 (so children that moved to a group of their own die too). The kill is a second exec,
 so it works the same against a remote engine.
+
+A streamed command is killed that way also when it ends normally: whatever it left
+running in the background dies with the call, so leftovers cannot pile up against the
+container's pids limit or keep an idle sandbox awake. (A process that both leaves the
+call's process group and drops the marker from its environment escapes this.)
 """
 
 from __future__ import annotations
@@ -253,6 +258,8 @@ async def stream_exec(
         pump.close()
         if abort_wait is not None:
             abort_wait.cancel()
+    if not (timed_out or aborted):
+        await asyncio.to_thread(kill_marked, target, marker)  # background jobs end with the call
     if timed_out or aborted:
         return ExecResult(None, timed_out=timed_out, aborted=aborted, stderr=bytes(stderr))
     with engine_errors(target.container_id):
