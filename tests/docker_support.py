@@ -8,7 +8,6 @@ sandbox image on top of it is rebuilt each session from Docker's layer cache (~1
 
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
 import uuid
@@ -113,8 +112,13 @@ def remove_session_containers(client: Any, session_id: str) -> None:
     """Every container of the session, whichever installation made it (tests switch
     installations), with its scratch volumes."""
     for container in client.containers.list(all=True, filters={"label": f"{SESSION_LABEL}={session_id}"}):
-        with contextlib.suppress(docker.errors.NotFound):
+        try:
             container.remove(force=True, v=True)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as error:
+            if "already in progress" not in str(error.explanation):
+                raise
 
 
 @pytest.fixture
