@@ -21,6 +21,7 @@ import docker.errors
 import pytest
 
 from tempi.activities.sandbox import (
+    SESSION_LABEL,
     DockerBackend,
     SandboxInfo,
     SandboxSpec,
@@ -107,12 +108,25 @@ class SandboxFactory:
         return Sandbox(info, backend, workspace if isinstance(workspace, Path) else None)
 
 
+def remove_session_containers(client: Any, session_id: str) -> None:
+    """Every container of the session, whichever installation made it (tests switch
+    installations), with its scratch volumes."""
+    for container in client.containers.list(all=True, filters={"label": f"{SESSION_LABEL}={session_id}"}):
+        try:
+            container.remove(force=True, v=True)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as error:
+            if "already in progress" not in str(error.explanation):
+                raise
+
+
 @pytest.fixture
 async def sandboxes(docker_client: Any, sandbox_image: str, tmp_path: Path) -> AsyncIterator[SandboxFactory]:
     factory = SandboxFactory(docker_client, sandbox_image, tmp_path, [])
     yield factory
     for session_id in factory.session_ids:
-        await destroy_sandbox(session_id, client=docker_client)
+        remove_session_containers(docker_client, session_id)
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,7 @@ from tempi.activities.sandbox import (
     SandboxSpec,
     create_sandbox,
     destroy_sandbox,
+    load_sandbox_settings,
     open_backend,
     workspace_patch,
 )
@@ -58,8 +59,14 @@ class SandboxActivities:
         if inp.copy_from:
             target = sidecar_dir(inp.session_path, inp.session_id) / "workspace"
             workspace = await asyncio.to_thread(copy_workspace, inp.copy_from, target)
+        # The owner's limits, read where the sandbox is made; the session cannot choose them.
+        limits = load_sandbox_settings()
         spec = SandboxSpec(
-            image=inp.image, workspace=workspace, network=inp.network, user=workspace_user(workspace)
+            image=inp.image,
+            workspace=workspace,
+            network=inp.network,
+            user=workspace_user(workspace),
+            **limits.model_dump(exclude_none=True),
         )
         info = await create_sandbox(spec, inp.session_id)
         return SandboxCreated(container_id=info.container_id, task_queue=info.task_queue, workspace=workspace)

@@ -6,6 +6,11 @@ also carries a marker in its environment, which its children inherit; killing me
 SIGKILL to the process group of each marked process and to each marked process itself
 (so children that moved to a group of their own die too). The kill is a second exec,
 so it works the same against a remote engine.
+
+A streamed command is killed that way also when it ends normally: whatever it left
+running in the background dies with the call, so leftovers cannot pile up against the
+container's pids limit or keep an idle sandbox awake. (A process that both leaves the
+call's process group and drops the marker from its environment escapes this.)
 """
 
 from __future__ import annotations
@@ -39,24 +44,29 @@ _STDERR_KEEP = 64 * 1024
 _STDOUT_FRAME, _STDERR_FRAME = 1, 2
 
 # $1 is the marker value. The group of PID 1 (the container's init) is never signalled.
-# `kill -9 -GROUP` without `--`: dash's kill takes no `--`.
+# Shell builtins only, no sleeping between rounds: a call that filled the container's
+# pids limit leaves no room for the kill to fork, only for the one process it runs in.
 _KILL_SCRIPT = r"""
 marker="TEMPI_EXEC_ID=$1"
-init_fields=$(cat /proc/1/stat)
-set -- ${init_fields##*) }
-init_group=$3
-for attempt in 1 2 3 4 5 6 7 8 9 10; do
+read -r init_stat < /proc/1/stat
+init_fields=(${init_stat##*) })
+init_group=${init_fields[2]}
+for attempt in {1..200}; do
   found=
   for dir in /proc/[0-9]*; do
-    grep -qxzF -- "$marker" "$dir/environ" 2>/dev/null || continue
+    hit=
+    while IFS= read -r -d '' var; do
+      if [[ $var == "$marker" ]]; then hit=1; break; fi
+    done 2>/dev/null < "$dir/environ"
+    [[ -n $hit ]] || continue
     found=yes
-    fields=$(cat "$dir/stat" 2>/dev/null) || continue
-    set -- ${fields##*) }
-    if [ "$3" -gt 1 ] && [ "$3" != "$init_group" ]; then kill -9 "-$3" 2>/dev/null; fi
+    read -r stat 2>/dev/null < "$dir/stat" || continue
+    fields=(${stat##*) })
+    group=${fields[2]}
+    if (( group > 1 )) && [[ $group != "$init_group" ]]; then kill -9 -- "-$group" 2>/dev/null; fi
     kill -9 "${dir#/proc/}" 2>/dev/null
   done
-  [ -n "$found" ] || exit 0
-  sleep 0.05
+  [[ -n $found ]] || exit 0
 done
 exit 1
 """
@@ -113,7 +123,7 @@ def kill_marked(target: ExecTarget, marker: str) -> None:
     """SIGKILL everything started by the exec with this marker (blocking)."""
     # Best effort: a container that is gone has nothing left to kill.
     with contextlib.suppress(SandboxUnavailableError, docker.errors.APIError):
-        run_to_completion(target, ["sh", "-c", _KILL_SCRIPT, "tempi-kill", marker])
+        run_to_completion(target, ["bash", "-c", _KILL_SCRIPT, "tempi-kill", marker])
 
 
 def _close_stream(sock: Any) -> None:
@@ -253,6 +263,8 @@ async def stream_exec(
         pump.close()
         if abort_wait is not None:
             abort_wait.cancel()
+    if not (timed_out or aborted):
+        await asyncio.to_thread(kill_marked, target, marker)  # background jobs end with the call
     if timed_out or aborted:
         return ExecResult(None, timed_out=timed_out, aborted=aborted, stderr=bytes(stderr))
     with engine_errors(target.container_id):
