@@ -3,11 +3,14 @@ service (dev server + worker) that outlives the terminal and stops itself when i
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -103,3 +106,137 @@ def test_service_stops_itself_when_idle(tmp_path: Path, scripted_server: Scripte
         _wait_for(lambda: not Path(f"/proc/{info.pid}").exists(), 15, "the service process to exit")
     finally:
         run_tempi(["server", "stop"], cwd=tmp_path, env=env)
+
+
+def _dev_servers_on(db: Path) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if b"start-dev" in argv and str(db).encode() in argv and state != "Z":
+            pids.append(int(entry.name))
+    return pids
+
+
+def _tree(root: int) -> set[int]:
+    """`root` and all its descendants."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    tree = {root}
+    grew = True
+    while grew:
+        grew = False
+        for pid, ppid in parents.items():
+            if ppid in tree and pid not in tree:
+                tree.add(pid)
+                grew = True
+    return tree
+
+
+def _listening_tcp_ports(pids: set[int]) -> list[int]:
+    """TCP ports that these processes listen on in this network namespace."""
+    inodes = set()
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                with contextlib.suppress(OSError):
+                    target = os.readlink(fd)
+                    if target.startswith("socket:["):
+                        inodes.add(target[8:-1])
+    ports = []
+    for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:
+                ports.append(int(fields[1].rsplit(":", 1)[1], 16))
+    return sorted(set(ports))
+
+
+def _list_workflows(
+    address: str, *, as_uid: int | None, config_home: Path
+) -> subprocess.CompletedProcess[str]:
+    """`temporal workflow list` against `address`, as this user or as `as_uid`."""
+    temporal = str(Path(sys.executable).parent / "temporal")
+    command = [temporal, "workflow", "list", "--address", address, "--command-timeout", "5s", "-o", "json"]
+    if as_uid is not None:
+        command = ["setpriv", f"--reuid={as_uid}", f"--regid={as_uid}", "--clear-groups", *command]
+    env = {"PATH": os.environ["PATH"], "HOME": str(config_home)}
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=30)
+
+
+NOBODY = 65534
+
+
+def test_other_local_users_cannot_reach_the_background_server(tmp_path: Path) -> None:
+    # Another user probes what the service opened: every TCP port its processes listen on
+    # here, and the address it recorded. The same probe run by the owner must find the session.
+    base = Path(tempfile.mkdtemp(prefix="tempi-iso-"))
+    try:
+        base.chmod(0o755)  # a home others may traverse and read, as with a careless umask
+        home = base / "home"
+        home.mkdir(mode=0o755)
+        home.chmod(0o755)
+        config_home = base / "probe-home"
+        config_home.mkdir(mode=0o777)
+        config_home.chmod(0o777)
+        env = tempi_env(home, None)
+        try:
+            first = run_tempi(["--model", "faux/demo", "-p", "look around"], cwd=tmp_path, env=env)
+            assert first.returncode == 0, first.stderr
+            info = read_info(home)
+            assert info is not None
+            candidates = [f"127.0.0.1:{port}" for port in _listening_tcp_ports(_tree(info.pid))]
+            candidates.append(info.address)
+
+            owner = _list_workflows(info.address, as_uid=None, config_home=config_home)
+            assert owner.returncode == 0, owner.stderr
+            assert "AgentSession" in owner.stdout, owner.stdout
+
+            for address in candidates:
+                probe = _list_workflows(address, as_uid=NOBODY, config_home=config_home)
+                assert probe.returncode != 0 and "AgentSession" not in probe.stdout, (
+                    f"another user listed this user's sessions at {address}: {probe.stdout[:300]}"
+                )
+        finally:
+            run_tempi(["server", "stop"], cwd=tmp_path, env=env)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_killed_service_leaves_no_second_dev_server(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    env = tempi_env(home, None)
+    db = (home / "temporal.db").resolve()
+    try:
+        first = run_tempi(["--model", "faux/demo", "-p", "look around"], cwd=tmp_path, env=env)
+        assert first.returncode == 0, first.stderr
+        info = read_info(home)
+        assert info is not None
+        assert len(_dev_servers_on(db)) == 1
+
+        os.kill(info.pid, signal.SIGKILL)
+        _wait_for(lambda: not Path(f"/proc/{info.pid}").exists(), 15, "the killed service to go")
+
+        second = run_tempi(["--model", "faux/demo", "-p", "look again"], cwd=tmp_path, env=env)
+        assert second.returncode == 0, second.stderr
+        assert "offline demo" in second.stdout
+        again = read_info(home)
+        assert again is not None and again.pid != info.pid
+        servers = _dev_servers_on(db)
+        assert len(servers) == 1, f"{len(servers)} dev servers run on {db}: {servers}"
+        sqlite_busy = (home / "logs" / "temporal.log").read_text(errors="replace").count("SQLITE_BUSY")
+        assert sqlite_busy == 0
+    finally:
+        run_tempi(["server", "stop"], cwd=tmp_path, env=env)
+        for pid in _dev_servers_on(db):  # what a failing run left: only this test's servers
+            os.kill(pid, signal.SIGKILL)

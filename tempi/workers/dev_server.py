@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import os
 import shutil
 import socket
+import stat
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -33,9 +38,17 @@ def port_open(port: int, host: str = "127.0.0.1") -> bool:
 
 
 def start_dev_server(
-    db_path: Path, port: int, *, ui_port: int | None = None, log_path: Path | None = None
+    db_path: Path,
+    port: int,
+    *,
+    ui_port: int | None = None,
+    log_path: Path | None = None,
+    die_with_parent: bool = False,
 ) -> subprocess.Popen[bytes]:
-    """Start the dev server and wait until its gRPC port answers."""
+    """Start the dev server and wait until its gRPC port answers.
+
+    `die_with_parent`: the kernel kills the server when the calling thread's process dies, so
+    a killed owner leaves no server behind on the database (call it from the main thread)."""
     args = [
         temporal_binary(), "server", "start-dev",
         "--ip", "127.0.0.1", "--port", str(port),
@@ -47,7 +60,13 @@ def start_dev_server(
     else:
         args += ["--ui-port", str(ui_port)]
     log = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115 - owned by the child
-    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        args,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        preexec_fn=_die_with_parent if die_with_parent else None,
+    )
     deadline = time.monotonic() + 60
     while not port_open(port):
         if proc.poll() is not None:
@@ -59,3 +78,114 @@ def start_dev_server(
             raise RuntimeError("The Temporal dev server did not start within 60 s")
         time.sleep(0.05)
     return proc
+
+
+# The kernel's limit on a Unix socket path (sun_path), less the terminating NUL.
+_MAX_SOCKET_PATH = 107
+INSECURE_ENV = "TEMPI_EMBEDDED_INSECURE"
+
+
+class IsolationUnavailable(RuntimeError):
+    pass
+
+
+def private_dir(path: Path) -> Path:
+    """A directory only this user can enter, whatever the umask or its parents allow."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    st = path.lstat()
+    if st.st_uid != os.getuid() or not stat.S_ISDIR(st.st_mode):
+        raise RuntimeError(f"{path} is not a directory of this user; remove it and try again")
+    os.chmod(path, 0o700)
+    return path
+
+
+def socket_path(home: Path) -> Path:
+    """Where the embedded server's Unix socket lives: in the home, or, when that path is too
+    long for a socket, in a per-user 0700 directory named after the home."""
+    candidate = home.resolve() / "run" / "temporal.sock"
+    if len(str(candidate)) <= _MAX_SOCKET_PATH:
+        private_dir(candidate.parent)
+        return candidate
+    digest = hashlib.sha256(str(home.resolve()).encode()).hexdigest()[:16]
+    base = Path(os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir())
+    return private_dir(base / f"tempi-{os.getuid()}-{digest}") / "temporal.sock"
+
+
+def unix_address(path: Path) -> str:
+    return f"unix://{path}"
+
+
+def unix_socket_answers(path: Path) -> bool:
+    with socket.socket(socket.AF_UNIX) as s:
+        s.settimeout(0.5)
+        try:
+            s.connect(str(path))
+        except OSError:
+            return False
+        return True
+
+
+def _die_with_parent() -> None:
+    from tempi.workers.netns_bridge import die_with_parent
+
+    die_with_parent()
+
+
+def start_isolated_dev_server(
+    home: Path, *, log_path: Path | None = None, timeout_s: float = 60
+) -> tuple[subprocess.Popen[bytes], Path]:
+    """The dev server in its own user and network namespace, reachable only through a Unix
+    socket in a 0700 directory of this user (see tempi.workers.netns_bridge).
+
+    Returns the owning process and the socket; ending the process ends the server."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        raise IsolationUnavailable("the `unshare` command (util-linux) was not found")
+    sock = socket_path(home)
+    args = [
+        unshare, "--user", "--map-root-user", "--net",
+        sys.executable, "-m", "tempi.workers.netns_bridge",
+        "--socket", str(sock),
+        "--db", str(home / "temporal.db"),
+        "--lock", str(home / "devserver.lock"),
+        "--parent-pid", str(os.getpid()),
+        *(["--log", str(log_path)] if log_path else []),
+        temporal_binary(),
+    ]  # fmt: skip
+    log = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115 - owned by the child
+    with contextlib.suppress(FileNotFoundError):
+        sock.unlink()  # a socket left by a killed bridge must not look alive
+    proc = subprocess.Popen(
+        args,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        # unshare execs the bridge in place, and entering a new user namespace may clear a
+        # death signal set here; the bridge sets its own too. This one covers the gap.
+        preexec_fn=_die_with_parent,
+    )
+    deadline = time.monotonic() + timeout_s
+    while not unix_socket_answers(sock):
+        if proc.poll() is not None:
+            tail = _log_tail(log_path)
+            if "unshare failed" in tail or "unshare:" in tail:
+                raise IsolationUnavailable(tail.strip().splitlines()[-1])
+            raise RuntimeError(
+                f"The Temporal dev server exited at start (code {proc.returncode}); see {log_path}"
+            )
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError(
+                f"The Temporal dev server did not start within {timeout_s:.0f} s; see {log_path}"
+            )
+        time.sleep(0.05)
+    return proc, sock
+
+
+def _log_tail(path: Path | None) -> str:
+    if path is None:
+        return ""
+    try:
+        return path.read_bytes()[-2000:].decode(errors="replace")
+    except OSError:
+        return ""

@@ -23,7 +23,16 @@ from typing import Any
 
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
-from tempi.workers.dev_server import free_port, port_open, start_dev_server
+from tempi.workers.dev_server import (
+    INSECURE_ENV,
+    IsolationUnavailable,
+    free_port,
+    port_open,
+    start_dev_server,
+    start_isolated_dev_server,
+    unix_address,
+    unix_socket_answers,
+)
 from tempi.workers.temporal_client import connect
 
 DEFAULT_IDLE_MINUTES = 30.0
@@ -77,6 +86,8 @@ def read_info(home: Path) -> ServiceInfo | None:
         os.kill(info.pid, 0)
     except ProcessLookupError:
         return None
+    if info.address.startswith("unix://"):
+        return info if unix_socket_answers(Path(info.address.removeprefix("unix://"))) else None
     port = int(info.address.rsplit(":", 1)[1])
     return info if port_open(port) else None
 
@@ -85,7 +96,14 @@ def sessions_root(home: Path) -> Path:
     return home / "sessions"
 
 
-async def serve(home: Path, *, port: int | None, idle_minutes: float, ui_port: int | None) -> None:
+async def serve(
+    home: Path, *, port: int | None, idle_minutes: float, ui_port: int | None, isolated: bool = False
+) -> None:
+    """Run the dev server and a worker for `home` until stopped or idle.
+
+    `isolated` (the background service): the server is reachable by this user alone, through
+    a Unix socket (see tempi.workers.netns_bridge). Otherwise it listens on 127.0.0.1:`port`,
+    open to every local user, as `tempi server` in the foreground promises."""
     home.mkdir(parents=True, exist_ok=True)
     (home / "logs").mkdir(exist_ok=True)
     lock = open(home / "service.lock", "w")  # noqa: SIM115 - held for the life of the process
@@ -94,10 +112,28 @@ async def serve(home: Path, *, port: int | None, idle_minutes: float, ui_port: i
     except BlockingIOError:
         print("another tempi service already runs for this home", file=sys.stderr)
         return
-    port = port or free_port()
-    server = start_dev_server(
-        home / "temporal.db", port, ui_port=ui_port, log_path=home / "logs" / "temporal.log"
-    )
+    log_path = home / "logs" / "temporal.log"
+    server: subprocess.Popen[bytes] | None = None
+    if isolated:
+        try:
+            server, sock = start_isolated_dev_server(home, log_path=log_path)
+            address = unix_address(sock)
+        except IsolationUnavailable as err:
+            if os.environ.get(INSECURE_ENV) != "1":
+                raise SystemExit(
+                    f"tempi: cannot start the embedded Temporal server where only you can reach it "
+                    f"({err}): this needs unprivileged user namespaces (`unshare --user --net`). "
+                    f"Enable them, or run a Temporal server of your own and set TEMPORAL_ADDRESS, or "
+                    f"set {INSECURE_ENV}=1 to accept a server on 127.0.0.1 that every local user "
+                    "can reach (and so run commands as you)."
+                ) from err
+            print(f"tempi: {err}; {INSECURE_ENV}=1, so the server is open to local users", file=sys.stderr)
+    if server is None:
+        port = port or free_port()
+        server = start_dev_server(
+            home / "temporal.db", port, ui_port=ui_port, log_path=log_path, die_with_parent=True
+        )
+        address = f"127.0.0.1:{port}"
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -105,7 +141,6 @@ async def serve(home: Path, *, port: int | None, idle_minutes: float, ui_port: i
     from tempi.workers.worker import running_workers  # the clients importing this module need no worker
 
     tracker = ActivityTracker()
-    address = f"127.0.0.1:{port}"
     try:
         client = await connect(address)
         info = ServiceInfo(
@@ -128,7 +163,7 @@ async def serve(home: Path, *, port: int | None, idle_minutes: float, ui_port: i
             info_path(home).unlink()
         server.terminate()
         try:
-            server.wait(10)
+            server.wait(20)
         except subprocess.TimeoutExpired:
             server.kill()
 
@@ -142,8 +177,10 @@ def ensure_service(home: Path, *, quiet: bool = False, timeout_s: float = 90) ->
     (home / "logs").mkdir(exist_ok=True)
     if not quiet:
         print("tempi: starting the background Temporal server…", file=sys.stderr, flush=True)
-    log = open(home / "logs" / "service.log", "ab")  # noqa: SIM115 - handed to the child
-    subprocess.Popen(
+    log_path = home / "logs" / "service.log"
+    log = open(log_path, "ab")  # noqa: SIM115 - handed to the child
+    start = log.tell()
+    child = subprocess.Popen(
         [sys.executable, "-m", "tempi.workers.service", "--home", str(home)],
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -155,8 +192,24 @@ def ensure_service(home: Path, *, quiet: bool = False, timeout_s: float = 90) ->
         info = read_info(home)
         if info:
             return info
+        if child.poll() is not None:
+            # Another client's service may have won the race for the lock: that is fine.
+            info = read_info(home)
+            if info:
+                return info
+            if child.returncode != 0:
+                raise RuntimeError(_log_since(log_path, start) or f"see {log_path}")
         time.sleep(0.1)
     raise RuntimeError(f"tempi's background server did not start; see {home / 'logs' / 'service.log'}")
+
+
+def _log_since(path: Path, offset: int) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read()[-4000:].decode(errors="replace").strip()
+    except OSError:
+        return ""
 
 
 def stop_service(home: Path, timeout_s: float = 30) -> bool:
@@ -187,7 +240,16 @@ def main() -> None:
         help="stop after this long with no activity running (0 = never)",
     )
     args = parser.parse_args()
-    asyncio.run(serve(args.home, port=args.port, idle_minutes=args.idle_minutes, ui_port=args.ui_port))
+    asyncio.run(
+        serve(
+            args.home,
+            port=args.port,
+            idle_minutes=args.idle_minutes,
+            ui_port=args.ui_port,
+            # An explicit port or UI asks for a server others can reach; the default is private.
+            isolated=args.port is None and args.ui_port is None,
+        )
+    )
 
 
 if __name__ == "__main__":

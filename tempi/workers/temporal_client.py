@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -22,6 +23,8 @@ def namespace() -> str:
 
 
 async def connect(address: str) -> Client:
+    if address.startswith("unix://"):
+        return await _connect_unix(address)
     api_key = os.environ.get("TEMPORAL_API_KEY") or None
     tls: bool | TLSConfig = False
     cert, key = os.environ.get("TEMPORAL_TLS_CERT"), os.environ.get("TEMPORAL_TLS_KEY")
@@ -42,4 +45,23 @@ async def connect(address: str) -> Client:
         raise TemporalUnreachable(
             f"Cannot reach the Temporal server at {address} ({err}). Check TEMPORAL_ADDRESS, or unset it "
             "to use tempi's embedded server."
+        ) from err
+
+
+async def _connect_unix(address: str) -> Client:
+    """tempi's embedded server, through its owner-only Unix socket: no TLS, no API key (the
+    socket's directory permissions are the access control)."""
+    try:
+        with warnings.catch_warnings():
+            # The SDK warns that a target with a scheme may stop working in a later version;
+            # the pinned one passes `unix://` to its gRPC transport, which supports it, and
+            # tests/test_embedded_service.py fails first if an upgrade drops that.
+            warnings.filterwarnings("ignore", message="Target host as URL with scheme")
+            return await Client.connect(
+                address, namespace=namespace(), data_converter=pydantic_data_converter
+            )
+    except RuntimeError as err:
+        raise TemporalUnreachable(
+            f"Cannot reach tempi's background server at {address} ({err}). `tempi server stop` "
+            "and try again; its log is in the tempi home's logs/ directory."
         ) from err

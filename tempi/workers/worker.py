@@ -15,7 +15,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from tempi.activities.sandbox_activities import SandboxActivities
 from tempi.activities.session_activities import CredentialResolver, SessionActivities
 from tempi.store.session_store import SessionStore
-from tempi.workers.credentials import Credentials
+from tempi.workers.model_guard import owner_credentials
 from tempi.workers.orphans import sweep_orphan_sandboxes
 from tempi.workflows.session_types import DEFAULT_TASK_QUEUE
 from tempi.workflows.session_workflow import AgentSessionWorkflow
@@ -41,7 +41,7 @@ def build_worker(
     credentials: CredentialResolver | None = None,
     activity_hook: Interceptor | None = None,
 ) -> Worker:
-    activities = SessionActivities(SessionStore(sessions_root), credentials or Credentials())
+    activities = SessionActivities(SessionStore(sessions_root), credentials or owner_credentials())
     return Worker(
         client,
         task_queue=task_queue,
@@ -75,7 +75,7 @@ def build_sandbox_worker(
     credentials: CredentialResolver | None = None,
     activity_hook: Interceptor | None = None,
 ) -> Worker:
-    activities = SessionActivities(SessionStore(sessions_root), credentials or Credentials())
+    activities = SessionActivities(SessionStore(sessions_root), credentials or owner_credentials())
     return Worker(
         client,
         task_queue=queue,
