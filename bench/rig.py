@@ -31,28 +31,29 @@ def scripted_url(base_url: str, scenario: str, api: str = API) -> str:
     return f"{base_url}/s/{scenario}/v1" if api.startswith("openai") else f"{base_url}/s/{scenario}"
 
 
+def provider_entry(url: str) -> dict[str, Any]:
+    """A models.json provider with the one mock model, served at `url`."""
+    return {
+        "baseUrl": url,
+        "api": API,
+        "apiKey": API_KEY_ENV,
+        "models": [
+            {
+                "id": MODEL_ID,
+                "name": MODEL_ID,
+                "reasoning": False,
+                "input": ["text"],
+                "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
+                "contextWindow": 200_000,
+                "maxTokens": 16384,
+            }
+        ],
+    }
+
+
 def models_json(base_url: str, scenario: str) -> dict[str, Any]:
     """One provider `mock` with one model, in the models.json format tempi and pi share."""
-    return {
-        "providers": {
-            PROVIDER: {
-                "baseUrl": scripted_url(base_url, scenario),
-                "api": API,
-                "apiKey": API_KEY_ENV,
-                "models": [
-                    {
-                        "id": MODEL_ID,
-                        "name": MODEL_ID,
-                        "reasoning": False,
-                        "input": ["text"],
-                        "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
-                        "contextWindow": 200_000,
-                        "maxTokens": 16384,
-                    }
-                ],
-            }
-        }
-    }
+    return {"providers": {PROVIDER: provider_entry(scripted_url(base_url, scenario))}}
 
 
 def write_models_json(config_dir: Path, base_url: str, scenario: str) -> None:

@@ -4,17 +4,19 @@ process of its own on its own task queue, so runs never share state."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client
 
-from bench.rig import DevServer, WorkerProcess, write_models_json
+from bench.rig import PROVIDER, DevServer, WorkerProcess, provider_entry
 from bench.sessions import DEFAULT_TOOLS, final_answer, model_for
 from chaos.checks import LOG_FILE
+from tempi.agent.model_spec import ModelSpec
 from tempi.client import SessionClient, SessionOptions, SessionService
 from tempi.client.events import SessionHandle
 from tempi.store.session_store import SessionStore
@@ -33,14 +35,23 @@ class ChaosRig:
     client: Client
     llm: ScriptedLLMServer
     dev: DevServer | None = None  # present when the rig owns the server and may restart it
+    providers: dict[str, Any] = field(default_factory=dict)
 
     @property
     def home(self) -> Path:
         home = self.directory / "home"
-        if not (home / "models.json").exists():
-            # Workers resolve the mock provider's key from here; the URL comes with each session.
-            write_models_json(home, self.llm.base_url, "unused")
+        home.mkdir(parents=True, exist_ok=True)
         return home
+
+    def model(self, scenario: str) -> ModelSpec:
+        """The mock model at `scenario`'s address, added to the workers' models.json first:
+        workers call only endpoints their owner configured. One provider per scenario, since
+        runs (the bursts' good and bad sessions) share the workers' home at once."""
+        url = self.llm.url_for(scenario, "openai-completions")
+        provider = f"{PROVIDER}-{scenario}"
+        self.providers[provider] = provider_entry(url)
+        (self.home / "models.json").write_text(json.dumps({"providers": self.providers}, indent=2))
+        return model_for(url).model_copy(update={"provider": provider})
 
     def run_dir(self, name: str) -> Path:
         path = self.directory / f"{name}-{uuid.uuid4().hex[:6]}"
@@ -97,7 +108,7 @@ async def start_session(
     session = await service.start(
         SessionOptions(
             cwd=str(cwd),
-            model=model_for(rig.llm.url_for(scenario, "openai-completions")),
+            model=rig.model(scenario),
             system_prompt="You are a test agent.",
             tools=DEFAULT_TOOLS,
             retry=FAST_RETRY,

@@ -29,6 +29,9 @@ async def test_the_readme_example_starts_streams_and_steers_a_session(
         [
             {"text": "Let me look.", "tool_calls": [{"name": "bash", "arguments": {"command": "ls"}}]},
             {"text": "It is a demo repository."},
+            # A steer that lands after the second request (a slow follower on a loaded box)
+            # starts one more turn, as in pi; the example's answer must be the same.
+            {"text": "It is a demo repository."},
         ],
     )
     namespace: dict[str, Any] = {}

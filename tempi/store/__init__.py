@@ -5,6 +5,7 @@ access to one file across threads and processes, `appends` makes writes durable 
 idempotent, `loading` reads files back through a per-process cache, `catalog` names and
 finds session files, and `session_store.SessionStore` is the one object callers hold
 (`errors` has what they catch). Beside each session file, `sidecar` places the working
-files (parked tool results, live deltas) and `live_channel` writes and tails the deltas. Nothing here is an activity: the CLI uses it directly and
-the worker's activities wrap it.
+files (parked tool results, live deltas) and `live_channel` writes and tails the deltas;
+`modes` keeps all of them private to their owner. Nothing here is an activity: the CLI
+uses it directly and the worker's activities wrap it.
 """

@@ -32,6 +32,7 @@ from tempi.agent.session_entries import CURRENT_SESSION_VERSION, EntryBase, Sess
 from tempi.store.errors import SessionFileError
 from tempi.store.file_format import ParsedFile, is_json_object, json_line, line_id, parse_file, parse_header
 from tempi.store.locking import FileLocks
+from tempi.store.modes import PRIVATE_DIR_MODE, PRIVATE_FILE_MODE
 
 # Id indexes a store keeps (least recently used dropped first): a long-lived worker
 # touches many sessions, and whatever is dropped is read again from the file when needed.
@@ -40,10 +41,6 @@ MAX_CACHED_INDEXES = 256
 # A torn last line this much older than now was left by a crash, not a write in progress:
 # the kernel stamps a file's mtime when a write starts.
 STALE_TORN_LINE_S = 2.0
-
-# Session files hold whole conversations: readable by their owner only, whatever the umask.
-PRIVATE_FILE_MODE = 0o600
-PRIVATE_DIR_MODE = 0o700
 
 
 class _NeedsUpgrade(Exception):

@@ -12,8 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-PRIVATE_FILE_MODE = 0o600
-PRIVATE_DIR_MODE = 0o700
+from tempi.store.modes import PRIVATE_DIR_MODE, PRIVATE_FILE_MODE
 
 
 class LiveWriter:

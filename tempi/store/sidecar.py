@@ -11,8 +11,9 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
+from tempi.store.modes import PRIVATE_DIR_MODE
+
 SIDECAR_ROOT = ".tempi"
-PRIVATE_DIR_MODE = 0o700
 
 
 def sidecar_dir(session_path: str | Path, session_id: str) -> Path:

@@ -12,6 +12,7 @@ import re
 from typing import BinaryIO
 
 from tempi.agent.truncation import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, TruncationResult, truncate_tail
+from tempi.store.modes import PRIVATE_FILE_MODE
 
 _ANSI_ESCAPE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -65,7 +66,7 @@ class OutputAccumulator:
             self._spill.write(chunk)
         elif self.total_bytes > self.max_bytes or self.newlines + 1 > self.max_lines:
             # Until now nothing was dropped from the tail, so it is the whole output.
-            self._spill = open(self.spill_path, "wb", opener=lambda p, f: os.open(p, f, 0o600))  # noqa: SIM115
+            self._spill = open(self.spill_path, "wb", opener=lambda p, f: os.open(p, f, PRIVATE_FILE_MODE))  # noqa: SIM115
             self._spill.write(self._tail)
         if len(self._tail) > 2 * self._keep:
             del self._tail[: len(self._tail) - self._keep]
