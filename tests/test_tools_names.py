@@ -87,7 +87,12 @@ async def test_a_session_lists_and_reads_a_file_with_an_odd_name(
     scripted_server.add_scenario(
         "odd-names",
         [
-            {"tool_calls": [{"name": "ls", "arguments": {}}, {"name": "find", "arguments": {"pattern": "*.txt"}}]},
+            {
+                "tool_calls": [
+                    {"name": "ls", "arguments": {}},
+                    {"name": "find", "arguments": {"pattern": "*.txt"}},
+                ]
+            },
             {"tool_calls": [{"name": "read", "arguments": {"path": SHOWN}}]},
             {"text": "done"},
         ],
@@ -105,7 +110,9 @@ async def test_a_session_lists_and_reads_a_file_with_an_odd_name(
         await session.prompt("look around")
         await session.run_to_idle(timeout=60)
     results = [
-        e["message"] for e in session.events if e["type"] == "message_end" and e["message"]["role"] == "toolResult"
+        e["message"]
+        for e in session.events
+        if e["type"] == "message_end" and e["message"]["role"] == "toolResult"
     ]
     texts = {r["toolName"]: "".join(b.get("text", "") for b in r["content"]) for r in results}
     assert not any(r["isError"] for r in results), results
