@@ -5,6 +5,7 @@ prompt once the file is fixed."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from temporalio.client import Client
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tempi.workers.credentials import Credentials
 from tempi.workers.worker import running_workers
-from tests.conftest import write_models_json
+from tests.conftest import run_tempi, tempi_env, write_models_json
 from tests.session_harness import Session, scripted_model, start_session, unique_queue
 
 SCENARIO = "config-error-mid-session"
@@ -73,3 +74,29 @@ async def test_broken_models_json_fails_the_turn_at_once_and_the_next_prompt_wor
         third = await _prompt_and_wait(session, "three", timeout=30)
         assert third["stopReason"] == "stop"
         assert third["content"][0]["text"] == "third answer"
+
+
+def test_failing_api_key_command_ends_print_mode_at_once(
+    tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
+) -> None:
+    """`tempi -p` whose models.json gets the key from a command that fails: the user sees
+    why within seconds instead of a silent wait while the call is retried."""
+    scripted_server.add_scenario("config-error-key-command", [{"text": "never reached"}])
+    home = tmp_path / "home"
+    write_models_json(home, scripted_server, "config-error-key-command")
+    models_json = home / "models.json"
+    config = json.loads(models_json.read_text())
+    config["providers"]["mock"]["apiKey"] = "!echo the vault is locked >&2; exit 3"
+    models_json.write_text(json.dumps(config))
+    started = time.monotonic()
+    proc = run_tempi(
+        ["--model", "mock/mock-model", "-p", "hello"],
+        cwd=tmp_path,
+        env=tempi_env(home, temporal_address),
+        timeout=60,
+    )
+    elapsed = time.monotonic() - started
+    assert proc.returncode != 0
+    assert "the vault is locked" in proc.stderr + proc.stdout
+    assert "Fix the configuration" in proc.stderr + proc.stdout
+    assert elapsed < 30, f"took {elapsed:.1f} s"
