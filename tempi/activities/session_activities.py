@@ -40,6 +40,7 @@ from tempi.agent.model_spec import ModelSpec, ThinkingLevel
 from tempi.agent.partial_message import compact_delta
 from tempi.agent.session_entries import MessageEntry
 from tempi.agent.tool_specs import tool_specs
+from tempi.config.errors import ConfigError
 from tempi.store.live_channel import LiveWriter, remove_live_files
 from tempi.store.session_store import SessionStore
 from tempi.store.sidecar import live_path, pending_path, sidecar_dir
@@ -63,6 +64,7 @@ from tempi.workflows.session_types import (
 
 HEARTBEAT_EVERY_S = 2.0
 DISK_FULL = "DiskFull"
+CONFIGURATION_ERROR = "ConfigurationError"
 
 
 @contextlib.contextmanager
@@ -216,7 +218,16 @@ class SessionActivities:
 
     def _options(self, model: ModelSpec, thinking_level: ThinkingLevel, session_id: str) -> StreamOptions:
         """Provider options with the credentials resolved here, on the worker."""
-        api_key, headers = self.credentials(model)
+        try:
+            api_key, headers = self.credentials(model)
+        except ConfigError as err:
+            # A broken models.json or a failing `!command` does not heal by retrying every
+            # few seconds while the user waits: end the turn now and say what to fix.
+            raise ApplicationError(
+                f"{err}\nFix the configuration and send the prompt again: the session keeps its place.",
+                type=CONFIGURATION_ERROR,
+                non_retryable=True,
+            ) from None
         return StreamOptions(
             api_key=api_key, headers=headers, thinking_level=thinking_level, session_id=session_id
         )
@@ -358,7 +369,10 @@ class SessionActivities:
     async def compact(self, inp: CompactInput) -> CompactActivityResult:
         with out_of_space_is_final(inp.file.session_path):
             write_outbox(self.store, inp.file, inp.outbox)
-        options = self._options(inp.model, inp.thinking_level, inp.file.session_id)
+        try:
+            options = self._options(inp.model, inp.thinking_level, inp.file.session_id)
+        except ApplicationError as err:
+            return CompactActivityResult(error=f"Compaction failed: {err.message}")
         try:
             async with Heartbeater():
                 outcome = await compact_session(
@@ -383,7 +397,10 @@ class SessionActivities:
 
     @activity.defn(name=names.SUMMARIZE_BRANCH)
     async def summarize_branch(self, inp: BranchSummaryInput) -> BranchSummaryResult:
-        options = self._options(inp.model, inp.thinking_level, inp.file.session_id)
+        try:
+            options = self._options(inp.model, inp.thinking_level, inp.file.session_id)
+        except ApplicationError as err:
+            return BranchSummaryResult(error=f"Branch summary failed: {err.message}")
         try:
             async with Heartbeater():
                 entry = await summarize_branch_session(

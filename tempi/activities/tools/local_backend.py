@@ -23,6 +23,7 @@ from tempi.activities.tools.backend import (
     OutputSink,
     ToolUnavailableError,
 )
+from tempi.activities.tools.tool_env import tool_environment
 
 # After the main process exits, how long to keep reading output still in flight.
 # Background jobs that keep the pipe open would otherwise hang the tool forever.
@@ -178,6 +179,8 @@ class LocalBackend:
             proc = await asyncio.create_subprocess_exec(
                 *argv,
                 cwd=cwd,
+                # Never the worker's own environment: it holds provider keys and tokens.
+                env=tool_environment(os.environ),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=out_w,
                 stderr=err_w,
