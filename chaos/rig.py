@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -50,7 +51,11 @@ class ChaosRig:
         url = self.llm.url_for(scenario, "openai-completions")
         provider = f"{PROVIDER}-{scenario}"
         self.providers[provider] = provider_entry(url)
-        (self.home / "models.json").write_text(json.dumps({"providers": self.providers}, indent=2))
+        # Replaced whole: a worker reading a half-written file would fail its session's turn
+        # (a broken models.json is a final configuration error).
+        staged = self.home / "models.json.new"
+        staged.write_text(json.dumps({"providers": self.providers}, indent=2))
+        os.replace(staged, self.home / "models.json")
         return model_for(url).model_copy(update={"provider": provider})
 
     def run_dir(self, name: str) -> Path:
