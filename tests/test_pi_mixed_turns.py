@@ -1,0 +1,142 @@
+"""pi and tempi take turns on one session file and no turn is lost: whichever program
+continues the file starts from the last turn written, whoever wrote it.
+
+Real pi 0.73.1 (PI_BIN or PATH; skipped without it unless TEMPI_REQUIRE_PI=1) and real
+`tempi` processes, both talking to the scripted model server.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tempi.testing.scripted_llm import ScriptedLLMServer
+from tests.conftest import run_tempi, tempi_env, write_models_json
+from tests.pi_bin import pi_bin
+
+# A slow end-to-end group: see tests/conftest.py.
+pytestmark = pytest.mark.slow
+
+
+class Rig:
+    """One working folder, tempi's home and pi's agent folder, each with its scenario."""
+
+    def __init__(self, tmp_path: Path, temporal_address: str, server: ScriptedLLMServer, name: str) -> None:
+        self.pi = pi_bin()
+        self.server = server
+        self.tempi_scenario, self.pi_scenario = f"{name}-tempi", f"{name}-pi"
+        turns = [{"text": f"tempi answer {n}"} for n in range(1, 4)]
+        server.add_scenario(self.tempi_scenario, {"select": "sequential", "turns": turns})
+        turns = [{"text": f"pi answer {n}"} for n in range(1, 4)]
+        server.add_scenario(self.pi_scenario, {"select": "sequential", "turns": turns})
+        home, self.pi_dir, self.work = tmp_path / "home", tmp_path / "pi-agent", tmp_path / "work"
+        self.sessions = tmp_path / "sessions"
+        self.work.mkdir()
+        write_models_json(home, server, self.tempi_scenario)
+        write_models_json(self.pi_dir, server, self.pi_scenario)
+        self.env = tempi_env(home, temporal_address)
+
+    def tempi(self, *args: str) -> str:
+        done = run_tempi(["--model", "mock/mock-model", *args], cwd=self.work, env=self.env)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    def pi_run(self, *args: str) -> str:
+        env = {**self.env, "PI_CODING_AGENT_DIR": str(self.pi_dir), "PI_OFFLINE": "1"}
+        done = subprocess.run(
+            [self.pi, "--provider", "mock", "--model", "mock-model", *args],
+            cwd=self.work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    def model_saw(self, scenario: str) -> str:
+        """What the model was sent in its latest request of `scenario`."""
+        return json.dumps(self.server.requests_for(scenario)[-1].body["messages"])
+
+
+def entries(session_file: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in session_file.read_text().splitlines()[1:]]
+
+
+def active_branch_texts(session_file: Path) -> list[str]:
+    """The text of every message from the root to the file's last entry (where pi and
+    tempi continue a file), oldest first."""
+    all_entries = entries(session_file)
+    by_id = {e["id"]: e for e in all_entries}
+    branch: list[str] = []
+    entry: dict[str, Any] | None = all_entries[-1]
+    while entry is not None:
+        if entry["type"] == "message":
+            content = entry["message"]["content"]
+            blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+            branch.append("".join(b.get("text", "") for b in blocks if b["type"] == "text"))
+        entry = by_id.get(entry["parentId"])
+    return branch[::-1]
+
+
+def user_entry(session_file: Path, text: str) -> dict[str, Any]:
+    (found,) = [e for e in entries(session_file) if e["type"] == "message" and text in json.dumps(e["message"])]
+    return found
+
+
+def test_tempi_continues_from_the_turn_pi_appended(
+    tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
+) -> None:
+    rig = Rig(tmp_path, temporal_address, scripted_server, "mixed-tp")
+    assert rig.tempi("--session-dir", str(rig.sessions), "-p", "First, from tempi") == "tempi answer 1"
+    (session_file,) = rig.sessions.glob("*.jsonl")
+
+    assert rig.pi_run("--session", str(session_file), "-p", "Second, from pi") == "pi answer 1"
+    pi_leaf = entries(session_file)[-1]
+    assert pi_leaf["message"]["role"] == "assistant"
+
+    # tempi's workflow for this file is still running (idle): its next turn must start
+    # where pi left the file, not where tempi last wrote.
+    assert rig.tempi("--session", str(session_file), "-p", "Third, from tempi") == "tempi answer 2"
+    assert user_entry(session_file, "Third, from tempi")["parentId"] == pi_leaf["id"]
+    seen = rig.model_saw(rig.tempi_scenario)
+    assert "Second, from pi" in seen and "pi answer 1" in seen
+    assert active_branch_texts(session_file) == [
+        "First, from tempi",
+        "tempi answer 1",
+        "Second, from pi",
+        "pi answer 1",
+        "Third, from tempi",
+        "tempi answer 2",
+    ]
+
+
+def test_pi_and_tempi_take_turns_on_one_file(
+    tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
+) -> None:
+    rig = Rig(tmp_path, temporal_address, scripted_server, "mixed-ptpt")
+    assert rig.pi_run("--session-dir", str(rig.sessions), "-p", "One, from pi") == "pi answer 1"
+    (session_file,) = rig.sessions.glob("*.jsonl")
+
+    assert rig.tempi("--session", str(session_file), "-p", "Two, from tempi") == "tempi answer 1"
+    assert rig.pi_run("--session", str(session_file), "-p", "Three, from pi") == "pi answer 2"
+    seen = rig.model_saw(rig.pi_scenario)
+    assert "Two, from tempi" in seen and "tempi answer 1" in seen
+
+    assert rig.tempi("--session", str(session_file), "-p", "Four, from tempi") == "tempi answer 2"
+    seen = rig.model_saw(rig.tempi_scenario)
+    assert "One, from pi" in seen and "Three, from pi" in seen and "pi answer 2" in seen
+    assert active_branch_texts(session_file) == [
+        "One, from pi",
+        "pi answer 1",
+        "Two, from tempi",
+        "tempi answer 1",
+        "Three, from pi",
+        "pi answer 2",
+        "Four, from tempi",
+        "tempi answer 2",
+    ]
