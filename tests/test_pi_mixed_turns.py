@@ -84,7 +84,9 @@ def active_branch_texts(session_file: Path) -> list[str]:
 
 
 def user_entry(session_file: Path, text: str) -> dict[str, Any]:
-    (found,) = [e for e in entries(session_file) if e["type"] == "message" and text in json.dumps(e["message"])]
+    (found,) = [
+        e for e in entries(session_file) if e["type"] == "message" and text in json.dumps(e["message"])
+    ]
     return found
 
 

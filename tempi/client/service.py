@@ -15,6 +15,7 @@ from tempi.client.options import FindModel, SessionOptions, new_config, resumed_
 from tempi.client.session import SessionClient
 from tempi.store.catalog import SessionSummary
 from tempi.store.errors import SessionFileError
+from tempi.store.known_end import mark_all_known
 from tempi.store.session_store import SessionStore
 from tempi.workflows.session_types import DEFAULT_TASK_QUEUE, SessionConfig, SessionInput, workflow_id_for
 from tempi.workflows.session_workflow import AgentSessionWorkflow
@@ -74,6 +75,9 @@ class SessionService:
         if await session.is_running():
             await _join_running(session, config, override_model=override_model, fixed=fixed)
             return session
+        # The new workflow continues from the file's last entry: everything in the file now
+        # is its history, and only lines appended from here on are another program's news.
+        mark_all_known(path, config.session_id)
         await self.client.start_workflow(
             AgentSessionWorkflow.run,
             SessionInput(config=config),
