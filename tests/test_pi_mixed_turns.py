@@ -1,8 +1,8 @@
 """pi and tempi take turns on one session file and no turn is lost: whichever program
 continues the file starts from the last turn written, whoever wrote it.
 
-Real pi 0.73.1 (PI_BIN or PATH; skipped without it unless TEMPI_REQUIRE_PI=1) and real
-`tempi` processes, both talking to the scripted model server.
+Real pi 0.73.1 (PI_BIN or PATH; its tests skip without it unless TEMPI_REQUIRE_PI=1) and
+real `tempi` processes, all talking to the scripted model server.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ class Rig:
     """One working folder, tempi's home and pi's agent folder, each with its scenario."""
 
     def __init__(self, tmp_path: Path, temporal_address: str, server: ScriptedLLMServer, name: str) -> None:
-        self.pi = pi_bin()
         self.server = server
         self.tempi_scenario, self.pi_scenario = f"{name}-tempi", f"{name}-pi"
         turns = [{"text": f"tempi answer {n}"} for n in range(1, 4)]
@@ -48,7 +47,7 @@ class Rig:
     def pi_run(self, *args: str) -> str:
         env = {**self.env, "PI_CODING_AGENT_DIR": str(self.pi_dir), "PI_OFFLINE": "1"}
         done = subprocess.run(
-            [self.pi, "--provider", "mock", "--model", "mock-model", *args],
+            [pi_bin(), "--provider", "mock", "--model", "mock-model", *args],
             cwd=self.work,
             env=env,
             capture_output=True,
@@ -142,3 +141,50 @@ def test_pi_and_tempi_take_turns_on_one_file(
         "Four, from tempi",
         "tempi answer 2",
     ]
+
+
+# Run by the session's own bash tool, in the middle of a run: another program (as pi
+# would) continues the session file from its last entry.
+APPEND_FOREIGN_TURN = """python3 - <<'PY'
+import glob, json
+(path,) = glob.glob("SESSIONS/*.jsonl")
+last = json.loads(open(path).read().splitlines()[-1])
+line = {"type": "message", "id": "f0f0f0f0", "parentId": last["id"], "timestamp": "2026-01-01T00:00:00.000Z",
+        "message": {"role": "user", "content": [{"type": "text", "text": "Typed in pi meanwhile"}], "timestamp": 0}}
+open(path, "a").write(json.dumps(line) + "\\n")
+PY"""
+
+
+def test_a_run_stops_when_the_file_changes_under_it(
+    tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
+) -> None:
+    rig = Rig(tmp_path, temporal_address, scripted_server, "mixed-midrun")
+    command = APPEND_FOREIGN_TURN.replace("SESSIONS", str(rig.sessions))
+    scenario = "mixed-midrun-tools"
+    scripted_server.add_scenario(
+        scenario,
+        {
+            "select": "sequential",
+            "turns": [
+                {"tool_calls": [{"name": "bash", "arguments": {"command": command}}]},
+                {"text": "went on as if nothing happened"},
+                {"text": "continued after pi"},
+            ],
+        },
+    )
+    write_models_json(tmp_path / "home", scripted_server, scenario)
+    done = run_tempi(
+        ["--model", "mock/mock-model", "--session-dir", str(rig.sessions), "-p", "Run the command"],
+        cwd=rig.work,
+        env=rig.env,
+    )
+    # The model is not asked again on a view of the file that is no longer the latest,
+    # and the user is told what happened and what to do.
+    assert done.returncode != 0
+    assert "changed by another program" in done.stderr and "Send your prompt again" in done.stderr
+    assert len(scripted_server.requests_for(scenario)) == 1
+
+    (session_file,) = rig.sessions.glob("*.jsonl")
+    assert rig.tempi("--session", str(session_file), "-p", "Carry on") == "went on as if nothing happened"
+    assert user_entry(session_file, "Carry on")["parentId"] == "f0f0f0f0"
+    assert "Typed in pi meanwhile" in rig.model_saw(scenario)
