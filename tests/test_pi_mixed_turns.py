@@ -25,7 +25,9 @@ pytestmark = pytest.mark.slow
 class Rig:
     """One working folder, tempi's home and pi's agent folder, each with its scenario."""
 
-    def __init__(self, tmp_path: Path, temporal_address: str, server: ScriptedLLMServer, name: str) -> None:
+    def __init__(
+        self, tmp_path: Path, temporal_address: str | None, server: ScriptedLLMServer, name: str
+    ) -> None:
         self.server = server
         self.tempi_scenario, self.pi_scenario = f"{name}-tempi", f"{name}-pi"
         turns = [{"text": f"tempi answer {n}"} for n in range(1, 4)]
@@ -114,6 +116,26 @@ def test_tempi_continues_from_the_turn_pi_appended(
         "Third, from tempi",
         "tempi answer 2",
     ]
+
+
+def test_pis_turn_is_kept_across_a_restart_of_tempis_server(
+    tmp_path: Path, scripted_server: ScriptedLLMServer
+) -> None:
+    rig = Rig(tmp_path, None, scripted_server, "mixed-restart")  # tempi's own background server
+    try:
+        assert rig.tempi("--session-dir", str(rig.sessions), "-p", "First, from tempi") == "tempi answer 1"
+        (session_file,) = rig.sessions.glob("*.jsonl")
+        assert rig.pi_run("--session", str(session_file), "-p", "Second, from pi") == "pi answer 1"
+        pi_leaf = entries(session_file)[-1]
+        stopped = run_tempi(["server", "stop"], cwd=rig.work, env=rig.env)
+        assert "stopped" in stopped.stdout, stopped.stderr
+
+        # The session's workflow outlives the server; the new server's worker continues it.
+        assert rig.tempi("--session", str(session_file), "-p", "Third, from tempi") == "tempi answer 2"
+        assert user_entry(session_file, "Third, from tempi")["parentId"] == pi_leaf["id"]
+        assert "pi answer 1" in rig.model_saw(rig.tempi_scenario)
+    finally:
+        run_tempi(["server", "stop"], cwd=rig.work, env=rig.env)
 
 
 def test_pi_and_tempi_take_turns_on_one_file(
