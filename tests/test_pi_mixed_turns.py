@@ -118,6 +118,27 @@ def test_tempi_continues_from_the_turn_pi_appended(
     ]
 
 
+def test_joining_tempis_running_session_shows_the_turn_pi_appended(
+    tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
+) -> None:
+    rig = Rig(tmp_path, temporal_address, scripted_server, "mixed-join")
+    assert rig.tempi("--session-dir", str(rig.sessions), "-p", "First, from tempi") == "tempi answer 1"
+    (session_file,) = rig.sessions.glob("*.jsonl")
+    assert rig.pi_run("--session", str(session_file), "-p", "Second, from pi") == "pi answer 1"
+
+    # Before any prompt: what a front end shows is already the conversation pi left.
+    done = run_tempi(
+        ["--mode", "rpc", "--session", str(session_file)],
+        cwd=rig.work,
+        env=rig.env,
+        input=json.dumps({"id": "m", "type": "get_messages"}) + "\n",
+    )
+    assert done.returncode == 0, done.stderr
+    (reply,) = [r for r in map(json.loads, done.stdout.splitlines()) if r.get("id") == "m"]
+    texts = json.dumps(reply["data"]["messages"])
+    assert "Second, from pi" in texts and "pi answer 1" in texts
+
+
 def test_pis_turn_is_kept_across_a_restart_of_tempis_server(
     tmp_path: Path, scripted_server: ScriptedLLMServer
 ) -> None:

@@ -10,6 +10,7 @@ from temporalio.common import WorkflowIDConflictPolicy
 
 from tempi.agent.thinking_levels import clamp_level
 from tempi.client.errors import SessionMismatch, SessionNotFound
+from tempi.client.file_news import take_in_file_news
 from tempi.client.forking import fork_session_file
 from tempi.client.options import FindModel, SessionOptions, new_config, resumed_config
 from tempi.client.session import SessionClient
@@ -149,6 +150,7 @@ async def _join_running(
             f"session's tools cannot change to {', '.join(wanted.tools) or '(none)'}. {how}"
         )
     state = await session.state()
+    await take_in_file_news(session, state)
     model, level = state.model, state.thinking_level
     if override_model and (model.provider, model.id) != (wanted.model.provider, wanted.model.id):
         model = wanted.model

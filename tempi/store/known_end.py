@@ -85,3 +85,30 @@ def lines_from(session_path: str | Path, start: int) -> tuple[int, list[Line]]:
         if entry_id is not None:
             lines.append(Line(entry_id=entry_id, end=offset))
     return inode, lines
+
+
+def unaccounted_lines(session_path: str | Path, session_id: str) -> list[Line]:
+    """Entry lines another program appended since tempi last wrote; none are known for a
+    file without a marker (the next write works that out from the workflow's leaf)."""
+    known = read_marker(session_path, session_id)
+    if known is None:
+        return []
+    try:
+        _, lines = lines_from(session_path, known.size)
+    except FileNotFoundError:
+        return []
+    own = set(known.own)
+    return [line for line in lines if line.entry_id not in own]
+
+
+def take_in(session_path: str | Path, session_id: str, upto: Line) -> None:
+    """The session moved onto `upto`, another program's line: it and everything before it
+    are the session's history now, so a later move elsewhere in the tree (pi's /tree) is
+    the user's choice and not news to catch up on."""
+    known = read_marker(session_path, session_id)
+    if known is None or upto.end <= known.size:
+        return
+    inode, lines = lines_from(session_path, known.size)
+    own = set(known.own)
+    later_own = [line.entry_id for line in lines if line.end > upto.end and line.entry_id in own]
+    write_marker(session_path, session_id, KnownEnd(inode=inode, size=upto.end, own=later_own))
