@@ -413,7 +413,8 @@ class SessionActivities:
             return CompactActivityResult(error=f"Compaction failed: {err}")
         if outcome is None:
             return CompactActivityResult(error="Nothing to compact.")
-        turns.settle()
+        with out_of_space_is_final(inp.file.session_path):
+            turns.settle()
         return CompactActivityResult(outcome=CompactResult.model_validate(outcome.to_json_dict()))
 
     @activity.defn(name=names.SUMMARIZE_BRANCH)
@@ -441,7 +442,8 @@ class SessionActivities:
             return BranchSummaryResult(error=f"Branch summary failed: {err}")
         if entry is None:
             return BranchSummaryResult()
-        turns.settle()
+        with out_of_space_is_final(inp.file.session_path):
+            turns.settle()
         return BranchSummaryResult(entry_id=entry.id, summary=entry.summary)
 
     @activity.defn(name=names.FLUSH_ENTRIES)
