@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tests.conftest import run_tempi, tempi_env, write_models_json
+from tests.pi_bin import pi_bin
 
 # A slow end-to-end group: see tests/conftest.py.
 pytestmark = pytest.mark.slow
@@ -25,23 +25,10 @@ pytestmark = pytest.mark.slow
 RPC_DRIVER = Path(__file__).parent / "pi_rpc" / "drive_tempi.mjs"
 
 
-def _pi_bin() -> str:
-    # PI_BIN names it wherever it was installed (.ci/run sets it); no machine path is assumed.
-    pi_bin = os.environ.get("PI_BIN", "")
-    found = (pi_bin if pi_bin and Path(pi_bin).exists() else None) or shutil.which("pi")
-    if found is None:
-        if os.environ.get("TEMPI_REQUIRE_PI"):
-            pytest.fail("pi 0.73.1 is required (TEMPI_REQUIRE_PI is set) but was not found")
-        pytest.skip("pi is not installed (npm install @mariozechner/pi-coding-agent@0.73.1)")
-    version = subprocess.run([found, "--version"], capture_output=True, text=True, timeout=60)
-    assert "0.73.1" in version.stdout + version.stderr, version.stdout + version.stderr
-    return found
-
-
 def test_pi_continues_a_session_tempi_wrote(
     tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
 ) -> None:
-    pi = _pi_bin()
+    pi = pi_bin()
     scripted_server.add_scenario(
         "interop-tempi",
         [
@@ -121,7 +108,7 @@ def test_pi_continues_a_session_tempi_wrote(
 def test_pis_rpc_client_drives_tempi(
     tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
 ) -> None:
-    pi = _pi_bin()
+    pi = pi_bin()
     pi_package = Path(os.path.realpath(pi)).parent.parent  # .bin/pi -> <package>/dist/cli.js
     scripted_server.add_scenario(
         "interop-rpc",

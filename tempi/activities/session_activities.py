@@ -26,6 +26,7 @@ from tempi.activities.compaction import (
     compact_session,
     summarize_branch_session,
 )
+from tempi.activities.file_turns import FileTurns, anchor_of, file_changed, outbox_ids
 from tempi.activities.llm import StreamOptions, classify_error, retry_after_ms, stream_assistant
 from tempi.activities.llm.unicode_guard import holds_lone_surrogate
 from tempi.activities.sandbox import WORKSPACE_DIR, SandboxUnavailableError, open_backend
@@ -238,9 +239,19 @@ class SessionActivities:
             return await self._call_llm(inp)
 
     async def _call_llm(self, inp: LlmCallInput) -> LlmCallResult:
-        write_outbox(self.store, inp.file, inp.outbox)
         path = Path(inp.file.session_path)
-        if self.store.has_entry(path, inp.entry_id):
+        turns = FileTurns(
+            inp.file, [*outbox_ids(inp.outbox), inp.entry_id], anchor_of(inp.outbox, inp.leaf_id)
+        )
+        answered = path.exists() and self.store.has_entry(path, inp.entry_id)
+        outbox = inp.outbox
+        if not answered:
+            outbox, continues = turns.continue_from_file(inp.outbox)
+            if not continues:
+                raise file_changed(inp.file.session_path)
+        write_outbox(self.store, inp.file, outbox)
+        turns.settle()
+        if answered:
             # An earlier attempt finished and wrote its answer; do not ask the model twice.
             existing = self.store.load(path).tree.get(inp.entry_id)
             if isinstance(existing, MessageEntry) and isinstance(existing.message, AssistantMessage):
@@ -267,7 +278,11 @@ class SessionActivities:
             "timestamp": inp.entry_timestamp,
             "message": final.to_json_dict(),
         }
+        if turns.foreign():
+            # The answer was asked for on a view of the file that is no longer the latest.
+            raise file_changed(inp.file.session_path)
         self.store.append(path, [entry])
+        turns.settle()
         return _llm_result(final)
 
     @activity.defn(name=names.RUN_TOOL)
@@ -367,8 +382,13 @@ class SessionActivities:
 
     @activity.defn(name=names.COMPACT)
     async def compact(self, inp: CompactInput) -> CompactActivityResult:
+        turns = FileTurns(
+            inp.file, [*outbox_ids(inp.outbox), inp.entry_id], anchor_of(inp.outbox, inp.leaf_id)
+        )
         with out_of_space_is_final(inp.file.session_path):
-            write_outbox(self.store, inp.file, inp.outbox)
+            outbox, _ = turns.continue_from_file(inp.outbox)
+            write_outbox(self.store, inp.file, outbox)
+            turns.settle()
         try:
             options = self._options(inp.model, inp.thinking_level, inp.file.session_id)
         except ApplicationError as err:
@@ -393,6 +413,8 @@ class SessionActivities:
             return CompactActivityResult(error=f"Compaction failed: {err}")
         if outcome is None:
             return CompactActivityResult(error="Nothing to compact.")
+        with out_of_space_is_final(inp.file.session_path):
+            turns.settle()
         return CompactActivityResult(outcome=CompactResult.model_validate(outcome.to_json_dict()))
 
     @activity.defn(name=names.SUMMARIZE_BRANCH)
@@ -401,6 +423,7 @@ class SessionActivities:
             options = self._options(inp.model, inp.thinking_level, inp.file.session_id)
         except ApplicationError as err:
             return BranchSummaryResult(error=f"Branch summary failed: {err.message}")
+        turns = FileTurns(inp.file, [inp.entry_id], inp.old_leaf_id)
         try:
             async with Heartbeater():
                 entry = await summarize_branch_session(
@@ -419,12 +442,20 @@ class SessionActivities:
             return BranchSummaryResult(error=f"Branch summary failed: {err}")
         if entry is None:
             return BranchSummaryResult()
+        with out_of_space_is_final(inp.file.session_path):
+            turns.settle()
         return BranchSummaryResult(entry_id=entry.id, summary=entry.summary)
 
     @activity.defn(name=names.FLUSH_ENTRIES)
     async def flush_entries(self, inp: FlushInput) -> None:
+        turns = FileTurns(inp.file, outbox_ids(inp.outbox), anchor_of(inp.outbox, None))
         with out_of_space_is_final(inp.file.session_path):
-            write_outbox(self.store, inp.file, inp.outbox)
+            # Tool results left over from a run the file changed under go on tempi's own
+            # branch; the next prompt moves onto the file's latest entry.
+            outbox, _ = turns.continue_from_file(inp.outbox)
+            write_outbox(self.store, inp.file, outbox)
+            if outbox:
+                turns.settle()
         remove_live_files(
             [live_path(inp.file.session_path, inp.file.session_id, key) for key in inp.finished_live_keys]
         )

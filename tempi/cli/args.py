@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from importlib import metadata
 
 from tempi.agent.model_spec import THINKING_LEVELS
 from tempi.agent.tool_specs import ALL_TOOLS
@@ -11,6 +12,7 @@ SUBCOMMANDS = ("sessions", "attach", "steer", "follow-up", "abort", "stop", "ser
 
 EXAMPLES = """\
 examples:
+  tempi                                                 the interactive mode (a terminal UI)
   tempi -p "fix the failing test in tests/test_api.py"
   tempi -p @src/app.py @screenshot.png "why does the button look like this?"
   cat error.log | tempi -p "what went wrong?"
@@ -51,6 +53,13 @@ start a fresh one), or be named in models.json, which the worker re-reads on eve
 """
 
 
+def _version() -> str:
+    try:
+        return metadata.version("tempi")
+    except metadata.PackageNotFoundError:
+        return "(version unknown: not installed as a package)"
+
+
 def _sandbox_arg(value: str) -> str:
     kind = value.split(":", 1)[0]
     if kind not in ("local", "bwrap", "docker") or (kind != "docker" and ":" in value):
@@ -62,10 +71,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="tempi",
         usage="tempi [options] [@file ...] [message ...]",
-        description="tempi: a durable coding agent (pi, rebuilt on Temporal).",
+        description="tempi: a durable coding agent (pi, rebuilt on Temporal). "
+        "Run bare `tempi` (no message, no -p) in a terminal for the interactive mode; "
+        "with -p it runs the prompts, prints the answer and exits.",
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    p.add_argument("--version", action="version", version=f"tempi {_version()}")
     p.add_argument("messages", nargs="*", help="prompts, sent one after another; @path attaches a file")
     p.add_argument(
         "-p",

@@ -14,10 +14,12 @@ from temporalio.service import RPCError
 from tempi.agent.messages import ImageContent
 from tempi.agent.prompt_templates import expand_prompt_template
 from tempi.cli.args import SUBCOMMANDS, parse_args
+from tempi.cli.closed_pipe import CLOSED_PIPE_EXIT, flush_output, silence_stdout
 from tempi.cli.errors import UserError
 from tempi.cli.file_args import FileArgError, read_file_args, split_file_args
 from tempi.cli.html_export import default_export_path
 from tempi.cli.list_models import list_models
+from tempi.cli.pi_commands import PI_ONLY_COMMANDS, pi_command_answer
 from tempi.cli.plan import check_api_key_reach, fixed_options, plan_run
 from tempi.cli.rpc_io import ProtocolOut
 from tempi.config.errors import ConfigError
@@ -181,6 +183,8 @@ async def cmd_worker(argv: list[str]) -> int:
 
 
 def _dispatch(argv: list[str]) -> int:
+    if argv and argv[0] in PI_ONLY_COMMANDS:
+        raise UserError(pi_command_answer(argv[0]))
     if argv and argv[0] in SUBCOMMANDS:
         name, rest = argv[0], argv[1:]
         if name == "server":
@@ -195,6 +199,10 @@ def _dispatch(argv: list[str]) -> int:
 
         return asyncio.run(cmd_remote(rest, name))
     args = parse_args(argv)
+    if not args.print_mode and len(args.messages) == 1 and args.messages[0] in PI_ONLY_COMMANDS:
+        # `tempi --continue list` means pi's command as much as `tempi list` does; -p says
+        # the word is a prompt.
+        raise UserError(pi_command_answer(args.messages[0]))
     if args.list_models is not None:
         return _list_models(args.list_models)
     if args.export:
@@ -219,8 +227,11 @@ def main(argv: list[str] | None = None) -> None:
         code = 1
     except KeyboardInterrupt:
         code = 130
+    except BrokenPipeError:
+        silence_stdout()
+        code = CLOSED_PIPE_EXIT
     # Temporal's core runs native threads that can still be winding down when Python
     # finalizes, which aborts the process; everything is flushed, so skip finalization.
-    sys.stdout.flush()
-    sys.stderr.flush()
+    if not flush_output():
+        code = CLOSED_PIPE_EXIT
     os._exit(code)

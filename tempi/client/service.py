@@ -10,11 +10,13 @@ from temporalio.common import WorkflowIDConflictPolicy
 
 from tempi.agent.thinking_levels import clamp_level
 from tempi.client.errors import SessionMismatch, SessionNotFound
+from tempi.client.file_news import take_in_file_news
 from tempi.client.forking import fork_session_file
 from tempi.client.options import FindModel, SessionOptions, new_config, resumed_config
 from tempi.client.session import SessionClient
 from tempi.store.catalog import SessionSummary
 from tempi.store.errors import SessionFileError
+from tempi.store.known_end import mark_all_known
 from tempi.store.session_store import SessionStore
 from tempi.workflows.session_types import DEFAULT_TASK_QUEUE, SessionConfig, SessionInput, workflow_id_for
 from tempi.workflows.session_workflow import AgentSessionWorkflow
@@ -74,6 +76,9 @@ class SessionService:
         if await session.is_running():
             await _join_running(session, config, override_model=override_model, fixed=fixed)
             return session
+        # The new workflow continues from the file's last entry: everything in the file now
+        # is its history, and only lines appended from here on are another program's news.
+        mark_all_known(path, config.session_id)
         await self.client.start_workflow(
             AgentSessionWorkflow.run,
             SessionInput(config=config),
@@ -145,6 +150,7 @@ async def _join_running(
             f"session's tools cannot change to {', '.join(wanted.tools) or '(none)'}. {how}"
         )
     state = await session.state()
+    await take_in_file_news(session, state)
     model, level = state.model, state.thinking_level
     if override_model and (model.provider, model.id) != (wanted.model.provider, wanted.model.id):
         model = wanted.model
