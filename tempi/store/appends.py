@@ -74,19 +74,25 @@ def upgrade_file(locks: FileLocks, path: Path) -> ParsedFile:
         if parsed.old_version is None:
             return parsed  # another process upgraded it meanwhile
         content = json_line(parsed.header) + b"".join(json_line(raw) for raw in parsed.raw_entries)
-        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".upgrade-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(content)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(temporary, path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temporary)
-            raise
-        fsync_dir(path.parent)
+        replace_whole(path, content, ".upgrade-")
         return parsed
+
+
+def replace_whole(path: Path, content: bytes, prefix: str) -> None:
+    """Put `content` at `path` in one step: readers see the old file or the new one, and a
+    crash midway leaves the old file."""
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(content)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
+    fsync_dir(path.parent)
 
 
 def rewrite_header(locks: FileLocks, path: Path, old_id: str, header: Mapping[str, Any]) -> bool:
@@ -97,18 +103,7 @@ def rewrite_header(locks: FileLocks, path: Path, old_id: str, header: Mapping[st
         first, _, rest = data.partition(b"\n")
         if parse_header(first.decode("utf-8", errors="replace"), path).get("id") != old_id:
             return False
-        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".rename-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(json_line(header) + rest)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(temporary, path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temporary)
-            raise
-        fsync_dir(path.parent)
+        replace_whole(path, json_line(header) + rest, ".rename-")
         return True
 
 
