@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from tempi.agent.json_strings import map_strings
+
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 # An escape in JSON text that may decode to a surrogate (paired or not).
 SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
@@ -44,13 +46,7 @@ def holds_lone_surrogate(value: Any) -> bool:
 
 def clean_value(value: Any) -> Any:
     """A JSON value with every string (keys included) passed through `clean_text`."""
-    if isinstance(value, str):
-        return clean_text(value)
-    if isinstance(value, dict):
-        return {clean_text(key): clean_value(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [clean_value(item) for item in value]
-    return value
+    return map_strings(value, clean_text)
 
 
 def _hex4(text: str, at: int) -> int | None:

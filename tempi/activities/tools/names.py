@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from tempi.agent.json_strings import map_strings
+
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _BYTE_ESCAPE = re.compile(r"\\x([89a-fA-F][0-9a-fA-F])")
 
@@ -37,13 +39,7 @@ def escape_name(name: str) -> str:
 
 def escape_value(value: Any) -> Any:
     """`escape_name` applied to every string (keys included) in a JSON value."""
-    if isinstance(value, str):
-        return escape_name(value)
-    if isinstance(value, dict):
-        return {escape_name(key): escape_value(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [escape_value(item) for item in value]
-    return value
+    return map_strings(value, escape_name)
 
 
 def decode_name(raw: bytes) -> str:
