@@ -1,202 +1,254 @@
-"""A session as one self-contained web page: the conversation of its current branch,
-tool calls with their arguments, coloured diffs and collapsible tool output."""
+"""A session as one self-contained web page: every branch of its tree in a sidebar, the
+conversation from the root to the chosen entry with rendered markdown, thinking and tool
+calls folded, token/cost/duration counts, and a search box. No network: the style and the
+script (export_assets/) are inlined, and markdown is rendered here at export time.
+
+The page opens on the session's current branch; `#entry=ID` shows the branch through ID
+(up to its newest leaf) and `&q=TEXT` searches, so links (and headless browsers) can open
+any view.
+"""
 
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from dataclasses import dataclass
 from html import escape
+from importlib import resources
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
-from tempi.agent.session_entries import CompactionEntry, MessageEntry, ModelChangeEntry, SessionEntry
+from tempi.agent.session_entries import (
+    CompactionEntry,
+    ModelChangeEntry,
+    SessionEntry,
+    epoch_ms,
+)
 from tempi.agent.session_tree import entry_message
+from tempi.cli.export_entries import local_time, message_html, preview
+from tempi.cli.export_markdown import render_markdown
+from tempi.cli.export_stats import Stats, message_usage, stats_table
 from tempi.store.loading import LoadedSession
 from tempi.store.session_store import SessionStore
 
-STYLE = """
-body{font:15px/1.5 system-ui,sans-serif;max-width:960px;margin:2em auto;padding:0 1em;color:#1d1d1f;background:#fafafa}
-header{border-bottom:1px solid #ddd;margin-bottom:1.5em}
-header h1{margin:0 0 .2em;font-size:1.4em}
-.meta{color:#666;font-size:.85em}
-.msg{margin:1em 0;padding:.8em 1em;border-radius:8px;background:#fff;border:1px solid #e3e3e3}
-.user{border-left:4px solid #2f6fde}
-.assistant{border-left:4px solid #2da44e}
-.note{color:#666;font-size:.85em;margin:.6em 0}
-.role{font-size:.75em;text-transform:uppercase;letter-spacing:.05em;color:#888;margin-bottom:.3em}
-.text{white-space:pre-wrap;word-wrap:break-word}
-.thinking{white-space:pre-wrap;color:#777;font-style:italic;border-left:2px solid #ddd;padding-left:.6em}
-.tool{margin:.6em 0;border:1px solid #e3e3e3;border-radius:6px;background:#f6f8fa}
-.tool .call{font-family:ui-monospace,monospace;font-size:.85em;padding:.4em .6em;white-space:pre-wrap;word-break:break-all}
-.tool details{border-top:1px solid #e3e3e3;padding:.3em .6em}
-.tool summary{cursor:pointer;font-size:.8em;color:#555}
-.tool.error{border-color:#e5a0a0;background:#fff5f5}
-pre{font-family:ui-monospace,monospace;font-size:.82em;white-space:pre-wrap;word-break:break-all;margin:.3em 0}
-.diff .add{background:#e6ffec;color:#116329;display:block}
-.diff .del{background:#ffebe9;color:#82071e;display:block}
-.diff .ctx{display:block;color:#555}
-.error-text{color:#b42318}
-img{max-width:100%}
-"""
+_WHO = {
+    "user": "You",
+    "assistant": "Assistant",
+    "bashExecution": "You ran",
+    "compactionSummary": "Summary",
+    "branchSummary": "Branch summary",
+    "custom": "Extension",
+}
+
+
+@dataclass
+class _Shown:
+    """An entry that has a block on the page; `in_tree` when the sidebar lists it too."""
+
+    entry: SessionEntry
+    css: str
+    who: str
+    inner: str
+    preview: str
+    meta: str
+    data: dict[str, str]
+    in_tree: bool = True
 
 
 def default_export_path(session_file: Path) -> Path:
     return Path(f"tempi-session-{session_file.stem}.html")
 
 
-def _time(ms: Any) -> str:
-    if not isinstance(ms, int | float) or ms <= 0:
-        return ""
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).astimezone().strftime("%Y-%m-%d %H:%M:%S")
+def _asset(name: str) -> str:
+    return resources.files("tempi.cli").joinpath("export_assets", name).read_text(encoding="utf-8")
 
 
-def _blocks_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    return "".join(
-        b.get("text", "") for b in content or [] if isinstance(b, dict) and b.get("type") == "text"
+def _ms(entry: SessionEntry) -> int:
+    try:
+        return epoch_ms(entry.timestamp) if entry.timestamp else 0
+    except ValueError:
+        return 0
+
+
+def _shown(entry: SessionEntry, results: dict[str, dict[str, Any]]) -> _Shown | None:
+    when = local_time(_ms(entry))
+    if isinstance(entry, ModelChangeEntry):
+        text = f"model: {entry.provider}/{entry.model_id}"
+        return _Shown(entry, "note", "", escape(text), text, when, {}, in_tree=False)
+    if isinstance(entry, CompactionEntry):
+        inner = (
+            f'<details class="summary"><summary>Earlier conversation compacted '
+            f"({entry.tokens_before:,} tokens before)</summary>"
+            f'<div class="md">{render_markdown(entry.summary)}</div></details>'
+        )
+        return _Shown(
+            entry,
+            "summary",
+            "Compaction",
+            inner,
+            preview({"role": "compactionSummary", "summary": entry.summary}),
+            when,
+            {},
+        )
+    message = entry_message(entry)
+    if message is None or message.role == "toolResult":
+        return None
+    data = message.to_json_dict()
+    css, inner = message_html(data, results)
+    if not inner:
+        return None
+    attrs: dict[str, str] = {"role": str(data.get("role"))}
+    meta = when
+    if data.get("role") == "assistant":
+        attrs.update(message_usage(data).as_data())
+        attrs["tools"] = str(sum(1 for b in data.get("content") or [] if b.get("type") == "toolCall"))
+        meta = f"{when} · {data.get('provider', '')}/{data.get('model', '')}"
+    who = _WHO.get(str(data.get("role")), str(data.get("role")))
+    if data.get("role") == "custom":
+        who = str(data.get("customType") or who)
+    return _Shown(entry, css, who, inner, preview(data), meta, attrs)
+
+
+def _newest_leaves(entries: list[SessionEntry]) -> dict[str, str]:
+    """For each entry, the newest entry below it (itself when it has none): the branch a
+    click on it shows. Children are written after their parents, so one backward pass
+    settles each entry before its parent is reached."""
+    index = {entry.id: i for i, entry in enumerate(entries)}
+    newest: dict[str, str] = {}
+    for entry in reversed(entries):
+        best = newest.setdefault(entry.id, entry.id)
+        parent = entry.parent_id
+        if parent in index and (parent not in newest or index[best] > index[newest[parent]]):
+            newest[parent] = best
+    return newest
+
+
+def _tree_html(shown: dict[str, _Shown], entries: list[SessionEntry], labels: dict[str, str]) -> str:
+    """The sidebar: listed entries in tree order, with connectors where branches split.
+    Entries the sidebar leaves out (tool results, settings) pass their children up to the
+    nearest listed ancestor."""
+    by_id = {entry.id: entry for entry in entries}
+    listed = {key for key, item in shown.items() if item.in_tree}
+    newest = _newest_leaves(entries)
+
+    def listed_parent(entry: SessionEntry) -> str | None:
+        seen: set[str] = set()
+        parent = entry.parent_id
+        while parent is not None and parent not in listed and parent in by_id and parent not in seen:
+            seen.add(parent)
+            parent = by_id[parent].parent_id
+        return parent if parent in listed else None
+
+    kids: dict[str | None, list[str]] = {}
+    for entry in entries:
+        if entry.id in listed:
+            kids.setdefault(listed_parent(entry), []).append(entry.id)
+
+    rows: list[str] = []
+    # Iterative walk: a long session is a deep chain, too deep for recursion.
+    stack: list[tuple[str, str, str]] = []
+
+    def push_children(parent: str | None, cont: str) -> None:
+        children = kids.get(parent, [])
+        if len(children) == 1:
+            stack.append((children[0], cont, cont))
+            return
+        for i in reversed(range(len(children))):
+            last = i == len(children) - 1
+            stack.append((children[i], cont + ("└─ " if last else "├─ "), cont + ("   " if last else "│  ")))
+
+    push_children(None, "")
+    while stack:
+        entry_id, line_prefix, cont = stack.pop()
+        item = shown[entry_id]
+        label = labels.get(entry_id)
+        tag = f' <span class="tag">{escape(label)}</span>' if label else ""
+        rows.append(
+            f'<a class="node {item.css}" href="#entry={escape(quote(entry_id))}" data-id="{escape(entry_id)}" '
+            f'data-leaf="{escape(newest.get(entry_id, entry_id))}"><span class="gutter">{line_prefix}</span>'
+            f'<span class="who">{escape(item.who)}</span>{tag} <span class="text">{escape(item.preview)}</span></a>'
+        )
+        push_children(entry_id, cont)
+    return "".join(rows)
+
+
+def _article(item: _Shown, on_path: bool) -> str:
+    entry_id = escape(item.entry.id)
+    href = escape(quote(item.entry.id))
+    data = "".join(f' data-{key}="{escape(value)}"' for key, value in item.data.items())
+    off = "" if on_path else " off"
+    if item.css == "note":
+        return f'<article class="msg note{off}" id="m-{entry_id}" data-id="{entry_id}">{item.inner}</article>'
+    return (
+        f'<article class="msg {item.css}{off}" id="m-{entry_id}" data-id="{entry_id}"{data}>'
+        f'<header class="msg-head"><span class="who">{escape(item.who)}</span>'
+        f'<span class="meta">{escape(item.meta)}</span>'
+        f'<a class="permalink" href="#entry={href}" data-id="{entry_id}" title="Link to this entry">#</a></header>'
+        f"{item.inner}</article>"
     )
 
 
-def _images(content: Any) -> str:
-    if not isinstance(content, list):
-        return ""
-    return "".join(
-        f'<img alt="image" src="data:{escape(b.get("mimeType", "image/png"))};base64,{escape(b.get("data", ""))}">'
-        for b in content
-        if isinstance(b, dict) and b.get("type") == "image"
-    )
-
-
-def _diff(diff: str) -> str:
-    lines = []
-    for line in diff.split("\n"):
-        kind = "add" if line.startswith("+") else "del" if line.startswith("-") else "ctx"
-        lines.append(f'<span class="{kind}">{escape(line) or "&nbsp;"}</span>')
-    return f'<pre class="diff">{"".join(lines)}</pre>'
-
-
-def _tool_args(name: str, args: Any) -> str:
-    if name == "bash" and isinstance(args, dict) and isinstance(args.get("command"), str):
-        return "$ " + args["command"]
-    if (
-        isinstance(args, dict)
-        and isinstance(args.get("path"), str)
-        and name in ("read", "write", "edit", "ls")
-    ):
-        rest = {k: v for k, v in args.items() if k not in ("path", "content", "edits")}
-        return f"{name} {args['path']}" + (f" {json.dumps(rest, ensure_ascii=False)}" if rest else "")
-    return f"{name} {json.dumps(args, ensure_ascii=False, indent=1)}"
-
-
-def _tool_html(call: dict[str, Any], result: dict[str, Any] | None) -> str:
-    name = str(call.get("name", "?"))
-    args = call.get("arguments")
-    parts = [f'<div class="call">{escape(_tool_args(name, args))}</div>']
-    if name == "write" and isinstance(args, dict) and isinstance(args.get("content"), str):
-        parts.append(
-            f"<details><summary>content written</summary><pre>{escape(args['content'])}</pre></details>"
-        )
-    is_error = bool(result and result.get("isError"))
-    if result is not None:
-        details = result.get("details")
-        if isinstance(details, dict) and isinstance(details.get("diff"), str):
-            parts.append(f"<details open><summary>diff</summary>{_diff(details['diff'])}</details>")
-        text = _blocks_text(result.get("content"))
-        lines = text.count("\n") + 1 if text else 0
-        label = "error" if is_error else f"output ({lines} line{'s' if lines != 1 else ''})"
-        opened = " open" if is_error or lines <= 5 else ""
-        parts.append(
-            f"<details{opened}><summary>{label}</summary><pre>{escape(text)}</pre>{_images(result.get('content'))}</details>"
-        )
-    else:
-        parts.append('<div class="note">no result recorded</div>')
-    return f'<div class="tool{" error" if is_error else ""}">{"".join(parts)}</div>'
-
-
-def _message_html(message: dict[str, Any], results: dict[str, dict[str, Any]]) -> str:
-    role = message.get("role")
-    when = escape(_time(message.get("timestamp")))
-    if role == "user":
-        body = f'<div class="text">{escape(_blocks_text(message.get("content")))}</div>{_images(message.get("content"))}'
-        return f'<div class="msg user"><div class="role">user · {when}</div>{body}</div>'
-    if role == "assistant":
-        parts = []
-        for block in message.get("content") or []:
-            kind = block.get("type")
-            if kind == "text" and block.get("text"):
-                parts.append(f'<div class="text">{escape(block["text"])}</div>')
-            elif kind == "thinking" and block.get("thinking"):
-                parts.append(f'<div class="thinking">{escape(block["thinking"])}</div>')
-            elif kind == "toolCall":
-                parts.append(_tool_html(block, results.get(str(block.get("id")))))
-        if message.get("stopReason") in ("error", "aborted"):
-            parts.append(
-                f'<div class="error-text">[{escape(str(message.get("stopReason")))}] '
-                f"{escape(str(message.get('errorMessage') or ''))}</div>"
-            )
-        model = escape(f"{message.get('provider', '')}/{message.get('model', '')}")
-        return f'<div class="msg assistant"><div class="role">assistant · {model} · {when}</div>{"".join(parts)}</div>'
-    if role == "bashExecution":
-        call = {"name": "bash", "arguments": {"command": message.get("command", "")}}
-        result = {
-            "content": [{"type": "text", "text": message.get("output", "")}],
-            "isError": message.get("exitCode") not in (0, None),
-        }
-        return (
-            f'<div class="msg user"><div class="role">user ran · {when}</div>{_tool_html(call, result)}</div>'
-        )
-    if role in ("compactionSummary", "branchSummary"):
-        title = (
-            "earlier conversation, summarized" if role == "compactionSummary" else "summary of another branch"
-        )
-        return (
-            f'<div class="msg"><details><summary>{title}</summary>'
-            f'<div class="text">{escape(str(message.get("summary", "")))}</div></details></div>'
-        )
-    if role == "custom" and message.get("display", True):
-        return (
-            f'<div class="msg user"><div class="role">{escape(str(message.get("customType", "custom")))}</div>'
-            f'<div class="text">{escape(_blocks_text(message.get("content")))}</div></div>'
-        )
-    return ""
-
-
-def _branch(loaded: LoadedSession) -> list[SessionEntry]:
-    leaf = loaded.tree.leaf_id
-    return loaded.tree.path_to(leaf) if leaf else []
+def _script_json(value: Any) -> str:
+    # Inside <script>, "</script>" or "<!--" in an id would end or confuse the element.
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
 
 
 def render_session_html(loaded: LoadedSession) -> str:
-    entries = _branch(loaded)
+    entries = loaded.tree.entries
     results: dict[str, dict[str, Any]] = {}
     for entry in entries:
-        if isinstance(entry, MessageEntry) and entry.message.role == "toolResult":
-            data = entry.message.to_json_dict()
+        message = entry_message(entry)
+        if message is not None and message.role == "toolResult":
+            data = message.to_json_dict()
             results[str(data.get("toolCallId"))] = data
-    body: list[str] = []
+    shown: dict[str, _Shown] = {}
     for entry in entries:
-        if isinstance(entry, ModelChangeEntry):
-            body.append(f'<div class="note">model: {escape(entry.provider)}/{escape(entry.model_id)}</div>')
-        elif isinstance(entry, CompactionEntry):
-            body.append(
-                f'<div class="msg"><details><summary>earlier conversation compacted '
-                f'({entry.tokens_before} tokens)</summary><div class="text">{escape(entry.summary)}</div></details></div>'
-            )
-        else:
-            message = entry_message(entry)
-            if message is not None and message.role != "toolResult":
-                body.append(_message_html(message.to_json_dict(), results))
+        item = _shown(entry, results)
+        if item is not None:
+            shown[entry.id] = item
+
+    leaf = loaded.tree.leaf_id
+    path = loaded.tree.path_to(leaf) if leaf else []
+    path_ids = {entry.id for entry in path}
+    session, branch = Stats(), Stats()
+    for entry in entries:
+        session.add_time(_ms(entry))
+        message = entry_message(entry)
+        if message is not None:
+            session.add_message(message.to_json_dict())
+    for entry in path:
+        branch.add_time(_ms(entry))
+        message = entry_message(entry)
+        if message is not None:
+            branch.add_message(message.to_json_dict())
+
     header = loaded.header
     title = loaded.tree.session_name() or f"Session {header.id[:8]}"
-    meta = f"{escape(header.id)} · {escape(header.cwd)} · started {escape(header.timestamp)}"
+    meta = f"{header.id} · {header.cwd} · started {header.timestamp}"
     if header.parent_session:
-        meta += f" · forked from {escape(header.parent_session)}"
+        meta += f" · forked from {header.parent_session}"
+    nodes = {entry.id: [entry.parent_id, _ms(entry)] for entry in entries}
+    articles = "".join(_article(item, key in path_ids) for key, item in shown.items())
+    branches = sum(1 for entry in entries if not loaded.tree.children(entry.id))
+    listed = sum(1 for item in shown.values() if item.in_tree)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f'<meta name="viewport" content="width=device-width,initial-scale=1"><title>{escape(title)}</title>'
-        f'<style>{STYLE}</style></head><body><header><h1>{escape(title)}</h1><div class="meta">{meta}</div></header>'
-        f"{''.join(body)}</body></html>\n"
+        '<meta name="viewport" content="width=device-width,initial-scale=1">'
+        f"<title>{escape(title)}</title><style>{_asset('viewer.css')}</style></head>"
+        f'<body data-leaf="{escape(leaf or "")}"><div id="app">'
+        '<aside id="sidebar"><div class="side-head">'
+        '<input id="search" type="search" placeholder="Search messages  ( / )" autocomplete="off">'
+        f'<div id="search-status" class="dim"></div></div>'
+        f'<div class="side-title dim">{listed} messages · {branches} branch{"es" if branches != 1 else ""}</div>'
+        f'<nav id="tree">{_tree_html(shown, entries, loaded.tree.labels())}</nav></aside>'
+        '<main id="content"><header id="top">'
+        f'<h1>{escape(title)}</h1><div class="dim meta">{escape(meta)}</div>'
+        f"{stats_table(branch, session)}"
+        '<div class="toolbar"><button type="button" data-toggle="tool">Expand tool calls</button>'
+        '<button type="button" data-toggle="thinking">Expand thinking</button></div></header>'
+        f'<div id="messages">{articles}</div></main></div>'
+        f'<script id="tempi-nodes" type="application/json">{_script_json(nodes)}</script>'
+        f"<script>{_asset('viewer.js')}</script></body></html>\n"
     )
 
 
