@@ -11,6 +11,7 @@ edit), a later one for red (u0000003, the current leaf).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -186,3 +187,38 @@ def test_export_screenshot_matches_the_reference(
         f"(limit {MEAN_LIMIT}), {big:.2%} of cells changed a lot (limit {BIG_CELLS_LIMIT:.1%}); "
         f"screenshot kept at {shot}; if the change is intended, rerun with {UPDATE_ENV}=1"
     )
+
+
+def test_choosing_an_entry_shows_its_newest_continuation(tmp_path: Path) -> None:
+    """An entry with two follow-ups, the first of which was answered after the second was
+    written: choosing the entry shows the branch below it written most recently."""
+
+    def message(entry_id: str, parent: str | None, second: int, role: str, text: str) -> dict[str, object]:
+        body: dict[str, object] = {"role": role, "content": [{"type": "text", "text": text}], "timestamp": 0}
+        if role == "assistant":
+            body.update(api="openai-completions", provider="mock", model="mock-model", stopReason="stop")
+        stamp = f"2026-11-20T10:00:{second:02d}.000Z"
+        return {"type": "message", "id": entry_id, "parentId": parent, "timestamp": stamp, "message": body}
+
+    lines: list[dict[str, object]] = [
+        {"type": "session", "version": 3, "id": "leafy", "timestamp": "2026-11-20T10:00:00.000Z", "cwd": "/"},
+        message("q1", None, 1, "user", "first question"),
+        message("a1", "q1", 2, "assistant", "first answer"),
+        message("q2", "a1", 3, "user", "follow-up one"),
+        message("q3", "a1", 4, "user", "follow-up two"),
+        message("a2", "q2", 5, "assistant", "answer to follow-up one, written after q3"),
+        # Written last, so the page opens on it; choosing a1 must leave it.
+        message("a1b", "q1", 6, "assistant", "another first answer"),
+    ]
+    session = tmp_path / "leafy.jsonl"
+    session.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    out = tmp_path / "leafy.html"
+    done = run_tempi(
+        ["--export", str(session), str(out)], cwd=tmp_path, env=tempi_env(tmp_path / "home", None)
+    )
+    assert done.returncode == 0, done.stderr
+    dom = dump_dom(chromium_bin(), _url(out, "#entry=a1"), tmp_path / "profile")
+    assert "off" not in _article_classes(dom, "a2")
+    assert "off" not in _article_classes(dom, "q2")
+    assert "off" in _article_classes(dom, "q3")
+    assert "off" in _article_classes(dom, "a1b")
