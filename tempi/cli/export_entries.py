@@ -162,7 +162,7 @@ def message_html(message: dict[str, Any], results: dict[str, dict[str, Any]]) ->
     return "", ""
 
 
-_MARKUP = re.compile(r"\*\*|__|`+|^#{1,6}\s+|~~", re.M)
+_MARKUP = re.compile(r"\*+|__|`+|^#{1,6}\s+|~~", re.M)
 
 
 def _plain(text: str, limit: int = 90) -> str:
