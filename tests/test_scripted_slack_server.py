@@ -101,7 +101,7 @@ async def test_channel_mention_arrives_as_app_mention_and_message_and_acked_is_n
         assert payload["type"] == "event_callback" and payload["event_id"].startswith("Ev")
         assert isinstance(payload["event_time"], int)
         assert [r.retry_attempt for r in inbox.requests] == [0, 0]
-        assert all(d.acked for d in slack.deliveries)
+        assert (slack.acks, slack.redeliveries) == (2, 0)
 
 
 async def test_unacked_envelope_is_redelivered_with_retry_attempt_up_to_three_times() -> None:
@@ -123,6 +123,7 @@ async def test_unacked_envelope_is_redelivered_with_retry_attempt_up_to_three_ti
         ]
         # Each delivery is its own envelope; the event id is what stays the same.
         assert len({r.envelope_id for r in inbox.requests}) == 4
+        assert (slack.acks, slack.redeliveries) == (0, 3)
 
 
 async def test_dm_arrives_as_message_im_only() -> None:
@@ -361,7 +362,7 @@ async def test_disconnect_makes_the_client_reconnect_and_keep_receiving() -> Non
         async with socket_client(slack) as inbox:
             await slack.wait_for_connections()
             assert await slack.disconnect(reason="refresh_requested") == 1
-            await eventually(lambda: slack.connections_opened == 2)
+            await eventually(lambda: slack.connections_opened == 2 and slack.hub.open_connections == 1)
             slack.user_says(alice, dm, "still there?")
             await eventually(lambda: len(inbox.human_events()) == 1)
             await slack.idle()
@@ -433,6 +434,8 @@ def test_runs_as_a_process_driven_over_the_control_api() -> None:
         assert history["messages"][1]["ts"] == ts
         (posted,) = control("bot_messages", {"channel": channel})["messages"]
         assert posted["texts"] == ["hi alice"]
+        # No Socket Mode client is connected, so alice's message is still waiting to be delivered.
+        assert control("deliveries", {}) == {"deliveries": [], "acks": 0, "redeliveries": 0}
     finally:
         process.terminate()
         process.wait(10)

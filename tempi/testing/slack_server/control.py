@@ -182,5 +182,15 @@ class SlackControl:
         return list(self.hub.deliveries)
 
     @property
+    def acks(self) -> int:
+        """Envelopes the app acknowledged."""
+        return sum(1 for d in self.hub.deliveries if d.acked)
+
+    @property
+    def redeliveries(self) -> int:
+        """Envelopes sent again because an earlier one for the same event was not acked in time."""
+        return sum(1 for d in self.hub.deliveries if d.retry_attempt > 0)
+
+    @property
     def connections_opened(self) -> int:
         return self.hub.connections_opened

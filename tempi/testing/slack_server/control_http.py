@@ -70,7 +70,11 @@ class ControlRoutes:
             return {"calls": [c.model_dump() for c in s.calls(**body)]}
 
         async def deliveries(body: dict[str, Any]) -> Any:
-            return {"deliveries": [dataclasses.asdict(d) for d in s.deliveries]}
+            return {
+                "deliveries": [dataclasses.asdict(d) for d in s.deliveries],
+                "acks": s.acks,
+                "redeliveries": s.redeliveries,
+            }
 
         return {
             "info": info,
