@@ -150,8 +150,8 @@ def test_tempi_abort_prints_the_queued_messages_and_continue_answers_only_the_ne
     try:
         assert runner.stdout is not None
         main = LineReader(runner.stdout)
-        session_id = main.wait_for(lambda e: e["type"] == "session")["id"]
-        main.wait_for(lambda e: e["type"] == "tool_execution_start")
+        session_id = main.wait_for(lambda e: e["type"] == "session", timeout=90)["id"]
+        main.wait_for(lambda e: e["type"] == "tool_execution_start", timeout=90)
         queued = run_tempi(["follow-up", session_id, "stale follow-up", "--no-worker"], cwd=tmp_path, env=env)
         assert queued.returncode == 0, queued.stderr
         main.wait_for(lambda e: e["type"] == "queue_update" and e["followUp"] == ["stale follow-up"])

@@ -315,6 +315,7 @@ class InteractiveApp:
         """pi's Esc (with `abort`) and Alt+Up: the queued messages come back to the editor,
         before what is being typed, instead of being sent."""
         taken = await self.session.dequeue(abort=abort)
+        self.view.steering, self.view.follow_up = [], []  # the queue_update saying so follows
         restored = len(taken.all())
         if restored:
             text = editor_text(taken, self.input.text)
