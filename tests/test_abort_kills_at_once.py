@@ -23,7 +23,7 @@ DOCKER_ABORT_WITHIN_S = 2.0
 # Background children too: an abort that only killed the shell would leave them running.
 COMMAND = "sleep 3 & sleep 3; wait; touch finished.txt"
 # The abort lands as the activity starts and at several points while the command runs.
-DELAYS_S = (0.0, 0.05, 0.2, 0.5, 0.9, 1.3, 0.0, 0.7)
+DELAYS_S = (0.0, 0.05, 0.2, 0.5, 0.9, 1.3, 0.0, 0.7, 0.1, 2.0)
 
 
 async def _abort_latencies(
