@@ -24,6 +24,7 @@ REPLAYER = Replayer(
 EXPECTED = {
     "abort_streaming": 1,
     "abort_tool": 1,
+    "dequeue_abort": 1,
     "docker_sandbox": 2,
     "handoff_mid_run": 9,
     "manual_compaction": 1,

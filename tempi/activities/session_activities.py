@@ -63,7 +63,10 @@ from tempi.workflows.session_types import (
     UserBashInput,
 )
 
-HEARTBEAT_EVERY_S = 2.0
+# An abort reaches an activity only in the answer to a heartbeat, so the beat (and the
+# worker's heartbeat throttle, HEARTBEAT_THROTTLE in workers/worker.py) sets how long a
+# killed command keeps running: pi kills within half a second.
+HEARTBEAT_EVERY_S = 0.2
 DISK_FULL = "DiskFull"
 CONFIGURATION_ERROR = "ConfigurationError"
 

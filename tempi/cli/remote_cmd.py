@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 from tempi.cli.errors import UserError
+from tempi.cli.queued_messages import print_taken_back
 from tempi.cli.runtime import open_runtime
 from tempi.client import SessionNotFound, SessionService
 from tempi.config.paths import default_sessions_root
@@ -34,7 +35,8 @@ _HELP = {
         'examples:\n  tempi follow-up 3f2a "then update the changelog"',
     ),
     "abort": (
-        "Abort the current run of a session; the session stays usable.",
+        "Abort the current run of a session; the session stays usable. Messages queued for the "
+        "run are not sent: they are printed instead.",
         "examples:\n  tempi abort 3f2a",
     ),
     "stop": (
@@ -79,7 +81,7 @@ async def cmd_remote(argv: list[str], name: str) -> int:
         elif name == "follow-up":
             await session.follow_up(args.message)
         elif name == "abort":
-            await session.abort()
+            print_taken_back(await session.dequeue(abort=True))
         elif name == "stop":
             await session.shutdown()
             try:

@@ -21,10 +21,12 @@ from tempi.workflows.session_types import (
     BashResult,
     CompactRequest,
     CompactResult,
+    DequeueRequest,
     EventsPage,
     NavigateRequest,
     NavigateResult,
     PromptRequest,
+    QueuedMessages,
     QueueMode,
     SessionConfig,
     SessionInput,
@@ -105,6 +107,20 @@ class SessionClient:
         deadline = loop.time() + timeout
         while (await self.state()).is_streaming and loop.time() < deadline:
             await asyncio.sleep(0.1)
+
+    async def dequeue(self, *, abort: bool = False) -> QueuedMessages:
+        """Take back the queued steering and follow-ups, as pi's Alt+Up; with `abort`, stop
+        the run too, as pi's Esc, which puts them back in the editor instead of letting
+        them fire after the next prompt."""
+        request = DequeueRequest(abort=abort)
+        try:
+            return await _refusable(self.handle.execute_update(AgentSessionWorkflow.dequeue, request))
+        except SessionRefused:
+            if not abort:
+                raise
+            # A worker still on code without `dequeue` refuses it: the run must stop anyway.
+            await self.handle.signal(AgentSessionWorkflow.abort)
+            return QueuedMessages()
 
     async def bash(self, command: str, *, exclude_from_context: bool = False) -> BashResult:
         request = BashRequest(command=command, exclude_from_context=exclude_from_context)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 
 from temporalio.client import Client
@@ -22,6 +23,10 @@ from tempi.workflows.session_workflow import AgentSessionWorkflow
 from tempi.workflows.subagent_workflow import SubagentWorkflow
 
 WORKFLOWS = [AgentSessionWorkflow, SubagentWorkflow]
+# The SDK sends heartbeats at most every 0.8 × the heartbeat timeout (8 s for tools), and a
+# cancellation arrives only in a heartbeat's answer: an abort let a `sleep 3` finish. A short
+# throttle delivers it within a beat.
+HEARTBEAT_THROTTLE = timedelta(milliseconds=200)
 
 
 def workflow_runner() -> SandboxedWorkflowRunner:
@@ -49,6 +54,8 @@ def build_worker(
         activities=[*activities.all(), SandboxActivities().create],
         workflow_runner=workflow_runner(),
         max_concurrent_activities=200,
+        max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
+        default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         interceptors=[activity_hook] if activity_hook else [],
     )
 
@@ -81,6 +88,8 @@ def build_sandbox_worker(
         task_queue=queue,
         activities=[activities.run_tool, activities.run_user_bash, SandboxActivities().finish],
         max_concurrent_activities=200,
+        max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
+        default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         interceptors=[activity_hook] if activity_hook else [],
     )
 

@@ -246,6 +246,23 @@ class BashResult(PiModel):
     full_output_path: str | None = None
 
 
+class DequeueRequest(PiModel):
+    """Take back the messages queued for the run (pi's Alt+Up); with `abort`, also stop the
+    run (pi's Esc), so nothing queued fires after it."""
+
+    abort: bool = False
+
+
+class QueuedMessages(PiModel):
+    """The texts taken back from the queues, in pi's order: steering, then follow-ups."""
+
+    steering: list[str] = Field(default_factory=list)
+    follow_up: list[str] = Field(default_factory=list)
+
+    def all(self) -> list[str]:
+        return [*self.steering, *self.follow_up]
+
+
 class CompactRequest(PiModel):
     custom_instructions: str | None = None
 

@@ -44,10 +44,12 @@ with workflow.unsafe.imports_passed_through():
         CarriedState,
         CompactRequest,
         CompactResult,
+        DequeueRequest,
         EventsPage,
         NavigateRequest,
         NavigateResult,
         PromptRequest,
+        QueuedMessages,
         QueueMode,
         RunHandoff,
         SessionConfig,
@@ -249,6 +251,15 @@ class AgentSessionWorkflow:
         self.control.abort_requested = True
         self.control.cancel_in_flight()
         self.subagents.abort_children()
+
+    @workflow.update
+    def dequeue(self, req: DequeueRequest) -> QueuedMessages:
+        # One update, so a message queued between taking the queue back and the abort
+        # cannot slip into the aborted run, and the client gets the texts for its editor.
+        taken = self.queues.clear()
+        if req.abort:
+            self.abort()
+        return taken
 
     @workflow.signal
     def shutdown(self) -> None:

@@ -37,6 +37,7 @@ from tempi.workflows.session_types import (
     BashResult,
     CompactRequest,
     CompactResult,
+    DequeueRequest,
     NavigateRequest,
     NavigateResult,
 )
@@ -133,6 +134,36 @@ async def abort_tool(rig: Rig) -> None:
     await s.prompt("Run something slow.")
     await s.collect_until(lambda e: e["type"] == "tool_execution_start")
     await s.handle.signal(AgentSessionWorkflow.abort)
+    await s.run_to_idle(timeout=20)
+    await s.prompt("And now?")
+    await s.run_to_idle()
+
+
+@scenario
+async def dequeue_abort(rig: Rig) -> None:
+    key = rig.script(
+        "dequeue",
+        {
+            "select": "sequential",
+            "turns": [
+                {"tool_calls": [{"name": "bash", "arguments": {"command": "sleep 2"}}]},
+                {"text": "Done."},
+                {"tool_calls": [{"name": "bash", "arguments": {"command": "sleep 30"}}]},
+                {"text": "Next prompt answered."},
+            ],
+        },
+    )
+    s = await rig.start(key)
+    await s.prompt("Run something.")
+    await s.collect_until(lambda e: e["type"] == "tool_execution_start")
+    await s.handle.signal(AgentSessionWorkflow.steer, "Taken back.")
+    await s.handle.signal(AgentSessionWorkflow.follow_up, "Taken back too.")
+    await s.handle.execute_update(AgentSessionWorkflow.dequeue, DequeueRequest())
+    await s.run_to_idle()
+    await s.prompt("Run something slow.")
+    await s.collect_until(lambda e: e["type"] == "tool_execution_start")
+    await s.handle.signal(AgentSessionWorkflow.follow_up, "Stale.")
+    await s.handle.execute_update(AgentSessionWorkflow.dequeue, DequeueRequest(abort=True))
     await s.run_to_idle(timeout=20)
     await s.prompt("And now?")
     await s.run_to_idle()

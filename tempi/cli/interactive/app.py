@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from prompt_toolkit.application import Application, run_in_terminal
+from prompt_toolkit.document import Document
 from prompt_toolkit.filters import Condition
 from prompt_toolkit.formatted_text import ANSI, StyleAndTextTuples
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
@@ -39,6 +40,7 @@ from tempi.cli.interactive.input_editor import InputCompleter, build_input_buffe
 from tempi.cli.interactive.picker import Picker
 from tempi.cli.interactive.render import LiveView, bash_block, history_blocks, notice, to_ansi
 from tempi.cli.plan import PlannedRun
+from tempi.cli.queued_messages import editor_text
 from tempi.cli.session_choice import OpenSession
 from tempi.client import EventFollower, SessionClient, SessionRefused, SessionService
 from tempi.client.events import POLL_INTERVAL_S
@@ -306,8 +308,25 @@ class InteractiveApp:
             self.spawn(self.session.abort_bash())
             self.set_status("Cancelling the command…")
         elif self.view.streaming:
-            self.spawn(self.session.abort())
+            self.spawn(self.restore_queue(abort=True))
             self.set_status("Aborting…")
+
+    async def restore_queue(self, *, abort: bool = False) -> None:
+        """pi's Esc (with `abort`) and Alt+Up: the queued messages come back to the editor,
+        before what is being typed, instead of being sent."""
+        taken = await self.session.dequeue(abort=abort)
+        self.view.steering, self.view.follow_up = [], []  # the queue_update saying so follows
+        restored = len(taken.all())
+        if restored:
+            text = editor_text(taken, self.input.text)
+            self.input.set_document(Document(text, len(text)), bypass_readonly=True)
+        if not abort:
+            self.set_status(
+                f"Restored {restored} queued message{'s' if restored > 1 else ''} to editor"
+                if restored
+                else "No queued messages to restore"
+            )
+        self.application.invalidate()
 
     def ctrl_c(self) -> None:
         now = time.monotonic()
@@ -434,6 +453,10 @@ class InteractiveApp:
         @kb.add("escape", "enter", filter=editing)
         def _alt_enter(event: KeyPressEvent) -> None:
             self.submit(follow_up=True)
+
+        @kb.add("escape", "up", filter=editing)
+        def _alt_up(event: KeyPressEvent) -> None:
+            self.spawn(self.restore_queue())
 
         @kb.add("c-j", filter=editing)
         def _newline(event: KeyPressEvent) -> None:

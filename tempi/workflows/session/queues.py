@@ -10,7 +10,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from tempi.agent.messages import UserMessage
     from tempi.workflows.session.event_log import EventLog
-    from tempi.workflows.session_types import CarriedState, QueueMode
+    from tempi.workflows.session_types import CarriedState, QueuedMessages, QueueMode
 
 QueueName = Literal["steering", "follow_up"]
 StreamingBehavior = Literal["steer", "followUp"]
@@ -67,6 +67,18 @@ class MessageQueues:
         else:
             # Nothing is running: a steer or follow-up from another terminal starts a run.
             self.state.prompts.append(message)
+
+    def clear(self) -> QueuedMessages:
+        """Empty both queues and return their texts, as pi's clearQueue (which always
+        announces the now empty queue)."""
+        taken = QueuedMessages(
+            steering=[m.text() for m in self.state.steering],
+            follow_up=[m.text() for m in self.state.follow_up],
+        )
+        self.state.steering.clear()
+        self.state.follow_up.clear()
+        self.announce()
+        return taken
 
     def announce(self) -> None:
         self.log.emit(
