@@ -12,6 +12,7 @@ import openai
 from tempi.activities.llm.abort import AbortWatch, relay_stream
 from tempi.activities.llm.assembler import MessageAssembler
 from tempi.activities.llm.contract import (
+    SDK_RETRIES,
     StreamOptions,
     output_token_limit,
     request_headers,
@@ -208,7 +209,7 @@ async def stream_openai_responses(
     client = openai.AsyncOpenAI(
         api_key=api_key,
         base_url=model.base_url or None,
-        max_retries=0,
+        max_retries=SDK_RETRIES,
         timeout=options.timeout_s,
         http_client=shared_http_client(openai.DefaultAsyncHttpxClient),
         default_headers=request_headers(model, options),
