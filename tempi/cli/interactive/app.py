@@ -534,6 +534,7 @@ async def run_interactive(args: argparse.Namespace) -> int:
     from tempi.cli.runtime import open_runtime
     from tempi.cli.session_choice import choose_session, open_session
     from tempi.config.paths import default_sessions_root
+    from tempi.config.settings_writer import remember_choice
 
     cwd = Path.cwd().resolve()
     planned = plan_run(args, cwd)
@@ -541,7 +542,7 @@ async def run_interactive(args: argparse.Namespace) -> int:
     choice = choose_session(store, args, planned.settings, cwd)
     async with open_runtime(no_worker=args.no_worker) as rt:
         await check_api_key_reach(args, rt.client)
-        service = SessionService(rt.client, store)
+        service = SessionService(rt.client, store, remember=remember_choice)
         opened = await open_session(
             service,
             choice,
