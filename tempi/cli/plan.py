@@ -31,7 +31,7 @@ from tempi.config.agents import load_agents
 from tempi.config.api_keys import DEFAULT_API_KEY_ENV, has_configured_key
 from tempi.config.errors import ConfigError
 from tempi.config.models_json import load_model_registry
-from tempi.config.paths import pi_agent_dir, tempi_home
+from tempi.config.paths import models_json_path, pi_agent_dir, tempi_home
 from tempi.config.resources import load_prompt_templates, load_skills
 from tempi.config.settings import Settings, load_settings
 from tempi.workers.temporal_client import configured_address
@@ -44,15 +44,37 @@ from tempi.workflows.session_types import (
 )
 
 
+def _models_stamp() -> tuple[Path, float | None]:
+    path = models_json_path()
+    try:
+        return path, path.stat().st_mtime
+    except OSError:
+        return path, None
+
+
 @dataclass
 class PlannedRun:
     # Kept current by the front ends (model, thinking), so a /new session starts like this one.
     options: SessionOptions
-    registry: ModelRegistry
+    loaded_registry: ModelRegistry
     settings: Settings
     templates: list[PromptTemplate] = field(default_factory=list)
     # --models: what Ctrl+P cycles through instead of every model with a key.
     scoped: list[ScopedModel] = field(default_factory=list)
+    models_stamp: tuple[Path, float | None] | None = None
+
+    @property
+    def registry(self) -> ModelRegistry:
+        """The models as models.json says now: like pi, a long-lived front end re-reads the
+        file when it changed (a broken edit keeps the last good models until it is fixed)."""
+        stamp = _models_stamp()
+        if stamp != self.models_stamp:
+            try:
+                self.loaded_registry = load_model_registry(stamp[0])
+            except ConfigError as err:
+                print(f"tempi: {err}", file=sys.stderr)
+            self.models_stamp = stamp
+        return self.loaded_registry
 
 
 def text_or_file(value: str) -> str:
@@ -178,7 +200,8 @@ def fixed_options(args: argparse.Namespace) -> list[str]:
 def plan_run(args: argparse.Namespace, cwd: Path) -> PlannedRun:
     try:
         settings = load_settings(cwd)
-        registry = load_model_registry()
+        models_stamp = _models_stamp()
+        registry = load_model_registry(models_stamp[0])
         provider_with_key = args.provider if args.api_key else None
         scoped = scoped_models(registry, args.models) if args.models else []
         if scoped and not (args.model or args.provider):
@@ -254,7 +277,8 @@ def plan_run(args: argparse.Namespace, cwd: Path) -> PlannedRun:
     )
     return PlannedRun(
         options=options,
-        registry=registry,
+        loaded_registry=registry,
+        models_stamp=models_stamp,
         settings=settings,
         templates=load_prompt_templates(
             tempi_home(),
