@@ -34,6 +34,7 @@ from tempi.activities.tools import ExecutionBackend, LocalBackend, ToolContext, 
 from tempi.activities.tools.bash import run_command
 from tempi.activities.tools.bwrap_backend import BwrapBackend
 from tempi.activities.tools.names import escape_value
+from tempi.agent.blocked_images import without_images
 from tempi.agent.llm_context import LlmContext
 from tempi.agent.llm_conversion import to_llm_messages
 from tempi.agent.messages import AssistantMessage, ImageContent, TextContent, ToolCall, ToolResultMessage
@@ -42,6 +43,7 @@ from tempi.agent.partial_message import compact_delta
 from tempi.agent.session_entries import MessageEntry
 from tempi.agent.tool_specs import tool_specs
 from tempi.config.errors import ConfigError
+from tempi.config.settings import images_blocked, shell_command_prefix
 from tempi.store.live_channel import LiveWriter, remove_live_files
 from tempi.store.session_store import SessionStore
 from tempi.store.sidecar import live_path, pending_path, sidecar_dir
@@ -182,9 +184,10 @@ def find_parked(ref: SessionFileRef, entry_id: str) -> dict[str, Any] | None:
 def build_llm_context(store: SessionStore, inp: LlmCallInput) -> LlmContext:
     session = store.load(Path(inp.file.session_path))
     context = session.tree.build_context(inp.leaf_id)
+    messages = to_llm_messages(context.messages)
     return LlmContext(
         system_prompt=inp.system_prompt,
-        messages=to_llm_messages(context.messages),
+        messages=without_images(messages) if images_blocked(Path(inp.file.cwd)) else messages,
         tools=[*tool_specs(inp.tools), *inp.extra_tools],
     )
 
@@ -311,6 +314,7 @@ class SessionActivities:
             abort=abort,
             spill_dir=str(sidecar_dir(inp.file.session_path, inp.file.session_id) / "output"),
             state_dir=str(sidecar_dir(inp.file.session_path, inp.file.session_id)),
+            command_prefix=shell_command_prefix(Path(inp.file.cwd)),
         )
         task = asyncio.create_task(execute_tool(call.name, call.arguments, ctx))
         try:

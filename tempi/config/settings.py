@@ -35,6 +35,10 @@ class RetrySettings(PiModel):
     max_delay_ms: int = 60_000
 
 
+class ImagesSettings(PiModel):
+    block_images: bool = False
+
+
 class Settings(PiModel):
     default_provider: str | None = None
     default_model: str | None = None
@@ -46,6 +50,9 @@ class Settings(PiModel):
     session_dir: str | None = None
     shell_path: str | None = None
     shell_command_prefix: str | None = None
+    images: ImagesSettings = Field(default_factory=ImagesSettings)
+    hide_thinking_block: bool = False
+    quiet_startup: bool = False
 
     def session_dir_path(self, cwd: Path) -> Path | None:
         """`sessionDir` as a path (`~` expanded, relative to `cwd`), or None when unset."""
@@ -89,3 +96,21 @@ def load_settings(cwd: Path, global_path: Path | None = None) -> Settings:
         read_settings_file(project_settings_path(cwd)),
     )
     return Settings.model_validate(merged)
+
+
+def images_blocked(cwd: Path) -> bool:
+    """`images.blockImages`, read by the worker at each model call, as pi checks it each time."""
+    try:
+        return load_settings(cwd).images.block_images
+    except ConfigError:
+        return False
+
+
+def shell_command_prefix(cwd: Path) -> str | None:
+    """`shellCommandPrefix` for a bash tool call in `cwd`, read by the worker at each call
+    (like models.json, the owner's file; an edit applies to the next command). A broken
+    settings file leaves it unset here: the front end is the one that reports it."""
+    try:
+        return load_settings(cwd).shell_command_prefix
+    except ConfigError:
+        return None
