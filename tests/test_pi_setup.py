@@ -4,6 +4,7 @@ defaults, the model and thinking level remembered, sessionDir, and handing a ses
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tests.conftest import run_tempi, tempi_env, write_models_json
+from tests.test_interactive_terminal import Terminal
 from tests.test_rpc_mode import RpcProcess
 
 # A slow end-to-end group: see tests/conftest.py.
@@ -205,3 +207,70 @@ def test_session_dir_is_honoured_and_a_session_goes_to_pi_by_path(
     path = run_tempi(["sessions", "path", session_id[:8]], cwd=work, env=env)
     assert path.returncode == 0, path.stderr
     assert path.stdout.strip() == str(session_file)
+
+
+# A 1x1 PNG.
+PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082"
+)
+
+
+def test_shell_command_prefix_and_blocked_images(
+    tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
+) -> None:
+    scripted_server.add_scenario(
+        "pi-settings-keys",
+        {
+            "select": "sequential",
+            "turns": [
+                {"tool_calls": [{"name": "bash", "arguments": {"command": "echo $GREETING"}}]},
+                {"text": "done"},
+            ],
+        },
+    )
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    write_models_json(home, scripted_server, "pi-settings-keys")
+    models = json.loads((home / "models.json").read_text())
+    models["providers"]["mock"]["models"][0]["input"] = ["text", "image"]
+    (home / "models.json").write_text(json.dumps(models))
+    settings = {"shellCommandPrefix": "GREETING=from-the-prefix", "images": {"blockImages": True}}
+    (home / "settings.json").write_text(json.dumps(settings))
+    (work / "dot.png").write_bytes(PNG)
+
+    done = run_tempi(
+        ["--no-session", "--model", "mock/mock-model", "-p", "@dot.png", "what is this?"],
+        cwd=work,
+        env=tempi_env(home, temporal_address),
+    )
+    assert done.returncode == 0, done.stderr
+    first, second = (r.body for r in scripted_server.requests_for("pi-settings-keys"))
+    sent = json.dumps(first["messages"])
+    assert "image_url" not in sent and "Image reading is disabled." in sent
+    tool_result = [m for m in second["messages"] if m["role"] == "tool"][-1]
+    assert "from-the-prefix" in json.dumps(tool_result["content"])
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+def test_hide_thinking_block_and_quiet_startup_in_the_terminal(
+    tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
+) -> None:
+    scripted_server.add_scenario(
+        "pi-quiet",
+        {"select": "sequential", "turns": [{"thinking": "secret musings", "text": "visible answer"}]},
+    )
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    _reasoning_models(home, scripted_server, "pi-quiet")
+    (home / "settings.json").write_text(json.dumps({"hideThinkingBlock": True, "quietStartup": True}))
+    terminal = Terminal(["--model", "mock/thinker-a"], cwd=work, env=tempi_env(home, temporal_address))
+    try:
+        terminal.wait_for("mock/thinker-a", timeout=120)
+        terminal.type("hi")
+        terminal.keys("Enter")
+        screen = terminal.wait_for("visible answer", timeout=90)
+        assert "Thinking..." in screen and "secret musings" not in screen
+        assert "Ctrl+C twice quits" not in screen  # quietStartup: no startup header
+    finally:
+        terminal.close()
