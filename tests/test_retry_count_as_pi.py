@@ -1,32 +1,53 @@
 """Retries counted as pi counts them: the provider SDK retries a failed request twice on
-its own (pi-ai leaves the OpenAI and Anthropic SDKs at their default of 2), and settings'
-`retry.maxRetries` counts the agent's retries of the whole call on top of that. So with
-`maxRetries: 1` and three 500s in a row, pi sends a fourth request and succeeds."""
+its own (pi-ai leaves the OpenAI and Anthropic SDKs at their default, unless settings'
+`retry.provider.maxRetries` says otherwise), and `retry.maxRetries` counts the agent's
+retries of the whole call on top of that. So with `maxRetries: 1` and three 500s in a row,
+pi sends a fourth request and succeeds; with `provider.maxRetries: 0` it gives up after two."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tests.conftest import run_tempi, tempi_env, write_models_json
 from tests.pi_bin import pi_bin
 
-SETTINGS = {"retry": {"enabled": True, "maxRetries": 1, "baseDelayMs": 10}}
+RETRY = {"enabled": True, "maxRetries": 1, "baseDelayMs": 10}
+CASES = [
+    pytest.param({"retry": RETRY}, [500, 500, 500, 200], id="sdk-default"),
+    pytest.param({"retry": {**RETRY, "provider": {"maxRetries": 0}}}, [500, 500], id="no-sdk-retries"),
+]
 
 
 def _three_500s(server: ScriptedLLMServer, name: str) -> None:
     server.add_scenario(name, {"select": "sequential", "turns": [{"text": "Made it.", "fail_times": 3}]})
 
 
-def test_pi_itself_succeeds_after_four_requests(tmp_path: Path, scripted_server: ScriptedLLMServer) -> None:
+def _assert_outcome(code: int, stdout: str, stderr: str, statuses: list[int]) -> None:
+    if statuses[-1] == 200:
+        assert code == 0, stderr
+        assert stdout.strip() == "Made it."
+    else:
+        assert code != 0
+        assert "500" in stderr + stdout
+
+
+@pytest.mark.parametrize(("settings", "statuses"), CASES)
+def test_pi_itself(
+    tmp_path: Path, scripted_server: ScriptedLLMServer, settings: dict[str, Any], statuses: list[int]
+) -> None:
     pi = pi_bin()
-    _three_500s(scripted_server, "retry-count-pi")
+    scenario = f"retry-count-pi-{len(statuses)}"
+    _three_500s(scripted_server, scenario)
     pi_dir, work = tmp_path / "pi-agent", tmp_path / "work"
     work.mkdir()
-    write_models_json(pi_dir, scripted_server, "retry-count-pi")
-    (pi_dir / "settings.json").write_text(json.dumps(SETTINGS))
+    write_models_json(pi_dir, scripted_server, scenario)
+    (pi_dir / "settings.json").write_text(json.dumps(settings))
     env = tempi_env(tmp_path / "unused", None, PI_CODING_AGENT_DIR=str(pi_dir), PI_OFFLINE="1")
     proc = subprocess.run(
         [pi, "--no-session", "--model", "mock/mock-model", "-p", "Go"],
@@ -36,24 +57,28 @@ def test_pi_itself_succeeds_after_four_requests(tmp_path: Path, scripted_server:
         text=True,
         timeout=120,
     )
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "Made it."
-    assert [r.status for r in scripted_server.requests_for("retry-count-pi")] == [500, 500, 500, 200]
+    assert [r.status for r in scripted_server.requests_for(scenario)] == statuses
+    _assert_outcome(proc.returncode, proc.stdout, proc.stderr, statuses)
 
 
-def test_tempi_succeeds_after_four_requests_like_pi(
-    tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
+@pytest.mark.parametrize(("settings", "statuses"), CASES)
+def test_tempi_sends_the_requests_pi_sends(
+    tmp_path: Path,
+    temporal_address: str,
+    scripted_server: ScriptedLLMServer,
+    settings: dict[str, Any],
+    statuses: list[int],
 ) -> None:
-    _three_500s(scripted_server, "retry-count-tempi")
+    scenario = f"retry-count-tempi-{len(statuses)}"
+    _three_500s(scripted_server, scenario)
     home, work = tmp_path / "home", tmp_path / "work"
     work.mkdir()
-    write_models_json(home, scripted_server, "retry-count-tempi")
-    (home / "settings.json").write_text(json.dumps(SETTINGS))
+    write_models_json(home, scripted_server, scenario)
+    (home / "settings.json").write_text(json.dumps(settings))
     done = run_tempi(
         ["--no-session", "--model", "mock/mock-model", "-p", "Go"],
         cwd=work,
         env=tempi_env(home, temporal_address),
     )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "Made it."
-    assert [r.status for r in scripted_server.requests_for("retry-count-tempi")] == [500, 500, 500, 200]
+    assert [r.status for r in scripted_server.requests_for(scenario)] == statuses
+    _assert_outcome(done.returncode, done.stdout, done.stderr, statuses)

@@ -28,6 +28,7 @@ from tempi.activities.compaction import (
 )
 from tempi.activities.file_turns import FileTurns, anchor_of, file_changed, outbox_ids
 from tempi.activities.llm import StreamOptions, classify_error, retry_after_ms, stream_assistant
+from tempi.activities.llm.contract import SDK_RETRIES
 from tempi.activities.llm.unicode_guard import holds_lone_surrogate
 from tempi.activities.sandbox import WORKSPACE_DIR, SandboxUnavailableError, open_backend
 from tempi.activities.tools import ExecutionBackend, LocalBackend, ToolContext, execute_tool
@@ -43,7 +44,7 @@ from tempi.agent.partial_message import compact_delta
 from tempi.agent.session_entries import MessageEntry
 from tempi.agent.tool_specs import tool_specs
 from tempi.config.errors import ConfigError
-from tempi.config.settings import images_blocked, shell_command_prefix
+from tempi.config.settings import images_blocked, provider_retries, shell_command_prefix
 from tempi.store.live_channel import LiveWriter, remove_live_files
 from tempi.store.session_store import SessionStore
 from tempi.store.sidecar import live_path, pending_path, sidecar_dir
@@ -220,7 +221,9 @@ class SessionActivities:
         self.store = store
         self.credentials = credentials
 
-    def _options(self, model: ModelSpec, thinking_level: ThinkingLevel, session_id: str) -> StreamOptions:
+    def _options(
+        self, model: ModelSpec, thinking_level: ThinkingLevel, session_id: str, cwd: str
+    ) -> StreamOptions:
         """Provider options with the credentials resolved here, on the worker."""
         try:
             api_key, headers = self.credentials(model)
@@ -233,7 +236,11 @@ class SessionActivities:
                 non_retryable=True,
             ) from None
         return StreamOptions(
-            api_key=api_key, headers=headers, thinking_level=thinking_level, session_id=session_id
+            api_key=api_key,
+            headers=headers,
+            thinking_level=thinking_level,
+            session_id=session_id,
+            sdk_retries=SDK_RETRIES if (retries := provider_retries(Path(cwd))) is None else retries,
         )
 
     @activity.defn(name=names.CALL_LLM)
@@ -261,7 +268,7 @@ class SessionActivities:
                 return _llm_result(existing.message)
 
         context = build_llm_context(self.store, inp)
-        options = self._options(inp.model, inp.thinking_level, inp.file.session_id)
+        options = self._options(inp.model, inp.thinking_level, inp.file.session_id, inp.file.cwd)
         live = LiveWriter(
             live_path(inp.file.session_path, inp.file.session_id, inp.entry_id), activity.info().attempt
         )
@@ -394,7 +401,7 @@ class SessionActivities:
             write_outbox(self.store, inp.file, outbox)
             turns.settle()
         try:
-            options = self._options(inp.model, inp.thinking_level, inp.file.session_id)
+            options = self._options(inp.model, inp.thinking_level, inp.file.session_id, inp.file.cwd)
         except ApplicationError as err:
             return CompactActivityResult(error=f"Compaction failed: {err.message}")
         try:
@@ -424,7 +431,7 @@ class SessionActivities:
     @activity.defn(name=names.SUMMARIZE_BRANCH)
     async def summarize_branch(self, inp: BranchSummaryInput) -> BranchSummaryResult:
         try:
-            options = self._options(inp.model, inp.thinking_level, inp.file.session_id)
+            options = self._options(inp.model, inp.thinking_level, inp.file.session_id, inp.file.cwd)
         except ApplicationError as err:
             return BranchSummaryResult(error=f"Branch summary failed: {err.message}")
         turns = FileTurns(inp.file, [inp.entry_id], inp.old_leaf_id)

@@ -28,11 +28,17 @@ class CompactionSettings(PiModel):
     keep_recent_tokens: int = 20_000
 
 
+class ProviderRetrySettings(PiModel):
+    # None: the SDK's default (two), as pi-ai leaves it.
+    max_retries: int | None = Field(default=None, ge=0)
+
+
 class RetrySettings(PiModel):
     enabled: bool = True
     max_retries: int = 3
     base_delay_ms: int = 2_000
     max_delay_ms: int = 60_000
+    provider: ProviderRetrySettings = Field(default_factory=ProviderRetrySettings)
 
 
 class ImagesSettings(PiModel):
@@ -104,6 +110,15 @@ def images_blocked(cwd: Path) -> bool:
         return load_settings(cwd).images.block_images
     except ConfigError:
         return False
+
+
+def provider_retries(cwd: Path) -> int | None:
+    """pi's `retry.provider.maxRetries`: how often the provider SDK retries a failed request
+    on its own; None leaves the SDK's default, as pi-ai does."""
+    try:
+        return load_settings(cwd).retry.provider.max_retries
+    except ConfigError:
+        return None
 
 
 def shell_command_prefix(cwd: Path) -> str | None:

@@ -11,7 +11,6 @@ import anthropic
 from tempi.activities.llm.abort import AbortWatch, relay_stream
 from tempi.activities.llm.assembler import REDACTED_THINKING_TEXT, MessageAssembler
 from tempi.activities.llm.contract import (
-    SDK_RETRIES,
     StreamOptions,
     output_token_limit,
     request_headers,
@@ -196,7 +195,7 @@ async def stream_anthropic_messages(
     client = anthropic.AsyncAnthropic(
         api_key=api_key,
         base_url=model.base_url or None,
-        max_retries=SDK_RETRIES,
+        max_retries=options.sdk_retries,
         timeout=options.timeout_s,
         http_client=shared_http_client(anthropic.DefaultAsyncHttpxClient),
         default_headers={**BETA_HEADERS, **request_headers(model, options)},

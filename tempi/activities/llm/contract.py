@@ -32,6 +32,8 @@ class StreamOptions(BaseModel):
     temperature: float | None = None
     session_id: str | None = None
     timeout_s: float = Field(default=600, gt=0)
+    # The SDK's own retries of a failed request (settings' retry.provider.maxRetries).
+    sdk_retries: int = Field(default=SDK_RETRIES, ge=0)
 
 
 ProviderStream = Callable[

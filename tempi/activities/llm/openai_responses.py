@@ -12,7 +12,6 @@ import openai
 from tempi.activities.llm.abort import AbortWatch, relay_stream
 from tempi.activities.llm.assembler import MessageAssembler
 from tempi.activities.llm.contract import (
-    SDK_RETRIES,
     StreamOptions,
     output_token_limit,
     request_headers,
@@ -209,7 +208,7 @@ async def stream_openai_responses(
     client = openai.AsyncOpenAI(
         api_key=api_key,
         base_url=model.base_url or None,
-        max_retries=SDK_RETRIES,
+        max_retries=options.sdk_retries,
         timeout=options.timeout_s,
         http_client=shared_http_client(openai.DefaultAsyncHttpxClient),
         default_headers=request_headers(model, options),
