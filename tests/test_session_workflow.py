@@ -163,7 +163,8 @@ async def test_transient_errors_retry_with_events_and_then_succeed(
 ) -> None:
     scripted_server.add_scenario(
         # The SDK retries each call twice on its own (as pi-ai's do): 7 failures are 2 agent retries.
-        "retry-429", [{"text": "Finally.", "fail_times": 7, "fail_status": 429, "retry_after": 0}]
+        "retry-429",
+        [{"text": "Finally.", "fail_times": 7, "fail_status": 429, "retry_after": 0}],
     )
     queue = unique_queue()
     async with running_worker(temporal_client, tmp_path / "sessions", queue):
