@@ -119,6 +119,8 @@ def write_models_json(
 def tempi_env(home: Path, temporal_address: str | None, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TEMPORAL_", "ANTHROPIC_", "OPENAI_"))}
     env["TEMPI_HOME"] = str(home)
+    # tempi reads pi's ~/.pi/agent where its own home lacks a file: keep the machine's out.
+    env["PI_CODING_AGENT_DIR"] = str(home / ".no-pi-agent")
     env["MOCK_API_KEY"] = "sk-mock-secret-key-12345"
     if temporal_address:
         env["TEMPORAL_ADDRESS"] = temporal_address

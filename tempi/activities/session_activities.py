@@ -28,12 +28,14 @@ from tempi.activities.compaction import (
 )
 from tempi.activities.file_turns import FileTurns, anchor_of, file_changed, outbox_ids
 from tempi.activities.llm import StreamOptions, classify_error, retry_after_ms, stream_assistant
+from tempi.activities.llm.contract import SDK_RETRIES
 from tempi.activities.llm.unicode_guard import holds_lone_surrogate
 from tempi.activities.sandbox import WORKSPACE_DIR, SandboxUnavailableError, open_backend
 from tempi.activities.tools import ExecutionBackend, LocalBackend, ToolContext, execute_tool
 from tempi.activities.tools.bash import run_command
 from tempi.activities.tools.bwrap_backend import BwrapBackend
 from tempi.activities.tools.names import escape_value
+from tempi.agent.blocked_images import without_images
 from tempi.agent.llm_context import LlmContext
 from tempi.agent.llm_conversion import to_llm_messages
 from tempi.agent.messages import AssistantMessage, ImageContent, TextContent, ToolCall, ToolResultMessage
@@ -42,6 +44,7 @@ from tempi.agent.partial_message import compact_delta
 from tempi.agent.session_entries import MessageEntry
 from tempi.agent.tool_specs import tool_specs
 from tempi.config.errors import ConfigError
+from tempi.config.settings import images_blocked, provider_retries, shell_command_prefix
 from tempi.store.live_channel import LiveWriter, remove_live_files
 from tempi.store.session_store import SessionStore
 from tempi.store.sidecar import live_path, pending_path, sidecar_dir
@@ -185,9 +188,10 @@ def find_parked(ref: SessionFileRef, entry_id: str) -> dict[str, Any] | None:
 def build_llm_context(store: SessionStore, inp: LlmCallInput) -> LlmContext:
     session = store.load(Path(inp.file.session_path))
     context = session.tree.build_context(inp.leaf_id)
+    messages = to_llm_messages(context.messages)
     return LlmContext(
         system_prompt=inp.system_prompt,
-        messages=to_llm_messages(context.messages),
+        messages=without_images(messages) if images_blocked(Path(inp.file.cwd)) else messages,
         tools=[*tool_specs(inp.tools), *inp.extra_tools],
     )
 
@@ -220,7 +224,9 @@ class SessionActivities:
         self.store = store
         self.credentials = credentials
 
-    def _options(self, model: ModelSpec, thinking_level: ThinkingLevel, session_id: str) -> StreamOptions:
+    def _options(
+        self, model: ModelSpec, thinking_level: ThinkingLevel, session_id: str, cwd: str
+    ) -> StreamOptions:
         """Provider options with the credentials resolved here, on the worker."""
         try:
             api_key, headers = self.credentials(model)
@@ -233,7 +239,11 @@ class SessionActivities:
                 non_retryable=True,
             ) from None
         return StreamOptions(
-            api_key=api_key, headers=headers, thinking_level=thinking_level, session_id=session_id
+            api_key=api_key,
+            headers=headers,
+            thinking_level=thinking_level,
+            session_id=session_id,
+            sdk_retries=SDK_RETRIES if (retries := provider_retries(Path(cwd))) is None else retries,
         )
 
     @activity.defn(name=names.CALL_LLM)
@@ -261,7 +271,7 @@ class SessionActivities:
                 return _llm_result(existing.message)
 
         context = build_llm_context(self.store, inp)
-        options = self._options(inp.model, inp.thinking_level, inp.file.session_id)
+        options = self._options(inp.model, inp.thinking_level, inp.file.session_id, inp.file.cwd)
         live = LiveWriter(
             live_path(inp.file.session_path, inp.file.session_id, inp.entry_id), activity.info().attempt
         )
@@ -314,6 +324,7 @@ class SessionActivities:
             abort=abort,
             spill_dir=str(sidecar_dir(inp.file.session_path, inp.file.session_id) / "output"),
             state_dir=str(sidecar_dir(inp.file.session_path, inp.file.session_id)),
+            command_prefix=shell_command_prefix(Path(inp.file.cwd)),
         )
         task = asyncio.create_task(execute_tool(call.name, call.arguments, ctx))
         try:
@@ -393,7 +404,7 @@ class SessionActivities:
             write_outbox(self.store, inp.file, outbox)
             turns.settle()
         try:
-            options = self._options(inp.model, inp.thinking_level, inp.file.session_id)
+            options = self._options(inp.model, inp.thinking_level, inp.file.session_id, inp.file.cwd)
         except ApplicationError as err:
             return CompactActivityResult(error=f"Compaction failed: {err.message}")
         try:
@@ -423,7 +434,7 @@ class SessionActivities:
     @activity.defn(name=names.SUMMARIZE_BRANCH)
     async def summarize_branch(self, inp: BranchSummaryInput) -> BranchSummaryResult:
         try:
-            options = self._options(inp.model, inp.thinking_level, inp.file.session_id)
+            options = self._options(inp.model, inp.thinking_level, inp.file.session_id, inp.file.cwd)
         except ApplicationError as err:
             return BranchSummaryResult(error=f"Branch summary failed: {err.message}")
         turns = FileTurns(inp.file, [inp.entry_id], inp.old_leaf_id)

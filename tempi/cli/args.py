@@ -77,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--version", action="version", version=f"tempi {_version()}")
+    p.add_argument("-v", "--version", action="version", version=f"tempi {_version()}")
     p.add_argument("messages", nargs="*", help="prompts, sent one after another; @path attaches a file")
     p.add_argument(
         "-p",
@@ -102,6 +102,11 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument(
         "--list-models", nargs="?", const="", metavar="SEARCH", help="list models (matching SEARCH) and exit"
     )
+    model.add_argument(
+        "--models",
+        metavar="PATTERNS",
+        help="comma-separated models for Ctrl+P cycling: ids, globs (anthropic/*, *sonnet*), :thinking",
+    )
     prompt = p.add_argument_group("prompt and tools")
     prompt.add_argument("--system-prompt", metavar="TEXT|FILE", help="replace tempi's system prompt")
     prompt.add_argument(
@@ -112,7 +117,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="add to the system prompt (repeatable)",
     )
     prompt.add_argument("-t", "--tools", help=f"comma-separated tools to enable, of: {', '.join(ALL_TOOLS)}")
-    prompt.add_argument("--no-tools", action="store_true", help="no tools at all")
+    prompt.add_argument("-nt", "--no-tools", action="store_true", help="no tools at all")
+    prompt.add_argument(
+        "-nbt",
+        "--no-builtin-tools",
+        action="store_true",
+        help="none of the built-in tools (task, with agent definitions, stays)",
+    )
     prompt.add_argument(
         "--sandbox",
         type=_sandbox_arg,
@@ -123,7 +134,28 @@ def build_parser() -> argparse.ArgumentParser:
         "default image tempi-sandbox:latest, see deploy/sandbox/)",
     )
     prompt.add_argument(
-        "--no-context-files", action="store_true", help="do not add AGENTS.md / CLAUDE.md files"
+        "-nc", "--no-context-files", action="store_true", help="do not add AGENTS.md / CLAUDE.md files"
+    )
+    prompt.add_argument(
+        "--skill",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="load a skill file or directory (repeatable)",
+    )
+    prompt.add_argument("-ns", "--no-skills", action="store_true", help="no skills but those of --skill")
+    prompt.add_argument(
+        "--prompt-template",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="load a prompt template file or directory (repeatable)",
+    )
+    prompt.add_argument(
+        "-np",
+        "--no-prompt-templates",
+        action="store_true",
+        help="no prompt templates but those of --prompt-template",
     )
     sessions = p.add_argument_group("sessions")
     sessions.add_argument(
@@ -146,6 +178,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sessions.add_argument(
         "--export", metavar="SESSION", help="write SESSION as HTML (to the first message, if given) and exit"
+    )
+    p.add_argument(
+        "--verbose", action="store_true", help="the startup header even when settings say quietStartup"
+    )
+    p.add_argument(
+        "--offline",
+        action="store_true",
+        help="accepted for pi's sake: tempi makes no network calls at startup (version checks, packages)",
     )
     p.add_argument(
         "--no-worker",

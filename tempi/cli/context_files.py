@@ -1,6 +1,6 @@
 """Project instructions: AGENTS.md (or CLAUDE.md) files appended to the system prompt.
 
-Looked for in $TEMPI_HOME first, then in every directory from the filesystem root down to
+Looked for in $TEMPI_HOME first (pi's `~/.pi/agent` when tempi's home has none), then in every directory from the filesystem root down to
 the working directory, so the nearest file comes last and speaks last. In each directory
 AGENTS.md wins over CLAUDE.md, as in pi.
 """
@@ -25,12 +25,14 @@ def _file_in(directory: Path) -> ContextFile | None:
     return None
 
 
-def discover_context_files(cwd: Path, home: Path) -> list[ContextFile]:
+def discover_context_files(cwd: Path, home: Path, pi_home: Path | None = None) -> list[ContextFile]:
     found: list[ContextFile] = []
     seen: set[str] = set()
     directories = [home, *reversed([cwd, *cwd.parents])]
     for directory in directories:
         item = _file_in(directory)
+        if item is None and directory == home and pi_home is not None:
+            item = _file_in(pi_home)
         if item is None:
             continue
         key = str(Path(item.path).resolve())

@@ -25,6 +25,7 @@ from tempi.cli.rpc_io import ProtocolOut
 from tempi.config.errors import ConfigError
 from tempi.config.models_json import load_model_registry
 from tempi.config.paths import default_sessions_root, tempi_home
+from tempi.config.settings_writer import remember_choice
 from tempi.store.session_store import SessionStore
 from tempi.workers.temporal_client import TemporalUnreachable
 
@@ -73,7 +74,7 @@ async def run_session_command(args: argparse.Namespace) -> int:
 
     async with open_runtime(no_worker=args.no_worker, quiet=args.mode != "text") as rt:
         await check_api_key_reach(args, rt.client)
-        service = SessionService(rt.client, store)
+        service = SessionService(rt.client, store, remember=remember_choice)
         opened = await open_session(
             service,
             choice,

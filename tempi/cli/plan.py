@@ -16,11 +16,13 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 
-from tempi.agent.model_registry import ModelRegistry, ModelSelectionError, select_model
+from tempi.agent.model_registry import ModelRegistry, ModelSelection, ModelSelectionError, select_model
 from tempi.agent.prompt_templates import PromptTemplate
+from tempi.agent.scoped_models import ScopedModel, scoped_models
 from tempi.agent.skills import skills_prompt_section
 from tempi.agent.subagents import TASK_TOOL, AgentDefinition
 from tempi.agent.system_prompt import build_system_prompt
+from tempi.agent.thinking_levels import DEFAULT_THINKING_LEVEL, clamp_level
 from tempi.agent.tool_specs import ALL_TOOLS, DEFAULT_TOOLS
 from tempi.cli.context_files import discover_context_files
 from tempi.cli.errors import UserError
@@ -29,7 +31,7 @@ from tempi.config.agents import load_agents
 from tempi.config.api_keys import DEFAULT_API_KEY_ENV, has_configured_key
 from tempi.config.errors import ConfigError
 from tempi.config.models_json import load_model_registry
-from tempi.config.paths import tempi_home
+from tempi.config.paths import models_json_path, pi_agent_dir, tempi_home
 from tempi.config.resources import load_prompt_templates, load_skills
 from tempi.config.settings import Settings, load_settings
 from tempi.workers.temporal_client import configured_address
@@ -42,13 +44,37 @@ from tempi.workflows.session_types import (
 )
 
 
+def _models_stamp() -> tuple[Path, float | None]:
+    path = models_json_path()
+    try:
+        return path, path.stat().st_mtime
+    except OSError:
+        return path, None
+
+
 @dataclass
 class PlannedRun:
     # Kept current by the front ends (model, thinking), so a /new session starts like this one.
     options: SessionOptions
-    registry: ModelRegistry
+    loaded_registry: ModelRegistry
     settings: Settings
     templates: list[PromptTemplate] = field(default_factory=list)
+    # --models: what Ctrl+P cycles through instead of every model with a key.
+    scoped: list[ScopedModel] = field(default_factory=list)
+    models_stamp: tuple[Path, float | None] | None = None
+
+    @property
+    def registry(self) -> ModelRegistry:
+        """The models as models.json says now: like pi, a long-lived front end re-reads the
+        file when it changed (a broken edit keeps the last good models until it is fixed)."""
+        stamp = _models_stamp()
+        if stamp != self.models_stamp:
+            try:
+                self.loaded_registry = load_model_registry(stamp[0])
+            except ConfigError as err:
+                print(f"tempi: {err}", file=sys.stderr)
+            self.models_stamp = stamp
+        return self.loaded_registry
 
 
 def text_or_file(value: str) -> str:
@@ -67,7 +93,8 @@ def _tools(args: argparse.Namespace, agents: list[AgentDefinition]) -> list[str]
     if args.no_tools:
         return []
     if not args.tools:
-        return [*DEFAULT_TOOLS, TASK_TOOL] if agents else list(DEFAULT_TOOLS)
+        builtin = [] if args.no_builtin_tools else list(DEFAULT_TOOLS)
+        return [*builtin, TASK_TOOL] if agents else builtin
     tools = [t.strip() for t in args.tools.split(",") if t.strip()]
     known = (*ALL_TOOLS, TASK_TOOL)
     unknown = [t for t in tools if t not in known]
@@ -173,16 +200,22 @@ def fixed_options(args: argparse.Namespace) -> list[str]:
 def plan_run(args: argparse.Namespace, cwd: Path) -> PlannedRun:
     try:
         settings = load_settings(cwd)
-        registry = load_model_registry()
+        models_stamp = _models_stamp()
+        registry = load_model_registry(models_stamp[0])
         provider_with_key = args.provider if args.api_key else None
-        selection = select_model(
-            registry,
-            args.provider,
-            args.model,
-            default_provider=settings.default_provider,
-            default_model=settings.default_model,
-            key_available=lambda p: p == provider_with_key or has_configured_key(p, registry),
-        )
+        scoped = scoped_models(registry, args.models) if args.models else []
+        if scoped and not (args.model or args.provider):
+            # pi starts on the first of the --models.
+            selection = ModelSelection(model=scoped[0].model, thinking_level=scoped[0].thinking_level)
+        else:
+            selection = select_model(
+                registry,
+                args.provider,
+                args.model,
+                default_provider=settings.default_provider,
+                default_model=settings.default_model,
+                key_available=lambda p: p == provider_with_key or has_configured_key(p, registry),
+            )
     except (ModelSelectionError, ConfigError) as err:
         raise UserError(str(err)) from err
     if selection.warning:
@@ -193,8 +226,15 @@ def plan_run(args: argparse.Namespace, cwd: Path) -> PlannedRun:
     except ConfigError as err:
         raise UserError(str(err)) from err
     tools = _tools(args, agents)
-    thinking = args.thinking or selection.thinking_level or settings.default_thinking_level or "off"
-    context = [] if args.no_context_files else discover_context_files(cwd, tempi_home())
+    # pi's default is "medium", clamped to what the model accepts ("off" for one that cannot think).
+    thinking = clamp_level(
+        selection.model,
+        args.thinking
+        or selection.thinking_level
+        or settings.default_thinking_level
+        or DEFAULT_THINKING_LEVEL,
+    )
+    context = [] if args.no_context_files else discover_context_files(cwd, tempi_home(), pi_agent_dir())
     prompt = build_system_prompt(
         tools=tools,
         cwd=str(cwd),
@@ -202,7 +242,13 @@ def plan_run(args: argparse.Namespace, cwd: Path) -> PlannedRun:
         custom_prompt=text_or_file(args.system_prompt) if args.system_prompt else None,
         append=[text_or_file(a) for a in args.append_system_prompt],
         context_files=context,
-        skills=skills_prompt_section(load_skills(tempi_home(), cwd)) if "read" in tools else "",
+        skills=skills_prompt_section(
+            load_skills(
+                tempi_home(), cwd, pi_home=pi_agent_dir(), paths=args.skill, discover=not args.no_skills
+            )
+        )
+        if "read" in tools
+        else "",
     )
     retry = settings.retry
     sandbox = args.sandbox or "local"
@@ -231,7 +277,15 @@ def plan_run(args: argparse.Namespace, cwd: Path) -> PlannedRun:
     )
     return PlannedRun(
         options=options,
-        registry=registry,
+        loaded_registry=registry,
+        models_stamp=models_stamp,
         settings=settings,
-        templates=load_prompt_templates(tempi_home(), cwd),
+        templates=load_prompt_templates(
+            tempi_home(),
+            cwd,
+            pi_home=pi_agent_dir(),
+            paths=args.prompt_template,
+            discover=not args.no_prompt_templates,
+        ),
+        scoped=scoped,
     )

@@ -194,12 +194,24 @@ async def set_model(srv: RpcContext, cmd: dict[str, Any]) -> Any:
 
 
 async def cycle_model(srv: RpcContext, cmd: dict[str, Any]) -> Any:
-    cycled = await srv.session.cycle_model(_available(srv), default_level=_default_level(srv))
+    available = _available(srv)
+    keyed = {(m.provider, m.id) for m in available}
+    scoped = [s for s in srv.planned.scoped if (s.model.provider, s.model.id) in keyed]
+    cycled = await srv.session.cycle_model(
+        [s.model for s in scoped] if scoped else available, default_level=_default_level(srv)
+    )
     if cycled is None:
         return None
     model, level = cycled
+    # A --models entry with a :level brings its level along, as in pi.
+    wanted = next(
+        (s.thinking_level for s in scoped if (s.model.provider, s.model.id) == (model.provider, model.id)),
+        None,
+    )
+    if wanted is not None:
+        level = await srv.session.set_thinking_level(wanted)
     srv.planned.options.model, srv.planned.options.thinking_level = model, level
-    return {"model": model.to_json_dict(), "thinkingLevel": level, "isScoped": False}
+    return {"model": model.to_json_dict(), "thinkingLevel": level, "isScoped": bool(scoped)}
 
 
 async def set_thinking_level(srv: RpcContext, cmd: dict[str, Any]) -> Any:

@@ -16,6 +16,7 @@ from tempi.cli.errors import UserError
 from tempi.client import FindModel, SessionClient, SessionMismatch, SessionOptions, SessionService
 from tempi.client.forking import fork_session_file
 from tempi.config.settings import Settings
+from tempi.store import catalog
 from tempi.store.errors import SessionFileError
 from tempi.store.session_store import SessionStore
 from tempi.workflows.session_types import SessionConfig
@@ -44,18 +45,29 @@ class OpenSession:
         shutil.rmtree(self.throwaway_dir, ignore_errors=True)
 
 
-def find_session_path(store: SessionStore, reference: str) -> Path:
+def find_session_path(store: SessionStore, reference: str, session_dir: Path | None = None) -> Path:
+    """By file, id or id prefix; a `sessionDir`'s sessions are looked at first, as in pi."""
+    if session_dir is not None:
+        wanted = reference.strip().lower()
+        here = [
+            s.path
+            for s in catalog.list_sessions_in(session_dir)
+            if wanted and s.id.lower().startswith(wanted)
+        ]
+        if len(here) == 1:
+            return here[0]
     try:
         return store.find_session(reference)
     except SessionFileError as err:
         raise UserError(f"{err}. List sessions with `tempi sessions list`.") from err
 
 
-def pick_session(store: SessionStore, cwd: Path) -> Path:
-    """A numbered list of this directory's sessions to choose from (needs a terminal)."""
+def pick_session(store: SessionStore, cwd: Path, session_dir: Path | None = None) -> Path:
+    """A numbered list of this directory's sessions (a sessionDir's, if set) to choose from
+    (needs a terminal)."""
     if not (sys.stdin.isatty() and sys.stderr.isatty()):
         raise UserError("--resume needs a terminal to choose in; name the session with --session ID instead.")
-    sessions = store.list_sessions(str(cwd))[:20]
+    sessions = (catalog.list_sessions_in(session_dir) if session_dir else store.list_sessions(str(cwd)))[:20]
     if not sessions:
         raise UserError(f'No sessions in {cwd} yet. Start one with tempi -p "...".')
     for number, s in enumerate(sessions, 1):
@@ -109,14 +121,16 @@ def choose_session(
     if args.no_session:
         return SessionChoice(None, None, throwaway=True)
     if args.session:
-        return SessionChoice(find_session_path(store, args.session), session_dir)
+        return SessionChoice(find_session_path(store, args.session, session_dir), session_dir)
     if args.continue_:
-        path = store.most_recent(str(cwd))
+        # With a sessionDir, pi continues the newest session there, whatever its directory.
+        path = catalog.most_recent_in(session_dir) if session_dir else store.most_recent(str(cwd))
         if path is None:
-            raise UserError(f'No earlier session in {cwd} to continue. Start one with tempi -p "...".')
+            where = session_dir or cwd
+            raise UserError(f'No earlier session in {where} to continue. Start one with tempi -p "...".')
         return SessionChoice(path, session_dir)
     if args.resume:
-        return SessionChoice(pick_session(store, cwd), session_dir)
+        return SessionChoice(pick_session(store, cwd, session_dir), session_dir)
     if args.fork:
         source = find_session_path(store, args.fork)
         try:

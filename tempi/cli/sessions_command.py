@@ -19,8 +19,10 @@ from tempi.cli.errors import UserError
 from tempi.cli.html_export import default_export_path, export_session_html
 from tempi.cli.session_choice import find_session_path
 from tempi.client.transcript import user_text
+from tempi.config.errors import ConfigError
 from tempi.config.paths import default_sessions_root
-from tempi.store.catalog import SessionSummary
+from tempi.config.settings import load_settings
+from tempi.store.catalog import SessionSummary, list_sessions_in
 from tempi.store.errors import SessionFileError
 from tempi.store.session_store import SessionStore
 from tempi.workers.temporal_client import TemporalUnreachable
@@ -33,8 +35,10 @@ examples:
   tempi sessions show 3f2a                 the conversation of session 3f2a...
   tempi sessions export 3f2a               write tempi-session-<file>.html here
   tempi sessions export 3f2a --html a.html
+  tempi sessions path 3f2a                 the session's file, e.g. for pi --session "$(...)"
 
-SESSION is an id, a unique id prefix or a session file.
+SESSION is an id, a unique id prefix or a session file. Sessions in the sessionDir of
+settings.json are listed and found too.
 """
 
 
@@ -45,7 +49,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = p.add_subparsers(dest="action", required=True, metavar="{list,show,export}")
+    sub = p.add_subparsers(dest="action", required=True, metavar="{list,show,export,path}")
     ls = sub.add_parser(
         "list",
         help="a table of sessions",
@@ -72,15 +76,34 @@ def _parser() -> argparse.ArgumentParser:
     )
     export.add_argument("session", help="id, id prefix or file")
     export.add_argument("--html", metavar="OUT", help="output file (default tempi-session-<file>.html here)")
+    path = sub.add_parser(
+        "path",
+        help="the session's file (pi reads it: pi --session FILE)",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    path.add_argument("session", help="id, id prefix or file")
     return p
+
+
+def _session_dir(cwd: Path) -> Path | None:
+    """settings.json's sessionDir, whose sessions pi lists and finds too."""
+    try:
+        return load_settings(cwd).session_dir_path(cwd)
+    except ConfigError as err:
+        raise UserError(str(err)) from err
 
 
 async def cmd_sessions(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     store = SessionStore(default_sessions_root())
+    cwd = Path.cwd().resolve()
     if args.action == "list":
-        return await _list(store, args)
-    path = find_session_path(store, args.session)
+        return await _list(store, args, _session_dir(cwd))
+    path = find_session_path(store, args.session, _session_dir(cwd))
+    if args.action == "path":
+        print(path)
+        return 0
     if args.action == "show":
         _show(store, path, full=args.full)
         return 0
@@ -141,8 +164,16 @@ def _short_cwd(cwd: str) -> str:
     return "~" + cwd[len(home) :] if cwd.startswith(home) else cwd
 
 
-async def _list(store: SessionStore, args: argparse.Namespace) -> int:
-    summaries = store.list_sessions(str(Path.cwd().resolve()) if args.here else None)[: max(args.limit, 0)]
+def _summaries(store: SessionStore, here: str | None, session_dir: Path | None) -> list[SessionSummary]:
+    found = {s.path: s for s in store.list_sessions(here)}
+    if session_dir is not None:
+        found |= {s.path: s for s in list_sessions_in(session_dir) if here is None or s.cwd == here}
+    return sorted(found.values(), key=lambda s: s.modified, reverse=True)
+
+
+async def _list(store: SessionStore, args: argparse.Namespace, session_dir: Path | None) -> int:
+    here = str(Path.cwd().resolve()) if args.here else None
+    summaries = _summaries(store, here, session_dir)[: max(args.limit, 0)]
     if not summaries:
         where = "this directory" if args.here else str(store.root)
         print(f'No sessions in {where} yet. Start one with tempi -p "...".')

@@ -9,6 +9,7 @@ from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
 
 from tempi.agent.thinking_levels import clamp_level
+from tempi.client.choices import ChoiceMemory
 from tempi.client.errors import SessionMismatch, SessionNotFound
 from tempi.client.file_news import take_in_file_news
 from tempi.client.forking import fork_session_file
@@ -23,14 +24,23 @@ from tempi.workflows.session_workflow import AgentSessionWorkflow
 
 
 class SessionService:
-    def __init__(self, client: Client, store: SessionStore, task_queue: str = DEFAULT_TASK_QUEUE) -> None:
+    def __init__(
+        self,
+        client: Client,
+        store: SessionStore,
+        task_queue: str = DEFAULT_TASK_QUEUE,
+        *,
+        remember: ChoiceMemory | None = None,
+    ) -> None:
         self.client = client
         self.store = store
         self.task_queue = task_queue
+        # Given to every session this service hands out (see SessionClient.remember).
+        self.remember = remember
 
     def get(self, session_id: str, *, config: SessionConfig | None = None) -> SessionClient:
         """The session with this id, running or not (no server call)."""
-        return SessionClient(self.client, session_id, store=self.store, config=config)
+        return SessionClient(self.client, session_id, store=self.store, config=config, remember=self.remember)
 
     async def start(
         self,
@@ -154,7 +164,7 @@ async def _join_running(
     model, level = state.model, state.thinking_level
     if override_model and (model.provider, model.id) != (wanted.model.provider, wanted.model.id):
         model = wanted.model
-        level = await session.set_model(model)
+        level = await session.set_model(model, remember=False)
         requested = clamp_level(model, wanted.thinking_level)
         if level != requested:
             # Not set_thinking_level: it clamps to the state's model, which may not show the switch yet.

@@ -12,6 +12,7 @@ from temporalio.service import RPCError
 from tempi.agent.messages import ImageContent
 from tempi.agent.model_spec import ModelSpec, ThinkingLevel
 from tempi.agent.thinking_levels import DEFAULT_THINKING_LEVEL, clamp_level, level_after_switch, next_level
+from tempi.client.choices import ChoiceMemory, level_worth_remembering
 from tempi.client.errors import SessionNotFound, SessionRefused
 from tempi.client.events import EventFollower, SessionHandle
 from tempi.client.transcript import context_messages, load_at_leaf
@@ -62,9 +63,12 @@ class SessionClient:
         store: SessionStore | None = None,
         session_path: str | None = None,
         config: SessionConfig | None = None,
+        remember: ChoiceMemory | None = None,
     ) -> None:
         self.client = client
         self.session_id = session_id
+        # Told of the user's model and thinking switches, so the next session starts with them.
+        self.remember = remember
         self.store = store
         self.session_path = session_path or (config.session_path if config else None)
         self.config = config
@@ -154,15 +158,24 @@ class SessionClient:
     # --- model and thinking --------------------------------------------------------------
 
     async def set_model(
-        self, model: ModelSpec, *, default_level: ThinkingLevel = DEFAULT_THINKING_LEVEL
+        self,
+        model: ModelSpec,
+        *,
+        default_level: ThinkingLevel = DEFAULT_THINKING_LEVEL,
+        remember: bool = True,
     ) -> ThinkingLevel:
         """Switch models; the thinking level follows pi's rule for a switch (`default_level`
-        is the settings' default thinking level). Returns the level now in effect."""
+        is the settings' default thinking level). Returns the level now in effect.
+        `remember=False`: a switch the user did not make here (a --model flag on resume)."""
         state = await self.state()
         await self.handle.signal(AgentSessionWorkflow.set_model, model)
         level = level_after_switch(state.model, state.thinking_level, model, default_level)
         if level != state.thinking_level:
             await self.handle.signal(AgentSessionWorkflow.set_thinking_level, level)
+        if remember and self.remember is not None:
+            self.remember(model=model)
+            if level_worth_remembering(model, state.thinking_level, level):
+                self.remember(level=level)
         return level
 
     async def cycle_model(
@@ -180,8 +193,11 @@ class SessionClient:
 
     async def set_thinking_level(self, level: ThinkingLevel) -> ThinkingLevel:
         """Set the level the model accepts nearest to `level`; returns it."""
-        chosen = clamp_level((await self.state()).model, level)
+        state = await self.state()
+        chosen = clamp_level(state.model, level)
         await self.handle.signal(AgentSessionWorkflow.set_thinking_level, chosen)
+        if self.remember is not None and level_worth_remembering(state.model, state.thinking_level, chosen):
+            self.remember(level=chosen)
         return chosen
 
     async def cycle_thinking_level(self) -> ThinkingLevel | None:
@@ -190,6 +206,10 @@ class SessionClient:
         level = next_level(state.model, state.thinking_level)
         if level is not None:
             await self.handle.signal(AgentSessionWorkflow.set_thinking_level, level)
+            if self.remember is not None and level_worth_remembering(
+                state.model, state.thinking_level, level
+            ):
+                self.remember(level=level)
         return level
 
     # --- settings ----------------------------------------------------------------------

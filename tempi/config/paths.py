@@ -1,7 +1,9 @@
 """Where tempi keeps its files.
 
 Everything lives under one home directory (`$TEMPI_HOME`, default `~/.tempi`), laid out
-like pi's `~/.pi/agent`, so pi's files can be copied over unchanged.
+like pi's `~/.pi/agent`, so pi's files can be copied over unchanged. They need not be:
+models.json, settings.json and AGENTS.md that tempi's home lacks are read from pi's
+directory (`$PI_CODING_AGENT_DIR`, default `~/.pi/agent`), so an existing pi setup works.
 
 The home holds API keys (models.json), transcripts and the Temporal database, so it is
 private to its owner (mode 0700) whatever the umask: created so, and tightened when found
@@ -17,6 +19,7 @@ import threading
 from pathlib import Path
 
 TEMPI_HOME_ENV = "TEMPI_HOME"
+PI_AGENT_DIR_ENV = "PI_CODING_AGENT_DIR"
 PROJECT_CONFIG_DIR = ".tempi"
 PRIVATE_DIR_MODE = 0o700
 
@@ -67,12 +70,29 @@ def make_private_dir(directory: Path) -> None:
     )
 
 
+def pi_agent_dir() -> Path:
+    """pi's own configuration directory, as pi finds it."""
+    configured = os.environ.get(PI_AGENT_DIR_ENV)
+    return Path(configured).expanduser() if configured else Path.home() / ".pi" / "agent"
+
+
+def own_or_pis(name: str) -> Path:
+    """`name` in tempi's home, or pi's file of that name when tempi has none and pi has.
+    Writes go to the same file, so a setting changed in tempi is changed for pi too, as
+    it would be had pi changed it."""
+    own = tempi_home() / name
+    if own.exists():
+        return own
+    pis = pi_agent_dir() / name
+    return pis if pis.exists() else own
+
+
 def models_json_path() -> Path:
-    return tempi_home() / "models.json"
+    return own_or_pis("models.json")
 
 
 def global_settings_path() -> Path:
-    return tempi_home() / "settings.json"
+    return own_or_pis("settings.json")
 
 
 def project_settings_path(cwd: Path) -> Path:

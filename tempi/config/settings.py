@@ -28,11 +28,21 @@ class CompactionSettings(PiModel):
     keep_recent_tokens: int = 20_000
 
 
+class ProviderRetrySettings(PiModel):
+    # None: the SDK's default (two), as pi-ai leaves it.
+    max_retries: int | None = Field(default=None, ge=0)
+
+
 class RetrySettings(PiModel):
     enabled: bool = True
     max_retries: int = 3
     base_delay_ms: int = 2_000
     max_delay_ms: int = 60_000
+    provider: ProviderRetrySettings = Field(default_factory=ProviderRetrySettings)
+
+
+class ImagesSettings(PiModel):
+    block_images: bool = False
 
 
 class Settings(PiModel):
@@ -46,6 +56,9 @@ class Settings(PiModel):
     session_dir: str | None = None
     shell_path: str | None = None
     shell_command_prefix: str | None = None
+    images: ImagesSettings = Field(default_factory=ImagesSettings)
+    hide_thinking_block: bool = False
+    quiet_startup: bool = False
 
     def session_dir_path(self, cwd: Path) -> Path | None:
         """`sessionDir` as a path (`~` expanded, relative to `cwd`), or None when unset."""
@@ -89,3 +102,30 @@ def load_settings(cwd: Path, global_path: Path | None = None) -> Settings:
         read_settings_file(project_settings_path(cwd)),
     )
     return Settings.model_validate(merged)
+
+
+def images_blocked(cwd: Path) -> bool:
+    """`images.blockImages`, read by the worker at each model call, as pi checks it each time."""
+    try:
+        return load_settings(cwd).images.block_images
+    except ConfigError:
+        return False
+
+
+def provider_retries(cwd: Path) -> int | None:
+    """pi's `retry.provider.maxRetries`: how often the provider SDK retries a failed request
+    on its own; None leaves the SDK's default, as pi-ai does."""
+    try:
+        return load_settings(cwd).retry.provider.max_retries
+    except ConfigError:
+        return None
+
+
+def shell_command_prefix(cwd: Path) -> str | None:
+    """`shellCommandPrefix` for a bash tool call in `cwd`, read by the worker at each call
+    (like models.json, the owner's file; an edit applies to the next command). A broken
+    settings file leaves it unset here: the front end is the one that reports it."""
+    try:
+        return load_settings(cwd).shell_command_prefix
+    except ConfigError:
+        return None

@@ -50,6 +50,10 @@ def session_dir_for(root: Path, cwd: str | Path) -> Path:
 
 def _session_files(root: Path, cwd: str | Path | None = None) -> list[Path]:
     directories = [session_dir_for(root, cwd)] if cwd is not None else _project_dirs(root)
+    return _files_in(directories)
+
+
+def _files_in(directories: list[Path]) -> list[Path]:
     files: list[Path] = []
     for directory in directories:
         with contextlib.suppress(FileNotFoundError, NotADirectoryError):
@@ -140,8 +144,28 @@ def _same_file(a: Path, b: Path) -> bool:
 
 def most_recent(root: Path, cwd: str | Path) -> Path | None:
     """The session of `cwd` whose file changed last (for --continue)."""
-    valid = [p for p in _session_files(root, cwd) if _header_or_none(p) is not None]
+    return _newest(_session_files(root, cwd))
+
+
+def _newest(files: list[Path]) -> Path | None:
+    valid = [p for p in files if _header_or_none(p) is not None]
     return max(valid, key=lambda p: p.stat().st_mtime_ns, default=None)
+
+
+# A `sessionDir` (settings or --session-dir) holds session files directly, not one folder
+# per working directory: pi keeps, lists and continues sessions there whatever their cwd.
+
+
+def most_recent_in(directory: Path) -> Path | None:
+    """The session file in `directory` that changed last (pi's --continue with sessionDir)."""
+    return _newest(_files_in([directory]))
+
+
+def list_sessions_in(directory: Path) -> list[SessionSummary]:
+    """The sessions whose files lie directly in `directory`, newest first."""
+    summaries = [s for s in (_summarize(p) for p in _files_in([directory])) if s is not None]
+    summaries.sort(key=lambda s: s.modified, reverse=True)
+    return summaries
 
 
 def _message_text(message: Mapping[str, Any]) -> str:

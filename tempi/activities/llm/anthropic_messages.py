@@ -195,7 +195,7 @@ async def stream_anthropic_messages(
     client = anthropic.AsyncAnthropic(
         api_key=api_key,
         base_url=model.base_url or None,
-        max_retries=0,
+        max_retries=options.sdk_retries,
         timeout=options.timeout_s,
         http_client=shared_http_client(anthropic.DefaultAsyncHttpxClient),
         default_headers={**BETA_HEADERS, **request_headers(model, options)},

@@ -16,6 +16,11 @@ from tempi.agent.stream_events import AssistantMessageEvent
 # pi never asks for more output than this unless the caller says so.
 DEFAULT_MAX_TOKENS_CAP = 32_000
 
+# pi-ai leaves the provider SDKs at their own default of two quiet retries of a failed
+# request (5xx, 429, 408, 409, a lost connection) before the agent's retries
+# (settings' retry.maxRetries) count at all; the same count here sends the same requests.
+SDK_RETRIES = 2
+
 
 class StreamOptions(BaseModel):
     """Per-call settings. Holds the API key, so it is built on the worker, never in history."""
@@ -27,6 +32,8 @@ class StreamOptions(BaseModel):
     temperature: float | None = None
     session_id: str | None = None
     timeout_s: float = Field(default=600, gt=0)
+    # The SDK's own retries of a failed request (settings' retry.provider.maxRetries).
+    sdk_retries: int = Field(default=SDK_RETRIES, ge=0)
 
 
 ProviderStream = Callable[

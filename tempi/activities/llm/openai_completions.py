@@ -187,7 +187,7 @@ async def stream_openai_completions(
     client = openai.AsyncOpenAI(
         api_key=api_key,
         base_url=model.base_url or None,
-        max_retries=0,
+        max_retries=options.sdk_retries,
         timeout=options.timeout_s,
         http_client=shared_http_client(openai.DefaultAsyncHttpxClient),
         default_headers=request_headers(model, options),

@@ -113,7 +113,10 @@ async def run_command(command: str, ctx: ToolContext, timeout: float | None = No
 async def run_bash(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     timeout_arg = args.get("timeout")
     timeout = float(timeout_arg) if timeout_arg is not None and timeout_arg > 0 else None
-    run = await run_command(args["command"], ctx, timeout)
+    command = args["command"]
+    run = await run_command(
+        f"{ctx.command_prefix}\n{command}" if ctx.command_prefix else command, ctx, timeout
+    )
     result, text, details = run.result, run.text, run.details
     if result.aborted:
         return text_outcome(_with_status(text, "Command aborted"), details, is_error=True)

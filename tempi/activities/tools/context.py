@@ -29,6 +29,8 @@ class ToolContext:
     state_dir: str | None = None
     # Tools the session has enabled; calls to any other tool are refused.
     enabled_tools: tuple[str, ...] = ALL_TOOLS
+    # settings.json's shellCommandPrefix: run before every bash tool command, as in pi.
+    command_prefix: str | None = None
 
 
 def text_outcome(text: str, details: Any = None, is_error: bool = False) -> ToolOutcome:

@@ -81,7 +81,7 @@ class InteractiveApp:
         self.opened = opened
         self.cwd = cwd
         self.session_dir = session_dir
-        self.view = LiveView()
+        self.view = LiveView(hide_thinking=self.planned.settings.hide_thinking_block)
         self.footer = self._fresh_footer()
         self.picker: Picker | None = None
         self.status = ""
@@ -119,7 +119,7 @@ class InteractiveApp:
         previous, self.opened = self.opened, opened
         if previous is not opened:
             await previous.close()
-        self.view = LiveView()
+        self.view = LiveView(hide_thinking=self.planned.settings.hide_thinking_block)
         self.footer = self._fresh_footer()
         start = await self.show_history() if history else None
         # Subagents' own events stay out of the transcript: their `task` call shows them.
@@ -157,7 +157,7 @@ class InteractiveApp:
         run = await self._current_run_start() if state.is_streaming else None
         if run is not None:
             messages = [m for m in messages if int(m.get("timestamp") or 0) < run[1]]
-        blocks = history_blocks(messages)
+        blocks = history_blocks(messages, hide_thinking=self.planned.settings.hide_thinking_block)
         if blocks:
             title = state.session_name or state.session_id[:8]
             await self.show(notice(f"── session {title}: earlier messages ──"), *blocks)
@@ -521,13 +521,14 @@ class InteractiveApp:
 
     # --- running ----------------------------------------------------------------------------
 
-    async def run(self, *, history: bool) -> None:
-        await self.show(
-            notice(
-                "tempi · Enter sends · Alt+Enter queues a follow-up · "
-                "Esc aborts · /hotkeys for more · Ctrl+C twice quits"
+    async def run(self, *, history: bool, quiet: bool = False) -> None:
+        if not quiet:  # settings' quietStartup (unless --verbose), as in pi
+            await self.show(
+                notice(
+                    "tempi · Enter sends · Alt+Enter queues a follow-up · "
+                    "Esc aborts · /hotkeys for more · Ctrl+C twice quits"
+                )
             )
-        )
         await self.use_session(self.opened, history=history)
         try:
             await self.application.run_async()
@@ -557,6 +558,7 @@ async def run_interactive(args: argparse.Namespace) -> int:
     from tempi.cli.runtime import open_runtime
     from tempi.cli.session_choice import choose_session, open_session
     from tempi.config.paths import default_sessions_root
+    from tempi.config.settings_writer import remember_choice
 
     cwd = Path.cwd().resolve()
     planned = plan_run(args, cwd)
@@ -564,7 +566,7 @@ async def run_interactive(args: argparse.Namespace) -> int:
     choice = choose_session(store, args, planned.settings, cwd)
     async with open_runtime(no_worker=args.no_worker) as rt:
         await check_api_key_reach(args, rt.client)
-        service = SessionService(rt.client, store)
+        service = SessionService(rt.client, store, remember=remember_choice)
         opened = await open_session(
             service,
             choice,
@@ -574,5 +576,7 @@ async def run_interactive(args: argparse.Namespace) -> int:
             fixed=fixed_options(args),
         )
         app = InteractiveApp(service, planned, opened, cwd, choice.session_dir)
-        await app.run(history=choice.existing is not None)
+        await app.run(
+            history=choice.existing is not None, quiet=planned.settings.quiet_startup and not args.verbose
+        )
     return 0

@@ -66,11 +66,17 @@ def _markdown(text: str) -> RenderableType:
     return Markdown(text, code_theme="monokai", hyperlinks=False)
 
 
-def assistant_block(message: dict[str, Any], *, final: bool) -> RenderableType | None:
+# pi's label for a thinking block that settings' hideThinkingBlock hides.
+HIDDEN_THINKING_LABEL = "Thinking..."
+
+
+def assistant_block(
+    message: dict[str, Any], *, final: bool, hide_thinking: bool = False
+) -> RenderableType | None:
     parts: list[RenderableType] = []
     thinking = content_text(message.get("content"), "thinking").strip()
     if thinking:
-        parts.append(Text(thinking, style="dim italic"))
+        parts.append(Text(HIDDEN_THINKING_LABEL if hide_thinking else thinking, style="dim italic"))
     text = content_text(message.get("content")).strip()
     if text:
         parts.append(_markdown(text))
@@ -208,6 +214,7 @@ class LiveView:
     streaming: bool = False
     compacting: bool = False
     last_full_output: str | None = None
+    hide_thinking: bool = False
 
     def apply(self, event: dict[str, Any], now: float) -> list[RenderableType]:
         kind = event.get("type")
@@ -223,7 +230,7 @@ class LiveView:
             self.assistant = message
         elif kind == "message_end" and role == "assistant":
             self.assistant = None
-            block = assistant_block(message, final=True)
+            block = assistant_block(message, final=True, hide_thinking=self.hide_thinking)
             return [block] if block is not None else []
         elif kind == "message_end" and role == "user":
             return [user_block(content_text(message.get("content")))]
@@ -270,7 +277,7 @@ class LiveView:
     def live(self, now: float) -> RenderableType | None:
         parts: list[RenderableType] = []
         if self.assistant is not None:
-            block = assistant_block(self.assistant, final=False)
+            block = assistant_block(self.assistant, final=False, hide_thinking=self.hide_thinking)
             if block is not None:
                 parts.append(block)
         for tool in self.tools.values():
@@ -305,7 +312,7 @@ def compaction_block(event: dict[str, Any]) -> RenderableType:
 # --- history read back from the session file ------------------------------------------------
 
 
-def history_blocks(messages: list[dict[str, Any]]) -> list[RenderableType]:
+def history_blocks(messages: list[dict[str, Any]], *, hide_thinking: bool = False) -> list[RenderableType]:
     """A session's messages as they looked live (without timings)."""
     results = {
         m.get("toolCallId"): m for m in messages if m.get("role") == "toolResult" and m.get("toolCallId")
@@ -316,7 +323,7 @@ def history_blocks(messages: list[dict[str, Any]]) -> list[RenderableType]:
         if role == "user":
             blocks.append(user_block(content_text(m.get("content"))))
         elif role == "assistant":
-            block = assistant_block(m, final=True)
+            block = assistant_block(m, final=True, hide_thinking=hide_thinking)
             if block is not None:
                 blocks.append(block)
             for call in m.get("content") or []:
