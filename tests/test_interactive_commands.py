@@ -154,7 +154,10 @@ def test_clone_import_and_reload(
         tmp_path,
         scripted_server,
         "cmds-clone",
-        {"select": "sequential", "turns": [{"text": "Original answer."}, {"text": "Reloaded template used."}]},
+        {
+            "select": "sequential",
+            "turns": [{"text": "Original answer."}, {"text": "Reloaded template used."}],
+        },
     )
     t = _open(terminals, work, home, temporal_address)
     _run(t, "remember the word ostrich")
