@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import shutil
 import signal
 import sys
 import time
 
-from rich.console import RenderableType
+from rich.console import Console, RenderableType
 
 from tempi.cli.interactive.render import LiveView, history_blocks, notice, to_ansi
 from tempi.client import SessionClient, SessionService
@@ -19,9 +20,19 @@ from tempi.client.events import POLL_INTERVAL_S
 from tempi.client.transcript import context_messages, load_at_leaf
 
 
+def _plain(renderable: RenderableType, width: int) -> str:
+    buffer = io.StringIO()
+    Console(
+        file=buffer, force_terminal=False, no_color=True, width=width, emoji=False, highlight=False
+    ).print(renderable)
+    return buffer.getvalue()
+
+
 def _write(*blocks: RenderableType) -> None:
+    # Colours for a terminal; plain text for a file or a pipe (a log, grep).
+    render = to_ansi if sys.stdout.isatty() else _plain
     width = shutil.get_terminal_size((100, 40)).columns
-    sys.stdout.write("".join(to_ansi(b, width) for b in blocks))
+    sys.stdout.write("".join(render(b, width) for b in blocks))
     sys.stdout.flush()
 
 
