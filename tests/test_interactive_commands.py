@@ -95,7 +95,14 @@ def test_unknown_commands_are_refused_while_templates_skills_and_pis_commands_an
     # The completion list offers pi's commands.
     t.type("/scop")
     t.wait_for("/scoped-models")
-    t.keys("C-c")
+    t.keys("C-u")  # clears the line (a second Ctrl+C would quit)
+    # ... and the prompt templates and skills.
+    t.type("/rev")
+    t.wait_for("/review")
+    t.keys("C-u")
+    t.type("/skill:gr")
+    t.wait_for("/skill:greet")
+    t.keys("C-u")
 
     _run(t, "/skill:greet the team")
     t.wait_for("Skill used.")

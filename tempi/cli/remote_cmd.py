@@ -74,9 +74,12 @@ async def cmd_remote(argv: list[str], name: str) -> int:
             session = await service.find(args.session)
         except SessionNotFound as err:
             raise UserError(str(err)) from err
-        if name == "steer":
+        if name in ("steer", "follow-up"):
             was_idle = not (await session.state()).is_streaming
-            await session.steer(args.message)
+            if name == "steer":
+                await session.steer(args.message)
+            else:
+                await session.follow_up(args.message)
             if was_idle:
                 short = session.session_id[:8]
                 print(
@@ -84,8 +87,6 @@ async def cmd_remote(argv: list[str], name: str) -> int:
                     f"(watch it with `tempi attach {short}`)",
                     file=sys.stderr,
                 )
-        elif name == "follow-up":
-            await session.follow_up(args.message)
         elif name == "abort":
             await session.abort()
         elif name == "stop":

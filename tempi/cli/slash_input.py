@@ -77,3 +77,10 @@ def refusal(
         f"Unknown command {word}: nothing was sent to the model.{hint} /hotkeys lists the commands "
         f"(to ask the model about {word}, put it inside a sentence)."
     )
+
+
+def resource_completions(
+    templates: Sequence[PromptTemplate], skills: Sequence[Skill]
+) -> list[tuple[str, str]]:
+    """Prompt templates and skills for the `/` completion list, after the commands."""
+    return [(t.name, t.description) for t in templates] + [(f"skill:{s.name}", s.description) for s in skills]

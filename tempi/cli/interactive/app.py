@@ -96,7 +96,16 @@ class InteractiveApp:
         self.pump_task: asyncio.Task[None] | None = None
         self.tasks: set[asyncio.Task[Any]] = set()
         self.printing = asyncio.Lock()
-        self.input = build_input_buffer(InputCompleter(commands.completions, cwd), history_for())
+        self.input = build_input_buffer(
+            InputCompleter(
+                lambda: (
+                    commands.completions()
+                    + slash_input.resource_completions(self.planned.templates, self.skills)
+                ),
+                cwd,
+            ),
+            history_for(),
+        )
         self.application: Application[None] = self._build_application()
 
     # --- the current session -------------------------------------------------------------
@@ -274,14 +283,18 @@ class InteractiveApp:
                 command, arg = found
                 await command.run(self, arg)
                 return
-            refused = slash_input.refusal(stripped, self.planned.templates, self.skills, list(commands.BY_NAME))
+            refused = slash_input.refusal(
+                stripped, self.planned.templates, self.skills, list(commands.BY_NAME)
+            )
             if refused is not None:
                 await self.show(notice(refused, "red"))
                 return
         if stripped.startswith("!") and len(stripped) > 1:
             await self.run_bash(stripped)
             return
-        await self.send(slash_input.expand_input(text, self.planned.templates, self.skills), follow_up=follow_up)
+        await self.send(
+            slash_input.expand_input(text, self.planned.templates, self.skills), follow_up=follow_up
+        )
 
     async def send_initial(self, prompts: list[str], images: list[ImageContent]) -> None:
         """The command line's prompts, as `pi "prompt"` sends them: the first at once, the
