@@ -12,7 +12,6 @@ from pathlib import Path
 from temporalio.service import RPCError
 
 from tempi.agent.messages import ImageContent
-from tempi.agent.prompt_templates import expand_prompt_template
 from tempi.cli.args import SUBCOMMANDS, parse_args
 from tempi.cli.closed_pipe import CLOSED_PIPE_EXIT, flush_output, silence_stdout
 from tempi.cli.errors import UserError
@@ -22,9 +21,11 @@ from tempi.cli.list_models import list_models
 from tempi.cli.pi_commands import PI_ONLY_COMMANDS, pi_command_answer
 from tempi.cli.plan import check_api_key_reach, fixed_options, plan_run
 from tempi.cli.rpc_io import ProtocolOut
+from tempi.cli.slash_input import expand_input
 from tempi.config.errors import ConfigError
 from tempi.config.models_json import load_model_registry
 from tempi.config.paths import default_sessions_root, tempi_home
+from tempi.config.resources import load_skills
 from tempi.store.session_store import SessionStore
 from tempi.workers.temporal_client import TemporalUnreachable
 
@@ -43,7 +44,8 @@ async def run_session_command(args: argparse.Namespace) -> int:
     if not rpc and not prompts:
         raise UserError('Nothing to do: give a prompt, e.g. tempi -p "explain this repo" (see tempi --help).')
     planned = plan_run(args, cwd)
-    prompts = [expand_prompt_template(p, planned.templates) for p in prompts]
+    skills = load_skills(tempi_home(), cwd)
+    prompts = [expand_input(p, planned.templates, skills) for p in prompts]
     store = SessionStore(default_sessions_root())
     choice = choose_session(store, args, planned.settings, cwd)
     # Imported only now: the worker they bring in loads the provider SDKs, which commands
