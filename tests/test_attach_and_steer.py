@@ -161,7 +161,7 @@ def test_attach_shows_tool_results_says_idle_detaches_on_ctrl_c_and_steer_says_i
             cwd=tmp_path,
             env=env,
         )
-        assert done.returncode == 0, done.stderr
+        assert done.returncode == 0, done.stderr + done.stdout[-3000:]
         session_id = json.loads(done.stdout.splitlines()[0])["id"]
 
         attach = subprocess.Popen(
