@@ -4,6 +4,7 @@ live events from the start, `tempi steer` reaches it, and the original client se
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import threading
@@ -121,6 +122,94 @@ def test_attach_from_another_process_and_steer_from_a_third(
         assert any(e["type"] == "message_update" for e in watcher.lines)
     finally:
         for proc in (runner, attach, worker):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def test_attach_shows_tool_results_says_idle_detaches_on_ctrl_c_and_steer_says_it_started_a_run(
+    tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
+) -> None:
+    scripted_server.add_scenario(
+        "attach-readable",
+        {
+            "select": "sequential",
+            "turns": [
+                {
+                    "text": "Looking.",
+                    "tool_calls": [{"name": "bash", "arguments": {"command": "echo attach-sees-this"}}],
+                },
+                {"text": "All **done** here."},
+                {"text": "Steered while idle."},
+            ],
+        },
+    )
+    home = tmp_path / "home"
+    write_models_json(home, scripted_server, "attach-readable")
+    env = tempi_env(home, temporal_address)
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "tempi", "worker"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    attach = None
+    try:
+        done = run_tempi(
+            ["--model", "mock/mock-model", "--mode", "json", "--no-worker", "-p", "look around"],
+            cwd=tmp_path,
+            env=env,
+        )
+        assert done.returncode == 0, done.stderr + done.stdout[-3000:]
+        session_id = json.loads(done.stdout.splitlines()[0])["id"]
+
+        attach = subprocess.Popen(
+            [sys.executable, "-m", "tempi", "attach", session_id[:8], "--no-worker"],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert attach.stdout is not None
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.extend(attach.stdout), daemon=True)  # type: ignore[union-attr, arg-type]
+        reader.start()
+
+        def shown() -> str:
+            return "".join(lines)
+
+        deadline = time.monotonic() + 60
+        while "is idle" not in shown() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        text = shown()
+        # As the interactive view: the prompt, the tool call with its result, the answer as
+        # markdown (no raw JSON of arguments), and a word that nothing is happening.
+        assert "❯ look around" in text
+        assert "✓ $ echo attach-sees-this" in text
+        assert "attach-sees-this" in text.split("✓ $ echo attach-sees-this", 1)[1]
+        assert "All done here." in text
+        assert '{"command"' not in text
+        assert f"session {session_id[:8]} is idle" in text
+
+        steer = run_tempi(["steer", session_id[:8], "and now this", "--no-worker"], cwd=tmp_path, env=env)
+        assert steer.returncode == 0, steer.stderr
+        assert "was idle, so the message started a run" in steer.stderr
+        deadline = time.monotonic() + 60
+        while "Steered while idle." not in shown() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert "❯ and now this" in shown() and "Steered while idle." in shown()
+
+        attach.send_signal(signal.SIGINT)
+        assert attach.wait(30) == 0
+        reader.join(10)
+        assert attach.stderr is not None
+        errors = attach.stderr.read()
+        assert "Traceback" not in errors and errors.strip() == "", errors
+        assert "Detached" in shown()
+    finally:
+        for proc in (attach, worker):
             if proc is not None and proc.poll() is None:
                 proc.kill()
                 proc.wait()

@@ -4,6 +4,7 @@ an optional `:thinking` level that the switch brings along."""
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Sequence
 from typing import cast
 
 from pydantic import BaseModel
@@ -17,6 +18,16 @@ _GLOB_CHARS = frozenset("*?[")
 class ScopedModel(BaseModel):
     model: ModelSpec
     thinking_level: ThinkingLevel | None = None
+
+
+def _matches(registry: ModelRegistry, pattern: str) -> list[ScopedModel]:
+    if _GLOB_CHARS & set(pattern):
+        matches = _glob(pattern, registry.models)
+        if not matches:
+            raise ModelSelectionError(f'--models: "{pattern}" matches no model. Run `tempi --list-models`.')
+        return matches
+    selection = select_model(registry, None, pattern)
+    return [ScopedModel(model=selection.model, thinking_level=selection.thinking_level)]
 
 
 def _glob(pattern: str, models: list[ModelSpec]) -> list[ScopedModel]:
@@ -33,22 +44,24 @@ def _glob(pattern: str, models: list[ModelSpec]) -> list[ScopedModel]:
     ]
 
 
-def scoped_models(registry: ModelRegistry, patterns: str) -> list[ScopedModel]:
-    """The models `patterns` (comma-separated) name, in order, each once. Raises
-    ModelSelectionError for a pattern that names none."""
+def scoped_models(
+    registry: ModelRegistry, patterns: str | Sequence[str], *, strict: bool = True
+) -> list[ScopedModel]:
+    """The models `patterns` (a list, or comma-separated as --models takes them) name, in
+    order, each once. A pattern that names none raises ModelSelectionError when `strict` (a
+    flag the user just typed), and is passed over otherwise (a saved `enabledModels` entry
+    for a model since removed from models.json)."""
     found: list[ScopedModel] = []
-    for pattern in (p.strip() for p in patterns.split(",")):
+    listed = patterns.split(",") if isinstance(patterns, str) else patterns
+    for pattern in (p.strip() for p in listed):
         if not pattern:
             continue
-        if _GLOB_CHARS & set(pattern):
-            matches = _glob(pattern, registry.models)
-            if not matches:
-                raise ModelSelectionError(
-                    f'--models: "{pattern}" matches no model. Run `tempi --list-models`.'
-                )
-        else:
-            selection = select_model(registry, None, pattern)
-            matches = [ScopedModel(model=selection.model, thinking_level=selection.thinking_level)]
+        try:
+            matches = _matches(registry, pattern)
+        except ModelSelectionError:
+            if strict:
+                raise
+            continue
         for match in matches:
             if all((s.model.provider, s.model.id) != (match.model.provider, match.model.id) for s in found):
                 found.append(match)

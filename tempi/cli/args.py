@@ -13,6 +13,7 @@ SUBCOMMANDS = ("sessions", "attach", "steer", "follow-up", "abort", "stop", "ser
 EXAMPLES = """\
 examples:
   tempi                                                 the interactive mode (a terminal UI)
+  tempi "explain this repo"                             the interactive mode, with this prompt sent
   tempi -p "fix the failing test in tests/test_api.py"
   tempi -p @src/app.py @screenshot.png "why does the button look like this?"
   cat error.log | tempi -p "what went wrong?"
@@ -72,8 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="tempi",
         usage="tempi [options] [@file ...] [message ...]",
         description="tempi: a durable coding agent (pi, rebuilt on Temporal). "
-        "Run bare `tempi` (no message, no -p) in a terminal for the interactive mode; "
-        "with -p it runs the prompts, prints the answer and exits.",
+        "Run bare `tempi` in a terminal for the interactive mode (with messages, they are sent in it); "
+        "with -p, or with input from a pipe, it runs the prompts, prints the answer and exits.",
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -12,40 +12,22 @@ from pathlib import Path
 from temporalio.service import RPCError
 
 from tempi.agent.messages import ImageContent
-from tempi.agent.prompt_templates import expand_prompt_template
 from tempi.cli.args import SUBCOMMANDS, parse_args
 from tempi.cli.closed_pipe import CLOSED_PIPE_EXIT, flush_output, silence_stdout
 from tempi.cli.errors import UserError
-from tempi.cli.file_args import FileArgError, read_file_args, split_file_args
 from tempi.cli.html_export import default_export_path
+from tempi.cli.initial_prompts import initial_prompts, opens_interactive
 from tempi.cli.list_models import list_models
 from tempi.cli.pi_commands import PI_ONLY_COMMANDS, pi_command_answer
 from tempi.cli.plan import check_api_key_reach, fixed_options, plan_run
 from tempi.cli.rpc_io import ProtocolOut
+from tempi.cli.slash_input import expand_input
 from tempi.config.errors import ConfigError
 from tempi.config.models_json import load_model_registry
 from tempi.config.paths import default_sessions_root, tempi_home
 from tempi.config.settings_writer import remember_choice
 from tempi.store.session_store import SessionStore
 from tempi.workers.temporal_client import TemporalUnreachable
-
-
-def _initial_prompts(
-    args: argparse.Namespace, cwd: Path, *, read_stdin: bool
-) -> tuple[list[str], list[ImageContent]]:
-    """pi's rule: piped stdin, then @file text, then the first message form the first
-    prompt; every further message is a prompt of its own. Images go with the first."""
-    messages, files = split_file_args(list(args.messages))
-    try:
-        attached = read_file_args(files, cwd)
-    except FileArgError as err:
-        raise UserError(str(err)) from err
-    piped = sys.stdin.read() if read_stdin and not sys.stdin.isatty() else ""
-    first = "".join(
-        part for part in (piped if piped.strip() else "", attached.text, messages[0] if messages else "")
-    )
-    prompts = ([first] if first.strip() or attached.images else []) + messages[1:]
-    return prompts, attached.images
 
 
 async def run_session_command(args: argparse.Namespace) -> int:
@@ -58,11 +40,11 @@ async def run_session_command(args: argparse.Namespace) -> int:
     prompts: list[str] = []
     images: list[ImageContent] = []
     if not rpc:
-        prompts, images = _initial_prompts(args, cwd, read_stdin=True)
+        prompts, images = initial_prompts(args, cwd, read_stdin=True)
     if not rpc and not prompts:
         raise UserError('Nothing to do: give a prompt, e.g. tempi -p "explain this repo" (see tempi --help).')
     planned = plan_run(args, cwd)
-    prompts = [expand_prompt_template(p, planned.templates) for p in prompts]
+    prompts = [expand_input(p, planned.templates, planned.skills) for p in prompts]
     store = SessionStore(default_sessions_root())
     choice = choose_session(store, args, planned.settings, cwd)
     # Imported only now: the worker they bring in loads the provider SDKs, which commands
@@ -208,8 +190,7 @@ def _dispatch(argv: list[str]) -> int:
         return _list_models(args.list_models)
     if args.export:
         return _export(args)
-    interactive = not args.print_mode and not args.messages and sys.stdin.isatty() and args.mode == "text"
-    if interactive:
+    if opens_interactive(args):
         from tempi.cli.interactive.app import run_interactive
 
         return asyncio.run(run_interactive(args))

@@ -19,7 +19,7 @@ from temporalio.client import Client
 from tempi.agent.model_registry import ModelRegistry, ModelSelection, ModelSelectionError, select_model
 from tempi.agent.prompt_templates import PromptTemplate
 from tempi.agent.scoped_models import ScopedModel, scoped_models
-from tempi.agent.skills import skills_prompt_section
+from tempi.agent.skills import Skill, skills_prompt_section
 from tempi.agent.subagents import TASK_TOOL, AgentDefinition
 from tempi.agent.system_prompt import build_system_prompt
 from tempi.agent.thinking_levels import DEFAULT_THINKING_LEVEL, clamp_level
@@ -29,11 +29,13 @@ from tempi.cli.errors import UserError
 from tempi.client.options import SessionOptions
 from tempi.config.agents import load_agents
 from tempi.config.api_keys import DEFAULT_API_KEY_ENV, has_configured_key
+from tempi.config.enabled_models import enabled_patterns
 from tempi.config.errors import ConfigError
 from tempi.config.models_json import load_model_registry
 from tempi.config.paths import models_json_path, pi_agent_dir, tempi_home
 from tempi.config.resources import load_prompt_templates, load_skills
 from tempi.config.settings import Settings, load_settings
+from tempi.config.settings_edit import read_global_settings
 from tempi.workers.temporal_client import configured_address
 from tempi.workflows.session_types import (
     DEFAULT_SANDBOX_IMAGE,
@@ -59,6 +61,8 @@ class PlannedRun:
     loaded_registry: ModelRegistry
     settings: Settings
     templates: list[PromptTemplate] = field(default_factory=list)
+    # What /skill:name expands, the flags (--skill, --no-skills) applied.
+    skills: list[Skill] = field(default_factory=list)
     # --models: what Ctrl+P cycles through instead of every model with a key.
     scoped: list[ScopedModel] = field(default_factory=list)
     models_stamp: tuple[Path, float | None] | None = None
@@ -203,8 +207,13 @@ def plan_run(args: argparse.Namespace, cwd: Path) -> PlannedRun:
         models_stamp = _models_stamp()
         registry = load_model_registry(models_stamp[0])
         provider_with_key = args.provider if args.api_key else None
-        scoped = scoped_models(registry, args.models) if args.models else []
-        if scoped and not (args.model or args.provider):
+        # --models, else the saved /scoped-models choice (which does not pick the first model).
+        scoped = (
+            scoped_models(registry, args.models)
+            if args.models
+            else scoped_models(registry, enabled_patterns(read_global_settings()), strict=False)
+        )
+        if args.models and scoped and not (args.model or args.provider):
             # pi starts on the first of the --models.
             selection = ModelSelection(model=scoped[0].model, thinking_level=scoped[0].thinking_level)
         else:
@@ -234,6 +243,9 @@ def plan_run(args: argparse.Namespace, cwd: Path) -> PlannedRun:
         or settings.default_thinking_level
         or DEFAULT_THINKING_LEVEL,
     )
+    skills = load_skills(
+        tempi_home(), cwd, pi_home=pi_agent_dir(), paths=args.skill, discover=not args.no_skills
+    )
     context = [] if args.no_context_files else discover_context_files(cwd, tempi_home(), pi_agent_dir())
     prompt = build_system_prompt(
         tools=tools,
@@ -242,13 +254,7 @@ def plan_run(args: argparse.Namespace, cwd: Path) -> PlannedRun:
         custom_prompt=text_or_file(args.system_prompt) if args.system_prompt else None,
         append=[text_or_file(a) for a in args.append_system_prompt],
         context_files=context,
-        skills=skills_prompt_section(
-            load_skills(
-                tempi_home(), cwd, pi_home=pi_agent_dir(), paths=args.skill, discover=not args.no_skills
-            )
-        )
-        if "read" in tools
-        else "",
+        skills=skills_prompt_section(skills) if "read" in tools else "",
     )
     retry = settings.retry
     sandbox = args.sandbox or "local"
@@ -280,6 +286,7 @@ def plan_run(args: argparse.Namespace, cwd: Path) -> PlannedRun:
         loaded_registry=registry,
         models_stamp=models_stamp,
         settings=settings,
+        skills=skills,
         templates=load_prompt_templates(
             tempi_home(),
             cwd,

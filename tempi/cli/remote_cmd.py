@@ -7,7 +7,6 @@ import argparse
 import asyncio
 import json
 import sys
-from typing import Any
 
 from tempi.cli.errors import UserError
 from tempi.cli.queued_messages import print_taken_back
@@ -72,14 +71,24 @@ async def cmd_remote(argv: list[str], name: str) -> int:
     args = _parser(name).parse_args(argv)
     store = SessionStore(default_sessions_root())
     async with open_runtime(no_worker=args.no_worker, quiet=True) as rt:
+        service = SessionService(rt.client, store)
         try:
-            session = await SessionService(rt.client, store).find(args.session)
+            session = await service.find(args.session)
         except SessionNotFound as err:
             raise UserError(str(err)) from err
-        if name == "steer":
-            await session.steer(args.message)
-        elif name == "follow-up":
-            await session.follow_up(args.message)
+        if name in ("steer", "follow-up"):
+            was_idle = not (await session.state()).is_streaming
+            if name == "steer":
+                await session.steer(args.message)
+            else:
+                await session.follow_up(args.message)
+            if was_idle:
+                short = session.session_id[:8]
+                print(
+                    f"tempi: session {short} was idle, so the message started a run "
+                    f"(watch it with `tempi attach {short}`)",
+                    file=sys.stderr,
+                )
         elif name == "abort":
             print_taken_back(await session.dequeue(abort=True))
         elif name == "stop":
@@ -96,34 +105,14 @@ async def cmd_remote(argv: list[str], name: str) -> int:
                 "continues it",
                 file=sys.stderr,
             )
+        elif args.mode == "text":
+            from tempi.cli.attach_view import attach_text
+
+            return await attach_text(service, session, from_now=args.from_now)
         else:
             follower = session.follow()
             if args.from_now:
-                await follower.poll()
+                await follower.skip_to_end()
             async for event in follower.events(until_idle=False):
-                if args.mode == "json":
-                    print(json.dumps(event, ensure_ascii=False), flush=True)
-                else:
-                    print_readable(event)
+                print(json.dumps(event, ensure_ascii=False), flush=True)
     return 0
-
-
-def print_readable(event: dict[str, Any]) -> None:
-    kind = event["type"]
-    if kind == "message_end":
-        msg = event["message"]
-        role = msg.get("role")
-        if role == "user":
-            print(f"\n> {''.join(b.get('text', '') for b in msg.get('content', []) if isinstance(b, dict))}")
-        elif role == "assistant":
-            for block in msg.get("content", []):
-                if block.get("type") == "text":
-                    print(block["text"])
-            if msg.get("stopReason") in ("error", "aborted"):
-                print(f"[{msg.get('stopReason')}] {msg.get('errorMessage', '')}")
-    elif kind == "tool_execution_start":
-        print(f"  $ {event['toolName']} {json.dumps(event['args'])[:200]}")
-    elif kind == "tool_execution_end" and event.get("isError"):
-        text = "".join(b.get("text", "") for b in event["result"].get("content", []))
-        print(f"  ! {text[:300]}")
-    sys.stdout.flush()

@@ -12,12 +12,12 @@ from pydantic import ValidationError
 
 from tempi.agent.messages import ImageContent
 from tempi.agent.model_spec import THINKING_LEVELS, ModelSpec, ThinkingLevel
-from tempi.agent.prompt_templates import expand_prompt_template
 from tempi.agent.session_entries import MessageEntry
 from tempi.agent.thinking_levels import DEFAULT_THINKING_LEVEL
 from tempi.cli.html_export import default_export_path, export_session_html
 from tempi.cli.plan import PlannedRun
 from tempi.cli.session_choice import OpenSession
+from tempi.cli.slash_input import expand_input
 from tempi.client import SessionClient, SessionOptions, SessionRefused, SessionService
 from tempi.client.transcript import context_messages, fork_points, load_at_leaf, session_stats, user_text
 from tempi.config.api_keys import has_configured_key
@@ -84,7 +84,7 @@ async def prompt(srv: RpcContext, cmd: dict[str, Any]) -> Any:
     behavior = cmd.get("streamingBehavior")
     if behavior not in (None, "steer", "followUp"):
         raise RpcError('"streamingBehavior" must be "steer" or "followUp"')
-    message = expand_prompt_template(_text(cmd, "message"), srv.planned.templates)
+    message = expand_input(_text(cmd, "message"), srv.planned.templates, srv.planned.skills)
     images = _images(cmd)
     # The ack goes out before any event of the run it starts, as in pi.
     async with srv.gate:
@@ -163,6 +163,10 @@ async def get_commands(srv: RpcContext, cmd: dict[str, Any]) -> Any:
             {"name": t.name, "description": t.description, "source": "prompt", "path": t.source}
             | ({"argumentHint": t.argument_hint} if t.argument_hint else {})
             for t in srv.planned.templates
+        ]
+        + [
+            {"name": f"skill:{s.name}", "description": s.description, "source": "skill", "path": s.file_path}
+            for s in srv.planned.skills
         ]
     }
 

@@ -33,7 +33,9 @@ from prompt_toolkit.styles import Style
 from rich.console import RenderableType
 from temporalio.service import RPCError
 
-from tempi.agent.prompt_templates import expand_prompt_template
+from tempi.agent.messages import ImageContent
+from tempi.agent.skills import Skill
+from tempi.cli import slash_input
 from tempi.cli.interactive import commands
 from tempi.cli.interactive.footer import FooterInfo, usage_tokens
 from tempi.cli.interactive.input_editor import InputCompleter, build_input_buffer, history_for
@@ -81,6 +83,8 @@ class InteractiveApp:
         self.opened = opened
         self.cwd = cwd
         self.session_dir = session_dir
+        self.args: argparse.Namespace | None = None
+        self.skills: list[Skill] = planned.skills
         self.view = LiveView(hide_thinking=self.planned.settings.hide_thinking_block)
         self.footer = self._fresh_footer()
         self.picker: Picker | None = None
@@ -92,7 +96,16 @@ class InteractiveApp:
         self.pump_task: asyncio.Task[None] | None = None
         self.tasks: set[asyncio.Task[Any]] = set()
         self.printing = asyncio.Lock()
-        self.input = build_input_buffer(InputCompleter(commands.completions, cwd), history_for())
+        self.input = build_input_buffer(
+            InputCompleter(
+                lambda: (
+                    commands.completions()
+                    + slash_input.resource_completions(self.planned.templates, self.skills)
+                ),
+                cwd,
+            ),
+            history_for(),
+        )
         self.application: Application[None] = self._build_application()
 
     # --- the current session -------------------------------------------------------------
@@ -265,15 +278,33 @@ class InteractiveApp:
     async def handle_input(self, text: str, *, follow_up: bool) -> None:
         stripped = text.strip()
         if stripped.startswith("/"):
-            found = commands.find_command(stripped)
+            found = commands.command_for(stripped, self.planned.templates, self.skills)
             if found is not None:
                 command, arg = found
                 await command.run(self, arg)
                 return
+            refused = slash_input.refusal(
+                stripped, self.planned.templates, self.skills, list(commands.BY_NAME)
+            )
+            if refused is not None:
+                await self.show(notice(refused, "red"))
+                return
         if stripped.startswith("!") and len(stripped) > 1:
             await self.run_bash(stripped)
             return
-        await self.send(expand_prompt_template(text, self.planned.templates), follow_up=follow_up)
+        await self.send(
+            slash_input.expand_input(text, self.planned.templates, self.skills), follow_up=follow_up
+        )
+
+    async def send_initial(self, prompts: list[str], images: list[ImageContent]) -> None:
+        """The command line's prompts, as `pi "prompt"` sends them: the first at once, the
+        rest queued to follow it."""
+        for index, text in enumerate(prompts):
+            if index == 0 and images:
+                expanded = slash_input.expand_input(text, self.planned.templates, self.skills)
+                await self.session.prompt(expanded, images=images, streaming_behavior="followUp")
+            else:
+                await self.handle_input(text, follow_up=True)
 
     async def send(self, text: str, *, follow_up: bool) -> None:
         # With a behaviour set, the session queues the message if it is working and runs
@@ -521,7 +552,13 @@ class InteractiveApp:
 
     # --- running ----------------------------------------------------------------------------
 
-    async def run(self, *, history: bool, quiet: bool = False) -> None:
+    async def run(
+        self,
+        *,
+        history: bool,
+        quiet: bool = False,
+        prompts: tuple[list[str], list[ImageContent]] = ([], []),
+    ) -> None:
         if not quiet:  # settings' quietStartup (unless --verbose), as in pi
             await self.show(
                 notice(
@@ -530,6 +567,8 @@ class InteractiveApp:
                 )
             )
         await self.use_session(self.opened, history=history)
+        if prompts[0]:
+            self.spawn(self.send_initial(*prompts))
         try:
             await self.application.run_async()
         finally:
@@ -554,6 +593,7 @@ class InteractiveApp:
 
 
 async def run_interactive(args: argparse.Namespace) -> int:
+    from tempi.cli.initial_prompts import initial_prompts
     from tempi.cli.plan import check_api_key_reach, fixed_options, plan_run
     from tempi.cli.runtime import open_runtime
     from tempi.cli.session_choice import choose_session, open_session
@@ -561,6 +601,7 @@ async def run_interactive(args: argparse.Namespace) -> int:
     from tempi.config.settings_writer import remember_choice
 
     cwd = Path.cwd().resolve()
+    prompts = initial_prompts(args, cwd, read_stdin=False)
     planned = plan_run(args, cwd)
     store = SessionStore(default_sessions_root())
     choice = choose_session(store, args, planned.settings, cwd)
@@ -576,7 +617,10 @@ async def run_interactive(args: argparse.Namespace) -> int:
             fixed=fixed_options(args),
         )
         app = InteractiveApp(service, planned, opened, cwd, choice.session_dir)
+        app.args = args
         await app.run(
-            history=choice.existing is not None, quiet=planned.settings.quiet_startup and not args.verbose
+            history=choice.existing is not None,
+            quiet=planned.settings.quiet_startup and not args.verbose,
+            prompts=prompts,
         )
     return 0

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 import base64
 import contextlib
 import shutil
 import subprocess
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -17,15 +18,19 @@ from rich.table import Table
 from rich.text import Text
 
 from tempi.agent.model_spec import THINKING_LEVELS, ModelSpec, ThinkingLevel
+from tempi.agent.prompt_templates import PromptTemplate
 from tempi.agent.session_entries import CompactionEntry, MessageEntry, SessionEntry
 from tempi.agent.session_tree import SessionTree
+from tempi.agent.skills import Skill
 from tempi.agent.thinking_levels import DEFAULT_THINKING_LEVEL, supported_levels
 from tempi.cli.html_export import default_export_path, export_session_html
+from tempi.cli.interactive import notes_commands, session_copies, settings_commands
 from tempi.cli.interactive.footer import FooterInfo
 from tempi.cli.interactive.picker import Picker, PickerItem
 from tempi.cli.interactive.render import LiveView, notice
 from tempi.cli.plan import PlannedRun
 from tempi.cli.session_choice import OpenSession
+from tempi.cli.slash_input import names_a_resource
 from tempi.client import SessionClient, SessionOptions, SessionRefused, SessionService
 from tempi.client.transcript import context_messages, fork_points, load_at_leaf, session_stats, user_text
 from tempi.config.api_keys import has_configured_key
@@ -37,6 +42,8 @@ class CommandHost(Protocol):
     """What the commands need of the interactive app."""
 
     planned: PlannedRun
+    args: argparse.Namespace | None
+    skills: list[Skill]
     service: SessionService
     cwd: Path
     session_dir: Path | None
@@ -396,6 +403,27 @@ COMMANDS: list[Command] = [
     Command("session", "session file, messages, tokens and cost", cmd_session),
     Command("copy", "copy the last answer to the clipboard", cmd_copy),
     Command("hotkeys", "keys and commands", cmd_hotkeys),
+    Command(
+        "settings",
+        "auto-compact, queue modes, thinking level, default model (saved)",
+        settings_commands.cmd_settings,
+    ),
+    Command(
+        "scoped-models",
+        "choose the models Ctrl+P cycles (saved as enabledModels)",
+        settings_commands.cmd_scoped_models,
+    ),
+    Command(
+        "reload",
+        "read models.json, settings, context files, prompt templates and skills again",
+        settings_commands.cmd_reload,
+    ),
+    Command("clone", "duplicate the session as it is now into a new session", session_copies.cmd_clone),
+    Command("import", "continue a session file from elsewhere <path.jsonl>", session_copies.cmd_import),
+    Command("changelog", "what's new in tempi", notes_commands.cmd_changelog),
+    Command("login", "(pi) why tempi needs no login: where API keys come from", notes_commands.cmd_login),
+    Command("logout", "(pi) how to remove an API key", notes_commands.cmd_logout),
+    Command("share", "(pi) why there is no gist upload; /export instead", notes_commands.cmd_share),
     Command("quit", "leave (the session is kept; tempi --continue reopens it)", cmd_quit),
     Command("exit", "same as /quit", cmd_quit),
 ]
@@ -416,3 +444,14 @@ def find_command(text: str) -> tuple[Command, str] | None:
             return None
         command = matches[0]
     return command, arg.strip()
+
+
+def command_for(
+    text: str, templates: Sequence[PromptTemplate], skills: Sequence[Skill]
+) -> tuple[Command, str] | None:
+    """find_command, except that a prompt template or skill of exactly the typed name wins
+    over a command whose name the word only begins (`/sess` the template, not /session)."""
+    name = text[1:].partition(" ")[0]
+    if name not in BY_NAME and names_a_resource(text, templates, skills):
+        return None
+    return find_command(text)

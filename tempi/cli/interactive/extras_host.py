@@ -1,0 +1,44 @@
+"""What the commands added after the first set (settings, reload, clone, import, notes)
+need of the interactive app. A Protocol of its own, so their modules do not import
+commands.py, which lists them."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Protocol
+
+from rich.console import RenderableType
+
+from tempi.agent.skills import Skill
+from tempi.cli.interactive.footer import FooterInfo
+from tempi.cli.interactive.picker import Picker
+from tempi.cli.plan import PlannedRun
+from tempi.cli.session_choice import OpenSession
+from tempi.client import SessionClient, SessionService
+
+
+class ExtrasHost(Protocol):
+    planned: PlannedRun
+    # The flags the app started with: /reload plans from them again (None: nothing to re-read).
+    args: argparse.Namespace | None
+    skills: list[Skill]
+    service: SessionService
+    cwd: Path
+    session_dir: Path | None
+    footer: FooterInfo
+
+    @property
+    def session(self) -> SessionClient: ...
+
+    async def show(self, *blocks: RenderableType) -> None: ...
+
+    def open_picker(self, picker: Picker) -> None: ...
+
+    async def refresh_footer(self, *, estimate_context: bool = False) -> None: ...
+
+    async def use_session(self, opened: OpenSession, *, history: bool) -> None: ...
+
+
+ExtraHandler = Callable[[ExtrasHost, str], Awaitable[None]]
