@@ -7,6 +7,7 @@ own settings.json when tempi has none); the other keys and unknown ones stay as 
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from tempi.agent.model_spec import ModelSpec, ThinkingLevel
@@ -21,9 +22,7 @@ def remember_choice(model: ModelSpec | None = None, level: ThinkingLevel | None 
         changes["defaultProvider"], changes["defaultModel"] = model.provider, model.id
     if level is not None:
         changes["defaultThinkingLevel"] = level
+    # A switch must not fail over a settings file the user broke; pi leaves it too.
     if changes:
-        try:
+        with contextlib.suppress(ConfigError):
             save_settings(changes)
-        except ConfigError:
-            # A switch must not fail over a settings file the user broke; pi leaves it too.
-            pass
