@@ -36,8 +36,9 @@ from tempi.agent.prompt_templates import expand_prompt_template
 from tempi.cli.interactive import commands
 from tempi.cli.interactive.footer import FooterInfo, usage_tokens
 from tempi.cli.interactive.input_editor import InputCompleter, build_input_buffer, history_for
+from tempi.cli.interactive.key_bindings import add_pi_keys, modified_keys
 from tempi.cli.interactive.picker import Picker
-from tempi.cli.interactive.render import LiveView, bash_block, history_blocks, notice, to_ansi
+from tempi.cli.interactive.render import Display, LiveView, bash_block, history_blocks, notice, to_ansi
 from tempi.cli.plan import PlannedRun
 from tempi.cli.session_choice import OpenSession
 from tempi.client import EventFollower, SessionClient, SessionRefused, SessionService
@@ -79,7 +80,8 @@ class InteractiveApp:
         self.opened = opened
         self.cwd = cwd
         self.session_dir = session_dir
-        self.view = LiveView()
+        self.display = Display()
+        self.view = LiveView(display=self.display)
         self.footer = self._fresh_footer()
         self.picker: Picker | None = None
         self.status = ""
@@ -117,7 +119,7 @@ class InteractiveApp:
         previous, self.opened = self.opened, opened
         if previous is not opened:
             await previous.close()
-        self.view = LiveView()
+        self.view = LiveView(display=self.display)
         self.footer = self._fresh_footer()
         start = await self.show_history() if history else None
         # Subagents' own events stay out of the transcript: their `task` call shows them.
@@ -155,7 +157,7 @@ class InteractiveApp:
         run = await self._current_run_start() if state.is_streaming else None
         if run is not None:
             messages = [m for m in messages if int(m.get("timestamp") or 0) < run[1]]
-        blocks = history_blocks(messages)
+        blocks = history_blocks(messages, self.display)
         if blocks:
             title = state.session_name or state.session_id[:8]
             await self.show(notice(f"── session {title}: earlier messages ──"), *blocks)
@@ -292,7 +294,9 @@ class InteractiveApp:
             result = await self.session.bash(command, exclude_from_context=private)
         finally:
             self.bash_running = None
-        outcome = bash_block(command, result.output, result.exit_code, result.cancelled)
+        outcome = bash_block(
+            command, result.output, result.exit_code, result.cancelled, expanded=self.display.expanded
+        )
         if outcome.full_output is not None:
             self.view.last_full_output = outcome.full_output
         await self.show(outcome.block)
@@ -324,15 +328,6 @@ class InteractiveApp:
     def quit(self) -> None:
         if self.application.is_running:
             self.application.exit()
-
-    def expand_output(self) -> None:
-        full = self.view.last_full_output
-        if full is None:
-            self.set_status("No shortened output to show.")
-            return
-        from rich.text import Text
-
-        self.spawn(self.show(Text(full, style="dim")))
 
     # --- layout -----------------------------------------------------------------------------
 
@@ -417,6 +412,7 @@ class InteractiveApp:
     def _key_bindings(self, picker_open: Condition) -> KeyBindings:
         kb = KeyBindings()
         editing = ~picker_open
+        add_pi_keys(kb, self, editing)
 
         @kb.add("enter", filter=editing, eager=True)
         def _enter(event: KeyPressEvent) -> None:
@@ -456,10 +452,6 @@ class InteractiveApp:
                 self.quit()
             else:
                 self.input.delete()
-
-        @kb.add("c-o")
-        def _expand(event: KeyPressEvent) -> None:
-            self.expand_output()
 
         @kb.add("up", filter=picker_open)
         @kb.add("c-p", filter=picker_open)
@@ -507,7 +499,8 @@ class InteractiveApp:
         )
         await self.use_session(self.opened, history=history)
         try:
-            await self.application.run_async()
+            with modified_keys():
+                await self.application.run_async()
         finally:
             for task in [*self.tasks, *([self.pump_task] if self.pump_task else [])]:
                 task.cancel()
