@@ -18,7 +18,7 @@ from tempi.cli.interactive.commands import find_command, tree_items
 from tempi.cli.interactive.footer import FooterInfo
 from tempi.cli.interactive.input_editor import InputCompleter
 from tempi.cli.interactive.picker import Picker, PickerItem
-from tempi.cli.interactive.render import COLLAPSED_LINES, LiveView, history_blocks, tool_block
+from tempi.cli.interactive.render import Display, LiveView, bash_block, history_blocks, tool_block
 
 
 def plain(*blocks: RenderableType) -> str:
@@ -66,10 +66,39 @@ def test_long_output_is_collapsed_and_kept_whole_for_expanding() -> None:
     )
     shown = plain(bash.block)
     assert "line 29" in shown and "line 0\n" not in shown  # commands: the end matters
-    assert f"{30 - COLLAPSED_LINES} more lines" in shown
+    assert "25 earlier lines" in shown
     assert bash.full_output == output
     read = tool_block("read", {"path": "a.py"}, {"content": [{"type": "text", "text": output}]}, False, None)
     assert "line 0\n" in plain(read.block) and "line 29" not in plain(read.block)
+
+
+def test_previews_have_pis_lengths_and_words_and_expand() -> None:
+    def output(n: int) -> dict[str, Any]:
+        return {"content": [{"type": "text", "text": "\n".join(f"row {i}" for i in range(1, n + 1))}]}
+
+    bash = plain(tool_block("bash", {"command": "make"}, output(30), False, None).block).splitlines()
+    assert bash == ["✓ $ make", "... (25 earlier lines, ctrl+o to expand)"] + [
+        f"row {i}" for i in range(26, 31)
+    ]
+    read = plain(tool_block("read", {"path": "a"}, output(30), False, None).block).splitlines()
+    assert read[1:] == [f"row {i}" for i in range(1, 11)] + ["... (20 more lines, ctrl+o to expand)"]
+    for name, shown in (("grep", 15), ("find", 20), ("ls", 20)):
+        lines = plain(tool_block(name, {"pattern": "x"}, output(40), False, None).block).splitlines()
+        assert lines[-1] == f"... ({40 - shown} more lines, ctrl+o to expand)" and len(lines) == shown + 2
+    mine = plain(bash_block("seq 40", "\n".join(map(str, range(1, 41))), 0, False).block).splitlines()
+    assert mine == ["✓ $ seq 40"] + [str(i) for i in range(21, 41)] + ["... 20 more lines (ctrl+o to expand)"]
+    whole = plain(tool_block("bash", {"command": "make"}, output(30), False, None, expanded=True).block)
+    assert whole.splitlines()[1:] == [f"row {i}" for i in range(1, 31)] + ["(ctrl+o to collapse)"]
+
+
+def test_hidden_thinking_shows_pis_placeholder() -> None:
+    message = {"role": "assistant", "content": [{"type": "thinking", "thinking": "secret musing"},
+                                                {"type": "text", "text": "Done."}]}  # fmt: skip
+    assert "secret musing" in plain(*history_blocks([message]))
+    hidden = plain(*history_blocks([message], Display(hide_thinking=True)))
+    assert "secret musing" not in hidden and hidden.split() == ["Thinking...", "Done."]
+    view = LiveView(display=Display(hide_thinking=True))
+    assert "secret musing" not in plain(*view.apply({"type": "message_end", "message": message}, 0.0))
 
 
 def test_an_edit_shows_its_diff_and_a_failure_is_marked() -> None:
