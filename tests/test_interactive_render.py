@@ -15,7 +15,7 @@ from tempi.agent.model_spec import ModelSpec
 from tempi.agent.session_entries import parse_entry
 from tempi.agent.session_tree import SessionTree
 from tempi.cli.interactive.commands import find_command, tree_items
-from tempi.cli.interactive.footer import FooterInfo
+from tempi.cli.interactive.footer import AnswerUsage, FooterInfo, answers_in, short_tokens
 from tempi.cli.interactive.input_editor import InputCompleter
 from tempi.cli.interactive.picker import Picker, PickerItem
 from tempi.cli.interactive.render import Display, LiveView, bash_block, history_blocks, tool_block
@@ -199,9 +199,30 @@ def test_tree_indents_only_at_branch_points() -> None:
     assert labels == ["• user: first", "• assistant: answer", "    user: left", "  • user: right"]
 
 
-def test_footer_shows_context_against_the_window() -> None:
+def test_footer_shows_pis_stats_line() -> None:
     model = ModelSpec(id="m", name="m", api="openai-completions", provider="p", context_window=200_000)
-    footer = FooterInfo(cwd="/w", model=model, context_tokens=50_000, cost=0.25, session_name="fix tests")
+    footer = FooterInfo(cwd="/w", model=model, context_tokens=50_000, session_name="fix tests")
+    footer.saw_answer({"timestamp": 1, "model": "m", "usage": {"input": 1234, "output": 56, "cacheRead": 25_000,
+                       "cacheWrite": 0, "cost": {"total": 0.25}}})  # fmt: skip
     text = "".join(part[1] for part in footer.lines(100))
-    assert "ctx 50k/200k (25.0%)" in text and "$0.250" in text
+    assert "↑1.2k ↓56 R25k $0.250 25.0%/200k (auto)" in text
     assert "fix tests" in text and "p/m • thinking off" in text
+    empty = FooterInfo(cwd="/w", model=model, auto_compaction=False)
+    assert empty.stats_text() == "?/200k"
+
+
+def test_footer_counts_each_answer_once_from_file_and_events() -> None:
+    model = ModelSpec(id="m", name="m", api="openai-completions", provider="p", context_window=1000)
+    answer = {"role": "assistant", "timestamp": 5, "model": "m", "content": [],
+              "usage": {"input": 100, "output": 10, "cacheRead": 0, "cacheWrite": 0, "cost": {"total": 0.5}}}  # fmt: skip
+    entries = [
+        parse_entry({"type": "message", "id": "a", "parentId": None, "timestamp": "2025-01-01T00:00:00.000Z",
+                     "message": dict(answer, api="openai-completions", provider="p", stopReason="stop")})
+    ]  # fmt: skip
+    footer = FooterInfo(cwd="/w", model=model)
+    footer.saw_answer(answer)  # seen live, then found in the file
+    footer.saw_answer(dict(answer, timestamp=6))  # seen live only, not written yet
+    footer.file_answers = answers_in(entries)
+    assert footer.totals() == AnswerUsage(200, 20, 0, 0, 1.0)
+    assert [short_tokens(n) for n in (999, 1000, 9_950, 12_345, 1_234_567, 12_345_678)] == [
+        "999", "1.0k", "9.9k", "12k", "1.2M", "12M"]  # fmt: skip

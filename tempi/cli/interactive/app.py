@@ -34,7 +34,7 @@ from temporalio.service import RPCError
 
 from tempi.agent.prompt_templates import expand_prompt_template
 from tempi.cli.interactive import commands
-from tempi.cli.interactive.footer import FooterInfo, usage_tokens
+from tempi.cli.interactive.footer import FooterInfo, answers_in, usage_tokens
 from tempi.cli.interactive.input_editor import InputCompleter, build_input_buffer, history_for
 from tempi.cli.interactive.key_bindings import add_pi_keys, modified_keys
 from tempi.cli.interactive.picker import Picker
@@ -231,6 +231,7 @@ class InteractiveApp:
         kind = event.get("type")
         message = event.get("message") or {}
         if kind == "message_end" and message.get("role") == "assistant":
+            self.footer.saw_answer(message)
             if message.get("usage") and message.get("stopReason") not in ("error", "aborted"):
                 self.footer.context_tokens = usage_tokens(message["usage"])
         elif kind == "agent_end":
@@ -243,8 +244,9 @@ class InteractiveApp:
     async def refresh_footer(self, *, estimate_context: bool = False) -> None:
         state = await self.session.state()
         self.footer.update_from_state(state)
+        loaded, leaf = await load_at_leaf(self.service.store, state.session_file, state.leaf_id)
+        self.footer.file_answers = answers_in(loaded.entries) if loaded else {}
         if estimate_context or self.footer.context_tokens is None:
-            loaded, leaf = await load_at_leaf(self.service.store, state.session_file, state.leaf_id)
             messages = context_messages(loaded, leaf)
             if estimate_context:
                 # After compaction the last answer's usage counts what was dropped.
