@@ -14,11 +14,12 @@ from rich.console import Console, RenderableType
 from tempi.agent.model_spec import ModelSpec
 from tempi.agent.session_entries import parse_entry
 from tempi.agent.session_tree import SessionTree
-from tempi.cli.interactive.commands import find_command, tree_items
+from tempi.cli.interactive.commands import find_command
 from tempi.cli.interactive.footer import AnswerUsage, FooterInfo, answers_in, short_tokens
 from tempi.cli.interactive.input_editor import InputCompleter
 from tempi.cli.interactive.picker import Picker, PickerItem
 from tempi.cli.interactive.render import Display, LiveView, bash_block, history_blocks, tool_block
+from tempi.cli.interactive.tree_view import TreeView, tool_call_text
 
 
 def plain(*blocks: RenderableType) -> str:
@@ -178,25 +179,71 @@ def test_commands_are_found_by_unique_prefix() -> None:
     assert find_command("/etc/hosts is odd") is None
 
 
-def test_tree_indents_only_at_branch_points() -> None:
-    def message(entry_id: str, parent: str | None, role: str, text: str) -> Any:
-        body: dict[str, Any] = {"role": role, "content": text, "timestamp": 0}
-        if role == "assistant":
-            body.update(content=[{"type": "text", "text": text}], api="openai-completions",
-                        provider="p", model="m", stopReason="stop")  # fmt: skip
-        return parse_entry({"type": "message", "id": entry_id, "parentId": parent,
-                            "timestamp": "2025-01-01T00:00:00.000Z", "message": body})  # fmt: skip
+def _message(entry_id: str, parent: str | None, role: str, text: str) -> Any:
+    body: dict[str, Any] = {"role": role, "content": text, "timestamp": 0}
+    if role == "assistant":
+        body.update(content=[{"type": "text", "text": text}], api="openai-completions",
+                    provider="p", model="m", stopReason="stop")  # fmt: skip
+    return parse_entry({"type": "message", "id": entry_id, "parentId": parent,
+                        "timestamp": "2025-01-01T00:00:00.000Z", "message": body})  # fmt: skip
 
-    tree = SessionTree(
+
+def _branchy_tree() -> SessionTree:
+    return SessionTree(
         [
-            message("a", None, "user", "first"),
-            message("b", "a", "assistant", "answer"),
-            message("c", "b", "user", "left"),
-            message("d", "b", "user", "right"),
+            _message("a", None, "user", "first"),
+            _message("b", "a", "assistant", "answer"),
+            _message("c", "b", "user", "left"),
+            _message("c2", "c", "assistant", "left answer"),
+            _message("d", "b", "user", "right"),
+            _message("d2", "d", "assistant", "right answer"),
+            _message("e", "d2", "user", "deeper one"),
+            _message("f", "d2", "user", "deeper two"),
         ]
     )
-    labels = [i.label for i in tree_items(tree, "d")]
-    assert labels == ["• user: first", "• assistant: answer", "    user: left", "  • user: right"]
+
+
+def _drawn(view: TreeView) -> list[str]:
+    return "".join(text for _, text in view.lines()).splitlines()[3:]
+
+
+def test_tree_draws_pis_connectors_with_the_current_branch_first() -> None:
+    view = TreeView(_branchy_tree(), "f")
+    assert _drawn(view) == [
+        "  • user: first",
+        "  • assistant: answer",
+        "  ├⊟ • user: right",
+        "  │     • assistant: right answer",
+        "› │     ├─ • user: deeper two",
+        "  │     └─ user: deeper one",
+        "  └⊟ user: left",
+        "        assistant: left answer",
+        "  (5/8)",
+    ]
+
+
+def test_tree_folds_branches_moves_between_them_and_searches() -> None:
+    view = TreeView(_branchy_tree(), "f", selected_id="d")
+    view.fold_or_up()  # "right" starts a branch: it folds
+    assert _drawn(view)[2:4] == ["› ├⊞ • user: right", "  └⊟ user: left"]
+    view.unfold_or_down()
+    assert len(_drawn(view)) == 9
+    view.unfold_or_down()  # not folded: down to the next branch point's first child
+    assert view.selected_id() == "f"
+    view.fold_or_up()  # a leaf cannot fold: up to the start of the branch above it
+    assert view.selected_id() == "d"
+    view.type("deeper")
+    assert [line.strip("› ") for line in _drawn(view)] == ["• user: deeper two", "user: deeper one", "(2/2)"]
+    assert view.clear_query() and not view.clear_query()
+    assert view.selected_id() == "e"  # the cursor stays where the search left it
+    view.move(-6)
+    assert view.selected_id() == "c2"  # and wraps around at the top
+
+
+def test_tree_names_tool_results_as_pi_does() -> None:
+    assert tool_call_text("bash", {"command": "ls -la"}) == "[bash: ls -la]"
+    assert tool_call_text("read", {"path": "a.py", "offset": 10, "limit": 5}) == "[read: a.py:10-14]"
+    assert tool_call_text("grep", {"pattern": "TODO"}) == "[grep: /TODO/ in .]"
 
 
 def test_footer_shows_pis_stats_line() -> None:

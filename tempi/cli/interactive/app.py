@@ -414,7 +414,6 @@ class InteractiveApp:
     def _key_bindings(self, picker_open: Condition) -> KeyBindings:
         kb = KeyBindings()
         editing = ~picker_open
-        add_pi_keys(kb, self, editing)
 
         @kb.add("enter", filter=editing, eager=True)
         def _enter(event: KeyPressEvent) -> None:
@@ -488,6 +487,7 @@ class InteractiveApp:
             if self.picker and event.data.isprintable():
                 self.picker.type(event.data)
 
+        add_pi_keys(kb, self, editing)
         return kb
 
     # --- running ----------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import contextlib
 import sys
 from collections.abc import Iterator
 
-from prompt_toolkit.filters import Filter
+from prompt_toolkit.filters import Condition, Filter
 from prompt_toolkit.input.ansi_escape_sequences import ANSI_SEQUENCES
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.keys import Keys
@@ -16,7 +16,9 @@ from prompt_toolkit.keys import Keys
 from tempi.agent.thinking_levels import DEFAULT_THINKING_LEVEL
 from tempi.cli.interactive import commands, terminal_handoff
 from tempi.cli.interactive.key_host import KeyHost
+from tempi.cli.interactive.redraw import redraw
 from tempi.cli.interactive.render import notice
+from tempi.cli.interactive.tree_command import TreePicker
 
 # prompt_toolkit has no key for Ctrl+Shift+P; an F-key no keyboard sends stands in for it.
 CTRL_SHIFT_P = Keys.F24
@@ -83,13 +85,6 @@ async def cycle_thinking_level(app: KeyHost) -> None:
     await app.show(notice(f"Thinking level: {level}"))
 
 
-async def redraw(app: KeyHost) -> None:
-    """Draw the transcript again from the session, as pi rebuilds its chat: what the
-    terminal already scrolled past cannot be changed in place."""
-    await app.write_raw("\x1b[H\x1b[2J\x1b[3J")
-    await app.use_session(app.opened, history=True)
-
-
 async def toggle_tool_output(app: KeyHost) -> None:
     app.display.expanded = not app.display.expanded
     await redraw(app)
@@ -105,7 +100,10 @@ async def toggle_thinking_blocks(app: KeyHost) -> None:
 
 
 def add_pi_keys(kb: KeyBindings, app: KeyHost, editing: Filter) -> None:
-    """Bind pi's application keys while the editor (not a picker) has the keyboard."""
+    """Bind pi's application keys while the editor (not a picker) has the keyboard, and the
+    tree selector's own keys while it is open. Added after the app's own bindings, so that
+    for the same key these win."""
+    add_tree_keys(kb, app)
 
     @kb.add("c-p", filter=editing)
     def _next_model(event: KeyPressEvent) -> None:
@@ -142,3 +140,41 @@ def add_pi_keys(kb: KeyBindings, app: KeyHost, editing: Filter) -> None:
     @kb.add("c-z", filter=editing)
     def _suspend(event: KeyPressEvent) -> None:
         event.app.suspend_to_background()
+
+
+def add_tree_keys(kb: KeyBindings, app: KeyHost) -> None:
+    picker_open = Condition(lambda: app.picker is not None)
+    tree_open = Condition(lambda: isinstance(app.picker, TreePicker))
+
+    def tree() -> TreePicker:
+        assert isinstance(app.picker, TreePicker)
+        return app.picker
+
+    @kb.add("c-left", filter=tree_open)
+    @kb.add("escape", "left", filter=tree_open)
+    def _fold(event: KeyPressEvent) -> None:
+        tree().view.fold_or_up()
+
+    @kb.add("c-right", filter=tree_open)
+    @kb.add("escape", "right", filter=tree_open)
+    def _unfold(event: KeyPressEvent) -> None:
+        tree().view.unfold_or_down()
+
+    @kb.add("left", filter=tree_open)
+    @kb.add("pageup", filter=tree_open)
+    def _page_up(event: KeyPressEvent) -> None:
+        tree().view.page(-1)
+
+    @kb.add("right", filter=tree_open)
+    @kb.add("pagedown", filter=tree_open)
+    def _page_down(event: KeyPressEvent) -> None:
+        tree().view.page(1)
+
+    @kb.add("escape", filter=picker_open)
+    def _cancel(event: KeyPressEvent) -> None:
+        picker = app.picker
+        if isinstance(picker, TreePicker) and picker.view.clear_query():
+            return
+        app.picker = None
+        if picker is not None and picker.on_cancel is not None:
+            app.spawn(picker.on_cancel())

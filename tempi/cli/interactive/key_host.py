@@ -6,12 +6,12 @@ from collections.abc import Awaitable
 from typing import Any, Protocol
 
 from tempi.cli.interactive.commands import CommandHost
+from tempi.cli.interactive.picker import Picker
 from tempi.cli.interactive.render import Display
-from tempi.cli.session_choice import OpenSession
 
 
 class KeyHost(CommandHost, Protocol):
     display: Display
-    opened: OpenSession
+    picker: Picker | None
 
     def spawn(self, coro: Awaitable[Any]) -> None: ...
