@@ -261,3 +261,72 @@ def test_footer_counts_tokens_and_cost_during_a_run_and_agrees_across_terminals(
     first.wait_for("Done waiting.", timeout=60)
     first.wait_for(after)
     second.wait_for(after)
+
+
+def test_tree_with_connectors_folding_and_the_summarize_question(
+    tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer, terminals: list[Terminal]
+) -> None:
+    home, work = _setup(
+        tmp_path,
+        scripted_server,
+        "keys-tree",
+        {
+            "select": "sequential",
+            "turns": [{"text": "First answer."}, {"text": "Second answer."}, {"text": "Third answer."}],
+            "summary": "The branch asked a second question.",
+        },
+    )
+    t = _open(terminals, work, home, temporal_address)
+    for question, answer in (("first question", "First answer."), ("second question", "Second answer.")):
+        t.type(question)
+        t.keys("Enter")
+        t.wait_for(answer)
+    t.type("/tree")
+    t.keys("Enter")
+    screen = t.wait_for("(4/4)")
+    assert "› • assistant: Second answer." in screen
+    t.keys("Up", "Up")
+    t.wait_for("› • assistant: First answer.")
+    t.keys("Enter")
+    t.wait_for("Summarize branch?")
+    t.keys("Escape")  # back to the tree, on the same entry
+    screen = t.wait_for("(2/4)")
+    assert "› • assistant: First answer." in screen and "Summarize branch?" not in screen
+    t.keys("Enter")
+    t.wait_for("No summary")
+    t.keys("Enter")
+    screen = t.wait_for("Navigated to selected point")
+    # The transcript is drawn again for the branch now current.
+    assert "First answer." in screen and "Second answer." not in screen
+
+    t.type("another way")
+    t.keys("Enter")
+    t.wait_for("Third answer.")
+    t.type("/tree")
+    t.keys("Enter")
+    screen = t.wait_for("(4/6)", after="another way")
+    tree = [line.rstrip() for line in screen[screen.rfind("Session Tree") :].splitlines()]
+    assert tree[3:9] == [
+        "  • user: first question",
+        "  • assistant: First answer.",
+        "  ├⊟ • user: another way",
+        "› │     • assistant: Third answer.",
+        "  └⊟ user: second question",
+        "        assistant: Second answer.",
+    ]
+    # Ctrl+Left from the leaf goes up to its branch's start, then folds it.
+    t.keys("C-Left")
+    t.wait_for("› ├⊟ • user: another way")
+    t.keys("C-Left")
+    screen = t.wait_for("› ├⊞ • user: another way")
+    assert "Third answer.\n  └⊟" not in screen and "(3/5)" in screen
+    t.keys("Down", "Enter")
+    t.wait_for("Summarize branch?")
+    t.keys("Down", "Enter")
+    t.wait_for("Navigated to selected point")
+    # Choosing a user message puts it back in the editor; the branch left has a summary.
+    screen = t.wait_for("❯ second question", after="Navigated to selected point")
+    assert "summary of another branch" in screen
+    t.keys("C-c")
+    t.keys("C-c")
+    t.wait_for("[tempi exited 0]")

@@ -3,6 +3,7 @@ Ctrl+T or moving in the tree): what the terminal already scrolled past cannot be
 
 from __future__ import annotations
 
+import sys
 from typing import Protocol
 
 from tempi.cli.session_choice import OpenSession
@@ -20,5 +21,9 @@ class Redrawable(Protocol):
 
 
 async def redraw(app: Redrawable) -> None:
-    await app.write_raw(CLEAR_ALL)
+    # Cleared under the running application, not beside it: its next erase then starts at
+    # the top, so no copy of the editor stays above the transcript.
+    sys.stdout.write(CLEAR_ALL)
+    sys.stdout.flush()
     await app.use_session(app.opened, history=True)
+    await app.write_raw("")  # the editor drawn whole again, below the transcript
