@@ -239,7 +239,7 @@ def test_footer_counts_tokens_and_cost_during_a_run_and_agrees_across_terminals(
         scripted_server,
         "keys-footer",
         [
-            {"text": "Let me wait.", "tool_calls": [{"name": "bash", "arguments": {"command": "sleep 30"}}],
+            {"text": "Let me wait.", "tool_calls": [{"name": "bash", "arguments": {"command": "sleep 60"}}],
              "usage": {"input": 1200, "output": 340, "cacheRead": 5000, "cacheWrite": 800}},
             {"text": "Done waiting.", "usage": {"input": 1500, "output": 60, "cacheRead": 0, "cacheWrite": 0}},
         ],
@@ -247,18 +247,19 @@ def test_footer_counts_tokens_and_cost_during_a_run_and_agrees_across_terminals(
     first = _open(terminals, work, home, temporal_address)
     first.type("wait please")
     first.keys("Enter")
-    first.wait_for("$ sleep 30")
+    first.wait_for("$ sleep 60")
     # pi's stats, counted as the run goes: the first answer's tokens and cost (the model
     # costs $3/$15/$0.3/$3.75 per million), its context against the window, auto-compaction on.
     during = "↑1.2k ↓340 R5.0k W800 $0.013 5.7%/128k (auto)"
     first.wait_for(during)
-    # Another terminal joining the running session shows the same.
+    # Another terminal joining the running session (the command runs long enough for it to
+    # start on a busy machine) shows the same.
     second = Terminal(["--continue"], cwd=work, env=tempi_env(home, temporal_address))
     terminals.append(second)
     screen = second.wait_for(during, timeout=STARTUP_S)
     assert "Done waiting." not in screen
     after = "↑2.7k ↓400 R5.0k W800 $0.019 1.2%/128k (auto)"
-    first.wait_for("Done waiting.", timeout=60)
+    first.wait_for("Done waiting.", timeout=90)
     first.wait_for(after)
     second.wait_for(after)
 
