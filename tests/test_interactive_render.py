@@ -14,11 +14,12 @@ from rich.console import Console, RenderableType
 from tempi.agent.model_spec import ModelSpec
 from tempi.agent.session_entries import parse_entry
 from tempi.agent.session_tree import SessionTree
-from tempi.cli.interactive.commands import find_command, tree_items
-from tempi.cli.interactive.footer import FooterInfo
+from tempi.cli.interactive.commands import find_command
+from tempi.cli.interactive.footer import AnswerUsage, FooterInfo, answers_in, short_tokens
 from tempi.cli.interactive.input_editor import InputCompleter
 from tempi.cli.interactive.picker import Picker, PickerItem
-from tempi.cli.interactive.render import COLLAPSED_LINES, LiveView, history_blocks, tool_block
+from tempi.cli.interactive.render import Display, LiveView, bash_block, history_blocks, tool_block
+from tempi.cli.interactive.tree_view import TreeView, tool_call_text
 
 
 def plain(*blocks: RenderableType) -> str:
@@ -66,10 +67,39 @@ def test_long_output_is_collapsed_and_kept_whole_for_expanding() -> None:
     )
     shown = plain(bash.block)
     assert "line 29" in shown and "line 0\n" not in shown  # commands: the end matters
-    assert f"{30 - COLLAPSED_LINES} more lines" in shown
+    assert "25 earlier lines" in shown
     assert bash.full_output == output
     read = tool_block("read", {"path": "a.py"}, {"content": [{"type": "text", "text": output}]}, False, None)
     assert "line 0\n" in plain(read.block) and "line 29" not in plain(read.block)
+
+
+def test_previews_have_pis_lengths_and_words_and_expand() -> None:
+    def output(n: int) -> dict[str, Any]:
+        return {"content": [{"type": "text", "text": "\n".join(f"row {i}" for i in range(1, n + 1))}]}
+
+    bash = plain(tool_block("bash", {"command": "make"}, output(30), False, None).block).splitlines()
+    assert bash == ["✓ $ make", "... (25 earlier lines, ctrl+o to expand)"] + [
+        f"row {i}" for i in range(26, 31)
+    ]
+    read = plain(tool_block("read", {"path": "a"}, output(30), False, None).block).splitlines()
+    assert read[1:] == [f"row {i}" for i in range(1, 11)] + ["... (20 more lines, ctrl+o to expand)"]
+    for name, shown in (("grep", 15), ("find", 20), ("ls", 20)):
+        lines = plain(tool_block(name, {"pattern": "x"}, output(40), False, None).block).splitlines()
+        assert lines[-1] == f"... ({40 - shown} more lines, ctrl+o to expand)" and len(lines) == shown + 2
+    mine = plain(bash_block("seq 40", "\n".join(map(str, range(1, 41))), 0, False).block).splitlines()
+    assert mine == ["✓ $ seq 40"] + [str(i) for i in range(21, 41)] + ["... 20 more lines (ctrl+o to expand)"]
+    whole = plain(tool_block("bash", {"command": "make"}, output(30), False, None, expanded=True).block)
+    assert whole.splitlines()[1:] == [f"row {i}" for i in range(1, 31)] + ["(ctrl+o to collapse)"]
+
+
+def test_hidden_thinking_shows_pis_placeholder() -> None:
+    message = {"role": "assistant", "content": [{"type": "thinking", "thinking": "secret musing"},
+                                                {"type": "text", "text": "Done."}]}  # fmt: skip
+    assert "secret musing" in plain(*history_blocks([message]))
+    hidden = plain(*history_blocks([message], Display(hide_thinking=True)))
+    assert "secret musing" not in hidden and hidden.split() == ["Thinking...", "Done."]
+    view = LiveView(display=Display(hide_thinking=True))
+    assert "secret musing" not in plain(*view.apply({"type": "message_end", "message": message}, 0.0))
 
 
 def test_an_edit_shows_its_diff_and_a_failure_is_marked() -> None:
@@ -149,30 +179,97 @@ def test_commands_are_found_by_unique_prefix() -> None:
     assert find_command("/etc/hosts is odd") is None
 
 
-def test_tree_indents_only_at_branch_points() -> None:
-    def message(entry_id: str, parent: str | None, role: str, text: str) -> Any:
-        body: dict[str, Any] = {"role": role, "content": text, "timestamp": 0}
-        if role == "assistant":
-            body.update(content=[{"type": "text", "text": text}], api="openai-completions",
-                        provider="p", model="m", stopReason="stop")  # fmt: skip
-        return parse_entry({"type": "message", "id": entry_id, "parentId": parent,
-                            "timestamp": "2025-01-01T00:00:00.000Z", "message": body})  # fmt: skip
+def _message(entry_id: str, parent: str | None, role: str, text: str) -> Any:
+    body: dict[str, Any] = {"role": role, "content": text, "timestamp": 0}
+    if role == "assistant":
+        body.update(content=[{"type": "text", "text": text}], api="openai-completions",
+                    provider="p", model="m", stopReason="stop")  # fmt: skip
+    return parse_entry({"type": "message", "id": entry_id, "parentId": parent,
+                        "timestamp": "2025-01-01T00:00:00.000Z", "message": body})  # fmt: skip
 
-    tree = SessionTree(
+
+def _branchy_tree() -> SessionTree:
+    return SessionTree(
         [
-            message("a", None, "user", "first"),
-            message("b", "a", "assistant", "answer"),
-            message("c", "b", "user", "left"),
-            message("d", "b", "user", "right"),
+            _message("a", None, "user", "first"),
+            _message("b", "a", "assistant", "answer"),
+            _message("c", "b", "user", "left"),
+            _message("c2", "c", "assistant", "left answer"),
+            _message("d", "b", "user", "right"),
+            _message("d2", "d", "assistant", "right answer"),
+            _message("e", "d2", "user", "deeper one"),
+            _message("f", "d2", "user", "deeper two"),
         ]
     )
-    labels = [i.label for i in tree_items(tree, "d")]
-    assert labels == ["• user: first", "• assistant: answer", "    user: left", "  • user: right"]
 
 
-def test_footer_shows_context_against_the_window() -> None:
+def _drawn(view: TreeView) -> list[str]:
+    return "".join(text for _, text in view.lines()).splitlines()[3:]
+
+
+def test_tree_draws_pis_connectors_with_the_current_branch_first() -> None:
+    view = TreeView(_branchy_tree(), "f")
+    assert _drawn(view) == [
+        "  • user: first",
+        "  • assistant: answer",
+        "  ├⊟ • user: right",
+        "  │     • assistant: right answer",
+        "› │     ├─ • user: deeper two",
+        "  │     └─ user: deeper one",
+        "  └⊟ user: left",
+        "        assistant: left answer",
+        "  (5/8)",
+    ]
+
+
+def test_tree_folds_branches_moves_between_them_and_searches() -> None:
+    view = TreeView(_branchy_tree(), "f", selected_id="d")
+    view.fold_or_up()  # "right" starts a branch: it folds
+    assert _drawn(view)[2:4] == ["› ├⊞ • user: right", "  └⊟ user: left"]
+    view.unfold_or_down()
+    assert len(_drawn(view)) == 9
+    view.unfold_or_down()  # not folded: down to the next branch point's first child
+    assert view.selected_id() == "f"
+    view.fold_or_up()  # a leaf cannot fold: up to the start of the branch above it
+    assert view.selected_id() == "d"
+    view.type("deeper")
+    assert [line.strip("› ") for line in _drawn(view)] == ["• user: deeper two", "user: deeper one", "(2/2)"]
+    assert view.clear_query() and not view.clear_query()
+    assert view.selected_id() == "e"  # the cursor stays where the search left it
+    view.move(-6)
+    assert view.selected_id() == "c2"  # and wraps around at the top
+
+
+def test_tree_names_tool_results_as_pi_does() -> None:
+    assert tool_call_text("bash", {"command": "ls -la"}) == "[bash: ls -la]"
+    assert tool_call_text("read", {"path": "a.py", "offset": 10, "limit": 5}) == "[read: a.py:10-14]"
+    assert tool_call_text("grep", {"pattern": "TODO"}) == "[grep: /TODO/ in .]"
+
+
+def test_footer_shows_pis_stats_line() -> None:
     model = ModelSpec(id="m", name="m", api="openai-completions", provider="p", context_window=200_000)
-    footer = FooterInfo(cwd="/w", model=model, context_tokens=50_000, cost=0.25, session_name="fix tests")
+    footer = FooterInfo(cwd="/w", model=model, context_tokens=50_000, session_name="fix tests")
+    footer.saw_answer({"timestamp": 1, "model": "m", "usage": {"input": 1234, "output": 56, "cacheRead": 25_000,
+                       "cacheWrite": 0, "cost": {"total": 0.25}}})  # fmt: skip
     text = "".join(part[1] for part in footer.lines(100))
-    assert "ctx 50k/200k (25.0%)" in text and "$0.250" in text
+    assert "↑1.2k ↓56 R25k $0.250 25.0%/200k (auto)" in text
     assert "fix tests" in text and "p/m • thinking off" in text
+    empty = FooterInfo(cwd="/w", model=model, auto_compaction=False)
+    assert empty.stats_text() == "?/200k"
+
+
+def test_footer_counts_each_answer_once_from_file_and_events() -> None:
+    model = ModelSpec(id="m", name="m", api="openai-completions", provider="p", context_window=1000)
+    answer = {"role": "assistant", "timestamp": 5, "model": "m", "content": [],
+              "usage": {"input": 100, "output": 10, "cacheRead": 0, "cacheWrite": 0, "cost": {"total": 0.5}}}  # fmt: skip
+    entries = [
+        parse_entry({"type": "message", "id": "a", "parentId": None, "timestamp": "2025-01-01T00:00:00.000Z",
+                     "message": dict(answer, api="openai-completions", provider="p", stopReason="stop")})
+    ]  # fmt: skip
+    footer = FooterInfo(cwd="/w", model=model)
+    footer.saw_answer(answer)  # seen live, then found in the file
+    footer.saw_answer(dict(answer, timestamp=6))  # seen live only, not written yet
+    footer.file_answers = answers_in(entries)
+    assert footer.totals() == AnswerUsage(200, 20, 0, 0, 1.0)
+    assert [short_tokens(n) for n in (999, 1000, 9_950, 12_345, 1_234_567, 12_345_678)] == [
+        "999", "1.0k", "9.9k", "12k", "1.2M", "12M"]  # fmt: skip

@@ -128,7 +128,7 @@ def test_prompt_model_compact_fork_quit_and_continue(
     assert "tool-said-hi" in screen.split("✓ $ echo tool-said-hi", 1)[1]
     assert "Findings" in screen
     # The footer counts the context of the last answer against the window.
-    t.wait_for("ctx 120/128k (0.1%)")
+    t.wait_for("0.1%/128k (auto)")
 
     t.type("/model")
     t.keys("Enter")

@@ -37,10 +37,11 @@ from tempi.agent.messages import ImageContent
 from tempi.agent.skills import Skill
 from tempi.cli import slash_input
 from tempi.cli.interactive import commands
-from tempi.cli.interactive.footer import FooterInfo, usage_tokens
+from tempi.cli.interactive.footer import FooterInfo, answers_in, usage_tokens
 from tempi.cli.interactive.input_editor import InputCompleter, build_input_buffer, history_for
+from tempi.cli.interactive.key_bindings import add_pi_keys, modified_keys
 from tempi.cli.interactive.picker import Picker
-from tempi.cli.interactive.render import LiveView, bash_block, history_blocks, notice, to_ansi
+from tempi.cli.interactive.render import Display, LiveView, bash_block, history_blocks, notice, to_ansi
 from tempi.cli.plan import PlannedRun
 from tempi.cli.queued_messages import editor_text
 from tempi.cli.session_choice import OpenSession
@@ -85,7 +86,8 @@ class InteractiveApp:
         self.session_dir = session_dir
         self.args: argparse.Namespace | None = None
         self.skills: list[Skill] = planned.skills
-        self.view = LiveView(hide_thinking=self.planned.settings.hide_thinking_block)
+        self.display = Display(hide_thinking=planned.settings.hide_thinking_block)
+        self.view = LiveView(display=self.display)
         self.footer = self._fresh_footer()
         self.picker: Picker | None = None
         self.status = ""
@@ -132,7 +134,7 @@ class InteractiveApp:
         previous, self.opened = self.opened, opened
         if previous is not opened:
             await previous.close()
-        self.view = LiveView(hide_thinking=self.planned.settings.hide_thinking_block)
+        self.view = LiveView(display=self.display)
         self.footer = self._fresh_footer()
         start = await self.show_history() if history else None
         # Subagents' own events stay out of the transcript: their `task` call shows them.
@@ -170,7 +172,7 @@ class InteractiveApp:
         run = await self._current_run_start() if state.is_streaming else None
         if run is not None:
             messages = [m for m in messages if int(m.get("timestamp") or 0) < run[1]]
-        blocks = history_blocks(messages, hide_thinking=self.planned.settings.hide_thinking_block)
+        blocks = history_blocks(messages, self.display)
         if blocks:
             title = state.session_name or state.session_id[:8]
             await self.show(notice(f"── session {title}: earlier messages ──"), *blocks)
@@ -244,6 +246,7 @@ class InteractiveApp:
         kind = event.get("type")
         message = event.get("message") or {}
         if kind == "message_end" and message.get("role") == "assistant":
+            self.footer.saw_answer(message)
             if message.get("usage") and message.get("stopReason") not in ("error", "aborted"):
                 self.footer.context_tokens = usage_tokens(message["usage"])
         elif kind == "agent_end":
@@ -256,8 +259,9 @@ class InteractiveApp:
     async def refresh_footer(self, *, estimate_context: bool = False) -> None:
         state = await self.session.state()
         self.footer.update_from_state(state)
+        loaded, leaf = await load_at_leaf(self.service.store, state.session_file, state.leaf_id)
+        self.footer.file_answers = answers_in(loaded.entries) if loaded else {}
         if estimate_context or self.footer.context_tokens is None:
-            loaded, leaf = await load_at_leaf(self.service.store, state.session_file, state.leaf_id)
             messages = context_messages(loaded, leaf)
             if estimate_context:
                 # After compaction the last answer's usage counts what was dropped.
@@ -325,7 +329,9 @@ class InteractiveApp:
             result = await self.session.bash(command, exclude_from_context=private)
         finally:
             self.bash_running = None
-        outcome = bash_block(command, result.output, result.exit_code, result.cancelled)
+        outcome = bash_block(
+            command, result.output, result.exit_code, result.cancelled, expanded=self.display.expanded
+        )
         if outcome.full_output is not None:
             self.view.last_full_output = outcome.full_output
         await self.show(outcome.block)
@@ -374,15 +380,6 @@ class InteractiveApp:
     def quit(self) -> None:
         if self.application.is_running:
             self.application.exit()
-
-    def expand_output(self) -> None:
-        full = self.view.last_full_output
-        if full is None:
-            self.set_status("No shortened output to show.")
-            return
-        from rich.text import Text
-
-        self.spawn(self.show(Text(full, style="dim")))
 
     # --- layout -----------------------------------------------------------------------------
 
@@ -511,10 +508,6 @@ class InteractiveApp:
             else:
                 self.input.delete()
 
-        @kb.add("c-o")
-        def _expand(event: KeyPressEvent) -> None:
-            self.expand_output()
-
         @kb.add("up", filter=picker_open)
         @kb.add("c-p", filter=picker_open)
         def _up(event: KeyPressEvent) -> None:
@@ -548,6 +541,7 @@ class InteractiveApp:
             if self.picker and event.data.isprintable():
                 self.picker.type(event.data)
 
+        add_pi_keys(kb, self, editing)
         return kb
 
     # --- running ----------------------------------------------------------------------------
@@ -570,7 +564,8 @@ class InteractiveApp:
         if prompts[0]:
             self.spawn(self.send_initial(*prompts))
         try:
-            await self.application.run_async()
+            with modified_keys():
+                await self.application.run_async()
         finally:
             for task in [*self.tasks, *([self.pump_task] if self.pump_task else [])]:
                 task.cancel()

@@ -19,8 +19,7 @@ from rich.text import Text
 
 from tempi.agent.model_spec import THINKING_LEVELS, ModelSpec, ThinkingLevel
 from tempi.agent.prompt_templates import PromptTemplate
-from tempi.agent.session_entries import CompactionEntry, MessageEntry, SessionEntry
-from tempi.agent.session_tree import SessionTree
+from tempi.agent.session_entries import MessageEntry
 from tempi.agent.skills import Skill
 from tempi.agent.thinking_levels import DEFAULT_THINKING_LEVEL, supported_levels
 from tempi.cli.html_export import default_export_path, export_session_html
@@ -28,6 +27,7 @@ from tempi.cli.interactive import notes_commands, session_copies, settings_comma
 from tempi.cli.interactive.footer import FooterInfo
 from tempi.cli.interactive.picker import Picker, PickerItem
 from tempi.cli.interactive.render import LiveView, notice
+from tempi.cli.interactive.tree_command import open_tree
 from tempi.cli.plan import PlannedRun
 from tempi.cli.session_choice import OpenSession
 from tempi.cli.slash_input import names_a_resource
@@ -50,6 +50,7 @@ class CommandHost(Protocol):
     footer: FooterInfo
     view: LiveView
     input: Buffer
+    opened: OpenSession
 
     @property
     def session(self) -> SessionClient: ...
@@ -72,12 +73,19 @@ Handler = Callable[[CommandHost, str], Awaitable[None]]
 HOTKEYS = [
     ("Enter", "send; while the agent works, queue a steering message"),
     ("Alt+Enter", "while the agent works, queue a follow-up for when it is done"),
-    ("Ctrl+J, or \\ then Enter", "new line"),
+    ("Shift+Enter, Ctrl+J, or \\ then Enter", "new line"),
     ("Esc", "abort the run (or a running !command); queued messages come back to the editor"),
     ("Alt+Up", "take the queued messages back into the editor"),
     ("Ctrl+C", "clear the input; twice: quit (the session keeps its state)"),
     ("Ctrl+D", "quit, on an empty input"),
-    ("Ctrl+O", "show the whole output of the last shortened tool result"),
+    ("Ctrl+Z", "suspend to the shell (fg resumes)"),
+    ("Ctrl+P / Shift+Ctrl+P", "cycle models"),
+    ("Ctrl+L", "select a model"),
+    ("Shift+Tab", "cycle the thinking level"),
+    ("Ctrl+O", "expand or collapse tool output"),
+    ("Ctrl+T", "show or hide thinking blocks"),
+    ("Ctrl+G", "edit the input in $VISUAL or $EDITOR"),
+    ("Ctrl+V", "paste an image from the clipboard (its file path)"),
     ("Tab", "complete /commands and @files"),
     ("Up / Down", "earlier prompts (history)"),
     ("Ctrl+A/E/K/U/W, Alt+B/F", "Emacs-style editing"),
@@ -98,6 +106,15 @@ class Command:
 def available_models(app: CommandHost) -> list[ModelSpec]:
     registry = app.planned.registry
     return [m for m in registry.models if has_configured_key(m.provider, registry)]
+
+
+def cycled_models(app: CommandHost) -> list[ModelSpec]:
+    """What Ctrl+P cycles: the scope (--models, else /scoped-models) among the models with a
+    key, or every model with a key when there is no scope."""
+    available = available_models(app)
+    keyed = {(m.provider, m.id) for m in available}
+    scoped = [s.model for s in app.planned.scoped if (s.model.provider, s.model.id) in keyed]
+    return scoped or available
 
 
 async def choose_model(app: CommandHost, model: ModelSpec) -> None:
@@ -239,72 +256,8 @@ async def cmd_fork(app: CommandHost, arg: str) -> None:
     app.open_picker(Picker("Fork from a message", items, fork_at))
 
 
-def _entry_label(entry: SessionEntry) -> str | None:
-    if isinstance(entry, CompactionEntry):
-        return "[compaction]"
-    if not isinstance(entry, MessageEntry):
-        return None
-    message = entry.message.to_json_dict()
-    role = message.get("role")
-    if role == "user":
-        return f"user: {user_text(message)}"
-    if role == "assistant":
-        text = user_text(message)
-        calls = [b.get("name") for b in message.get("content") or [] if b.get("type") == "toolCall"]
-        return f"assistant: {text or ''}{' [' + ', '.join(map(str, calls)) + ']' if calls else ''}"
-    return None
-
-
-def tree_items(tree: SessionTree, current_leaf: str | None) -> list[PickerItem]:
-    """The entries that carry a message, in tree order; a branch point indents its children."""
-    on_path = {e.id for e in tree.path_to(current_leaf)} if current_leaf and current_leaf in tree else set()
-    items: list[PickerItem] = []
-    stack: list[tuple[SessionEntry, int]] = [(e, 0) for e in reversed(tree.children(None))]
-    while stack:
-        entry, depth = stack.pop()
-        children = tree.children(entry.id)
-        label = _entry_label(entry)
-        if label is not None:
-            marker = "•" if entry.id in on_path else " "
-            items.append(PickerItem(f"{'  ' * depth}{marker} {label.replace(chr(10), ' ')[:90]}", entry.id))
-        child_depth = depth + 1 if len(children) > 1 else depth
-        stack.extend((c, child_depth) for c in reversed(children))
-    return items
-
-
 async def cmd_tree(app: CommandHost, arg: str) -> None:
-    state = await app.session.state()
-    loaded, leaf = await load_at_leaf(app.service.store, state.session_file, state.leaf_id)
-    if loaded is None or not len(loaded.tree):
-        await app.show(notice("The session has no entries yet.", "yellow"))
-        return
-
-    summarize = arg.strip().startswith("summarize")
-    focus = arg.strip()[len("summarize") :].strip() or None if summarize else None
-
-    async def branch_at(entry_id: str) -> None:
-        entry = loaded.tree.get(entry_id)
-        # Choosing a user message re-edits it: continue from its parent, text in the editor.
-        user_entry = entry if isinstance(entry, MessageEntry) and entry.message.role == "user" else None
-        new_leaf = user_entry.parent_id if user_entry is not None else entry_id
-        try:
-            result = await app.session.navigate(
-                entry_id, new_leaf, summarize=summarize, custom_instructions=focus
-            )
-        except SessionRefused as err:
-            await app.show(notice(f"Could not move there: {err}", "red"))
-            return
-        if user_entry is not None:
-            text = user_text(user_entry.message.to_json_dict())
-            app.input.text = text
-            app.input.cursor_position = len(text)
-        note = " (the branch left behind was summarized)" if result.branch_summary_id else ""
-        await app.show(notice(f"Continuing from the chosen entry{note}.", "green"))
-
-    items = tree_items(loaded.tree, leaf)
-    picker = Picker("Session tree (• = current branch)", items, branch_at)
-    picker.index = max((i for i, item in enumerate(items) if item.label.lstrip().startswith("•")), default=0)
-    app.open_picker(picker)
+    await open_tree(app)
 
 
 async def cmd_name(app: CommandHost, arg: str) -> None:
@@ -395,9 +348,7 @@ COMMANDS: list[Command] = [
     Command("new", "start a new session", cmd_new),
     Command("resume", "continue another session of this directory", cmd_resume),
     Command("fork", "branch into a new session from an earlier message", cmd_fork),
-    Command(
-        "tree", "browse the session tree and continue from any entry (/tree summarize [focus])", cmd_tree
-    ),
+    Command("tree", "browse the session tree and continue from any entry", cmd_tree),
     Command("name", "name the session", cmd_name),
     Command("export", "write the session as HTML [path]", cmd_export),
     Command("session", "session file, messages, tokens and cost", cmd_session),

@@ -26,6 +26,8 @@ class Picker:
     query: str = ""
     index: int = 0
     _matches: list[PickerItem] = field(default_factory=list)
+    # What Esc leads back to (pi's "Summarize branch?" returns to the tree); None: nothing.
+    on_cancel: Callable[[], Awaitable[None]] | None = None
 
     def __post_init__(self) -> None:
         self._filter()

@@ -13,7 +13,12 @@ from rich.markdown import Markdown
 from rich.text import Text
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+# pi's previews: a command shows its last lines (its end matters), a file or a listing its
+# first; tools pi does not preview show their first COLLAPSED_LINES.
 COLLAPSED_LINES = 8
+TOOL_PREVIEW_LINES = {"bash": 5, "read": 10, "grep": 15, "find": 20, "ls": 20}
+USER_BASH_PREVIEW_LINES = 20
+HIDDEN_THINKING_LABEL = "Thinking..."
 LIVE_TOOL_LINES = 3
 # A tool slower than this shows its elapsed time.
 SLOW_TOOL_S = 1.0
@@ -44,6 +49,14 @@ def content_text(content: Any, kind: str = "text") -> str:
     return "".join(str(b.get(kind) or "") for b in content if isinstance(b, dict) and b.get("type") == kind)
 
 
+@dataclass
+class Display:
+    """How the transcript is drawn; Ctrl+O and Ctrl+T flip these and redraw it."""
+
+    expanded: bool = False
+    hide_thinking: bool = False
+
+
 def spinner_frame(now: float) -> str:
     return SPINNER[int(now * 10) % len(SPINNER)]
 
@@ -64,10 +77,6 @@ def notice(text: str, style: str = "dim") -> RenderableType:
 
 def _markdown(text: str) -> RenderableType:
     return Markdown(text, code_theme="monokai", hyperlinks=False)
-
-
-# pi's label for a thinking block that settings' hideThinkingBlock hides.
-HIDDEN_THINKING_LABEL = "Thinking..."
 
 
 def assistant_block(
@@ -146,7 +155,13 @@ class ToolOutcome:
 
 
 def tool_block(
-    name: str, args: dict[str, Any], result: dict[str, Any] | None, is_error: bool, elapsed: float | None
+    name: str,
+    args: dict[str, Any],
+    result: dict[str, Any] | None,
+    is_error: bool,
+    elapsed: float | None,
+    *,
+    expanded: bool = False,
 ) -> ToolOutcome:
     header = Text()
     header.append("✗ " if is_error else "✓ ", style="bold red" if is_error else "bold green")
@@ -160,35 +175,55 @@ def tool_block(
     output = content_text(result.get("content")).rstrip("\n")
     if not output:
         return ToolOutcome(header)
-    lines = output.splitlines()
     style = "red" if is_error else "dim"
-    if len(lines) <= COLLAPSED_LINES:
+    return _with_preview(header, output, style, TOOL_PREVIEW_LINES.get(name, COLLAPSED_LINES),
+                         from_end=name == "bash", expanded=expanded)  # fmt: skip
+
+
+def _with_preview(
+    header: Text,
+    output: str,
+    style: str,
+    limit: int,
+    *,
+    from_end: bool,
+    expanded: bool,
+    user_bash: bool = False,
+) -> ToolOutcome:
+    """The header and the output, cut to `limit` lines as pi's previews are unless expanded,
+    with pi's words for what is hidden."""
+    lines = output.splitlines()
+    if len(lines) <= limit:
         return ToolOutcome(Group(header, Text(output, style=style)))
-    hidden = len(lines) - COLLAPSED_LINES
-    # Command output matters at its end; files and listings at their start.
-    shown = lines[-COLLAPSED_LINES:] if name == "bash" else lines[:COLLAPSED_LINES]
-    more = Text(f"… {hidden} more lines (ctrl+o shows all)", style="dim italic")
+    if expanded:
+        hint = Text("(ctrl+o to collapse)", style="dim italic")
+        return ToolOutcome(Group(header, Text(output, style=style), hint), full_output=output)
+    hidden = len(lines) - limit
+    shown = lines[-limit:] if from_end else lines[:limit]
     body = Text("\n".join(shown), style=style)
-    parts = [header, more, body] if name == "bash" else [header, body, more]
-    return ToolOutcome(Group(*parts), full_output=output)
+    if user_bash:
+        more = Text(f"... {hidden} more lines (ctrl+o to expand)", style="dim italic")
+        return ToolOutcome(Group(header, body, more), full_output=output)
+    if from_end:
+        more = Text(f"... ({hidden} earlier lines, ctrl+o to expand)", style="dim italic")
+        return ToolOutcome(Group(header, more, body), full_output=output)
+    more = Text(f"... ({hidden} more lines, ctrl+o to expand)", style="dim italic")
+    return ToolOutcome(Group(header, body, more), full_output=output)
 
 
-def bash_block(command: str, output: str, exit_code: int | None, cancelled: bool) -> ToolOutcome:
+def bash_block(
+    command: str, output: str, exit_code: int | None, cancelled: bool, *, expanded: bool = False
+) -> ToolOutcome:
+    """A command the user ran with `!`: pi shows its last 20 lines, the rest on Ctrl+O."""
     failed = cancelled or (exit_code not in (0, None))
-    return tool_block(
-        "bash",
-        {"command": command},
-        {
-            "content": [
-                {
-                    "type": "text",
-                    "text": output + (f"\n(exit code {exit_code})" if failed and exit_code else ""),
-                }
-            ]
-        },
-        failed,
-        None,
-    )
+    header = Text()
+    header.append("✗ " if failed else "✓ ", style="bold red" if failed else "bold green")
+    header.append(tool_title("bash", {"command": command}), style="bold")
+    text = output.rstrip("\n") + (f"\n(exit code {exit_code})" if failed and exit_code else "")
+    if not text.strip():
+        return ToolOutcome(header)
+    return _with_preview(header, text, "red" if failed else "dim", USER_BASH_PREVIEW_LINES,
+                         from_end=True, expanded=expanded, user_bash=True)  # fmt: skip
 
 
 # --- the live area ----------------------------------------------------------------------
@@ -214,7 +249,7 @@ class LiveView:
     streaming: bool = False
     compacting: bool = False
     last_full_output: str | None = None
-    hide_thinking: bool = False
+    display: Display = field(default_factory=Display)
 
     def apply(self, event: dict[str, Any], now: float) -> list[RenderableType]:
         kind = event.get("type")
@@ -230,7 +265,7 @@ class LiveView:
             self.assistant = message
         elif kind == "message_end" and role == "assistant":
             self.assistant = None
-            block = assistant_block(message, final=True, hide_thinking=self.hide_thinking)
+            block = assistant_block(message, final=True, hide_thinking=self.display.hide_thinking)
             return [block] if block is not None else []
         elif kind == "message_end" and role == "user":
             return [user_block(content_text(message.get("content")))]
@@ -250,6 +285,7 @@ class LiveView:
                 event.get("result"),
                 bool(event.get("isError")),
                 now - running.started if running else None,
+                expanded=self.display.expanded,
             )
             if outcome.full_output is not None:
                 self.last_full_output = outcome.full_output
@@ -277,7 +313,7 @@ class LiveView:
     def live(self, now: float) -> RenderableType | None:
         parts: list[RenderableType] = []
         if self.assistant is not None:
-            block = assistant_block(self.assistant, final=False, hide_thinking=self.hide_thinking)
+            block = assistant_block(self.assistant, final=False, hide_thinking=self.display.hide_thinking)
             if block is not None:
                 parts.append(block)
         for tool in self.tools.values():
@@ -312,8 +348,9 @@ def compaction_block(event: dict[str, Any]) -> RenderableType:
 # --- history read back from the session file ------------------------------------------------
 
 
-def history_blocks(messages: list[dict[str, Any]], *, hide_thinking: bool = False) -> list[RenderableType]:
+def history_blocks(messages: list[dict[str, Any]], display: Display | None = None) -> list[RenderableType]:
     """A session's messages as they looked live (without timings)."""
+    display = display or Display()
     results = {
         m.get("toolCallId"): m for m in messages if m.get("role") == "toolResult" and m.get("toolCallId")
     }
@@ -323,7 +360,7 @@ def history_blocks(messages: list[dict[str, Any]], *, hide_thinking: bool = Fals
         if role == "user":
             blocks.append(user_block(content_text(m.get("content"))))
         elif role == "assistant":
-            block = assistant_block(m, final=True, hide_thinking=hide_thinking)
+            block = assistant_block(m, final=True, hide_thinking=display.hide_thinking)
             if block is not None:
                 blocks.append(block)
             for call in m.get("content") or []:
@@ -336,6 +373,7 @@ def history_blocks(messages: list[dict[str, Any]], *, hide_thinking: bool = Fals
                             result,
                             bool(result and result.get("isError")),
                             None,
+                            expanded=display.expanded,
                         ).block
                     )
         elif role == "bashExecution":
@@ -345,6 +383,7 @@ def history_blocks(messages: list[dict[str, Any]], *, hide_thinking: bool = Fals
                     str(m.get("output", "")),
                     m.get("exitCode"),
                     bool(m.get("cancelled")),
+                    expanded=display.expanded,
                 ).block
             )
         elif role == "compactionSummary":

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from tempi.agent.model_spec import ModelSpec, ThinkingLevel
+from tempi.agent.scoped_models import ScopedModel
 from tempi.agent.thinking_levels import DEFAULT_THINKING_LEVEL, supported_levels
 from tempi.cli.errors import UserError
 from tempi.cli.interactive.extras_host import ExtrasHost
@@ -176,6 +177,7 @@ async def cmd_scoped_models(app: ExtrasHost, arg: str) -> None:
             chosen.append(model)
         refs = [model_ref(m) for m in models if m in chosen]
         where = _saved_where({ENABLED_MODELS_KEY: refs or None})
+        app.planned.scoped = [ScopedModel(model=m) for m in models if m in chosen]
         shown = ", ".join(refs) if refs else "all models"
         await app.show(notice(f"Ctrl+P cycles: {shown} ({where})", "green"))
         app.open_picker(picker_at(models.index(model)))
