@@ -5,8 +5,9 @@ plus, where a Docker engine answers, the tool activities of the sandboxes on tha
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from temporalio.client import Client
 from temporalio.worker import Interceptor, Worker
@@ -19,9 +20,11 @@ from tempi.workers.model_guard import owner_credentials
 from tempi.workers.orphans import sweep_orphan_sandboxes
 from tempi.workflows.session_types import DEFAULT_TASK_QUEUE
 from tempi.workflows.session_workflow import AgentSessionWorkflow
+from tempi.workflows.slack_conversation_workflow import SlackConversationWorkflow
+from tempi.workflows.slack_types import SLACK_TASK_QUEUE
 from tempi.workflows.subagent_workflow import SubagentWorkflow
 
-WORKFLOWS = [AgentSessionWorkflow, SubagentWorkflow]
+WORKFLOWS = [AgentSessionWorkflow, SubagentWorkflow, SlackConversationWorkflow]
 
 
 def workflow_runner() -> SandboxedWorkflowRunner:
@@ -50,6 +53,19 @@ def build_worker(
         workflow_runner=workflow_runner(),
         max_concurrent_activities=200,
         interceptors=[activity_hook] if activity_hook else [],
+    )
+
+
+def build_slack_worker(client: Client, activities: Sequence[Callable[..., Any]]) -> Worker:
+    """The Slack conversations' worker; it runs in `tempi slack`, whose environment holds the
+    Slack tokens its activities need (the background service's does not)."""
+    return Worker(
+        client,
+        task_queue=SLACK_TASK_QUEUE,
+        workflows=[SlackConversationWorkflow],
+        activities=activities,
+        workflow_runner=workflow_runner(),
+        max_concurrent_activities=100,
     )
 
 

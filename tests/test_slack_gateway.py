@@ -1,0 +1,156 @@
+"""`tempi slack` as a Slack user meets it: a real gateway process against the scripted
+Slack server, a real Temporal dev server and the scripted model."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sys
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from tempi.testing.scripted_llm import ScriptedLLMServer
+from tempi.testing.slack_server import BotMessage, ScriptedSlackServer
+from tempi.testing.slack_server.events import event_callback, user_message_events
+from tests.conftest import tempi_env, write_models_json
+
+pytestmark = pytest.mark.slow
+
+SCENARIO = "slack-bash-then-answer"
+ANSWER = "The command printed *hello-from-bash*."
+THINKING = "_Thinking_ ..."
+
+
+@pytest.fixture
+async def slack() -> AsyncIterator[ScriptedSlackServer]:
+    async with ScriptedSlackServer() as server:
+        yield server
+
+
+@pytest.fixture
+async def gateway(
+    tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer, slack: ScriptedSlackServer
+) -> AsyncIterator[Path]:
+    scripted_server.add_scenario(
+        SCENARIO,
+        {
+            "turns": [
+                {
+                    "tool_calls": [
+                        {"name": "bash", "arguments": {"command": "sleep 1.5; echo hello-from-bash"}}
+                    ]
+                },
+                {"text": ANSWER},
+            ]
+        },
+    )
+    home = tmp_path / "home"
+    write_models_json(home, scripted_server, SCENARIO)
+    workdir = tmp_path / "mom"
+    env = tempi_env(
+        home,
+        temporal_address,
+        MOM_SLACK_APP_TOKEN=slack.app_token,
+        MOM_SLACK_BOT_TOKEN=slack.bot_token,
+        TEMPI_SLACK_API_URL=slack.api_url,
+    )
+    log = (tmp_path / "gateway.log").open("w")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tempi", "slack", "--model", "mock/mock-model", str(workdir),
+        cwd=tmp_path, env=env, stdout=log, stderr=log,
+    )  # fmt: skip
+    try:
+        await slack.wait_for_connections(1, timeout=90)
+        yield workdir
+    finally:
+        proc.terminate()
+        try:
+            await asyncio.wait_for(proc.wait(), 15)
+        except TimeoutError:
+            proc.kill()
+        log.close()
+
+
+async def wait_for(condition: Callable[[], bool], what: str, timeout: float = 90) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not condition():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.1)
+
+
+def main_messages(slack: ScriptedSlackServer, channel: str) -> list[BotMessage]:
+    return [m for m in slack.bot_messages(channel) if m.texts[0] == THINKING]
+
+
+def finished(slack: ScriptedSlackServer, channel: str) -> bool:
+    return any(m.text == ANSWER for m in main_messages(slack, channel))
+
+
+async def test_a_mention_is_answered_in_one_message_edited_in_place(
+    slack: ScriptedSlackServer, gateway: Path
+) -> None:
+    alice = slack.add_user("alice")
+    general = slack.add_channel("general", members=[alice])
+    asked = slack.user_says(alice, general, f"<@{slack.bot_user_id}> run the command please")
+
+    await wait_for(lambda: finished(slack, general), "the final answer in the main message")
+
+    [main] = main_messages(slack, general)
+    assert main.thread_ts == asked  # thread mode: the answer is in the thread of the mention
+    assert main.texts[0] == THINKING
+    assert any("_→ sleep 1.5; echo hello-from-bash_" in text for text in main.texts[1:-1]), main.texts
+    assert main.text == ANSWER  # the final answer alone, in the same message
+    details = [m for m in slack.bot_messages(general) if m.ts != main.ts and m.thread_ts == asked]
+    assert any(
+        re.match(r"\*✓ bash\*: sleep 1\.5; echo hello-from-bash \(\d+\.\ds\)", m.text) for m in details
+    ), [m.text for m in details]
+    assert any("hello-from-bash" in m.text and "*Result:*" in m.text for m in details)
+
+    # The conversation's session is a pi file where mom keeps it.
+    context = gateway / general / "threads" / asked / "context.jsonl"
+    lines = [json.loads(line) for line in context.read_text().splitlines()]
+    assert lines[0]["type"] == "session" and lines[0]["version"] == 3
+    messages = [line["message"] for line in lines if line["type"] == "message"]
+    user_text = (
+        messages[0]["content"][0]["text"]
+        if isinstance(messages[0]["content"], list)
+        else messages[0]["content"]
+    )
+    assert re.fullmatch(
+        r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[+-]\d\d:\d\d\] \[alice\]: run the command please", user_text
+    ), user_text
+    assert [m["role"] for m in messages] == ["user", "assistant", "toolResult", "assistant"]
+
+    # The same event delivered again (twice) starts nothing new.
+    original = slack.workspace.message(general, asked)
+    assert original is not None
+    for _ in range(2):
+        for event in user_message_events(slack.workspace, original):
+            slack.hub.publish(event_callback(slack.workspace, event))
+    await slack.idle()
+    await asyncio.sleep(3)
+    assert len(main_messages(slack, general)) == 1
+    assert sum(1 for m in slack.bot_messages(general) if m.text.startswith("_Already working")) == 0
+
+
+async def test_a_dm_starts_a_run_and_an_unacked_envelope_starts_only_one(
+    slack: ScriptedSlackServer, gateway: Path
+) -> None:
+    bob = slack.add_user("bob")
+    dm = slack.open_dm(bob)
+    # Every envelope times out before its ack can count, so Slack sends each event again.
+    slack.hub.ack_timeout = 0.0
+    slack.user_says(bob, dm, "please run the command")
+    await slack.idle(timeout=30)
+    slack.hub.ack_timeout = 3.0
+    assert slack.redeliveries >= 1
+
+    await wait_for(lambda: finished(slack, dm), "the final answer in the DM")
+    await asyncio.sleep(2)
+    assert len(main_messages(slack, dm)) == 1
+    assert slack.acks >= 1
