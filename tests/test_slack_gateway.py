@@ -9,6 +9,7 @@ import re
 import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,25 +31,29 @@ async def slack() -> AsyncIterator[ScriptedSlackServer]:
         yield server
 
 
+def bash_then_answer(command: str, answer: str) -> dict[str, Any]:
+    return {
+        "turns": [{"tool_calls": [{"name": "bash", "arguments": {"command": command}}]}, {"text": answer}]
+    }
+
+
+@pytest.fixture
+def scenario() -> tuple[str, dict[str, Any]]:
+    return SCENARIO, bash_then_answer("sleep 1.5; echo hello-from-bash", ANSWER)
+
+
 @pytest.fixture
 async def gateway(
-    tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer, slack: ScriptedSlackServer
+    tmp_path: Path,
+    temporal_address: str,
+    scripted_server: ScriptedLLMServer,
+    slack: ScriptedSlackServer,
+    scenario: tuple[str, dict[str, Any]],
 ) -> AsyncIterator[Path]:
-    scripted_server.add_scenario(
-        SCENARIO,
-        {
-            "turns": [
-                {
-                    "tool_calls": [
-                        {"name": "bash", "arguments": {"command": "sleep 1.5; echo hello-from-bash"}}
-                    ]
-                },
-                {"text": ANSWER},
-            ]
-        },
-    )
+    name, turns = scenario
+    scripted_server.add_scenario(name, turns)
     home = tmp_path / "home"
-    write_models_json(home, scripted_server, SCENARIO)
+    write_models_json(home, scripted_server, name)
     workdir = tmp_path / "mom"
     env = tempi_env(
         home,
@@ -154,3 +159,46 @@ async def test_a_dm_starts_a_run_and_an_unacked_envelope_starts_only_one(
     await asyncio.sleep(2)
     assert len(main_messages(slack, dm)) == 1
     assert slack.acks >= 1
+
+
+SLOW = "slack-slow-bash"
+SECOND_ANSWER = "Here is the second answer."
+
+
+@pytest.mark.parametrize("scenario", [(SLOW, bash_then_answer("sleep 8; echo late", SECOND_ANSWER))])
+async def test_busy_reply_then_stop_then_the_waiting_message_runs(
+    slack: ScriptedSlackServer, gateway: Path
+) -> None:
+    carol = slack.add_user("carol")
+    ops = slack.add_channel("ops", members=[carol])
+    bot = f"<@{slack.bot_user_id}>"
+    asked = slack.user_says(carol, ops, f"{bot} start the long job")
+
+    def working() -> bool:
+        return any(any("_→ sleep 8; echo late_" in t for t in m.texts) for m in main_messages(slack, ops))
+
+    await wait_for(working, "the tool label in the main message")
+    slack.user_says(carol, ops, f"{bot} also check the logs", thread_ts=asked)
+    await wait_for(
+        lambda: any(
+            m.text == "_Already working. Say `@mom stop` to cancel._" for m in slack.bot_messages(ops)
+        ),
+        "the busy reply",
+    )
+    slack.user_says(carol, ops, f"{bot} stop", thread_ts=asked)
+
+    def stopping() -> list[BotMessage]:
+        return [m for m in slack.bot_messages(ops) if m.texts[0] == "_Stopping..._"]
+
+    await wait_for(
+        lambda: any(m.text == "_Stopped_" for m in stopping()), "_Stopping..._ edited to _Stopped_"
+    )
+    [stop_reply] = stopping()
+    assert stop_reply.thread_ts == asked
+
+    # The message that waited runs next, in a main message of its own.
+    await wait_for(lambda: any(m.text == SECOND_ANSWER for m in main_messages(slack, ops)), "the second run")
+    first, second = main_messages(slack, ops)
+    assert first.text != SECOND_ANSWER and second.text == SECOND_ANSWER
+    context = gateway / ops / "threads" / asked / "context.jsonl"
+    assert "[carol]: also check the logs" in context.read_text()
