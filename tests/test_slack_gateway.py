@@ -131,6 +131,8 @@ async def test_a_mention_is_answered_in_one_message_edited_in_place(
     ), user_text
     assert [m["role"] for m in messages] == ["user", "assistant", "toolResult", "assistant"]
 
+    # A channel message that does not mention the bot starts nothing.
+    slack.user_says(alice, general, "just chatting, no bot needed")
     # The same event delivered again (twice) starts nothing new.
     original = slack.workspace.message(general, asked)
     assert original is not None

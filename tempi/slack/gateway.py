@@ -10,6 +10,7 @@ import asyncio
 import datetime
 import logging
 import sys
+import time
 from typing import Any
 
 from slack_sdk.socket_mode.aiohttp import SocketModeClient
@@ -49,6 +50,7 @@ class SlackGateway:
         self.bot_user_id = ""
         self.bot_name = "mom"
         self.user_names: dict[str, str] = {}
+        self.started_at = time.time()
 
     async def run(self) -> None:
         auth = await self.web.auth_test()
@@ -95,6 +97,10 @@ class SlackGateway:
         event: dict[str, Any] = (req.payload or {}).get("event") or {}
         accepted = accept(event, self.bot_user_id)
         if accepted is None:
+            return
+        if float(accepted.ts or 0) < self.started_at:
+            # Slack replays recent events on reconnect; like mom, answer only what came after the start.
+            log.info("not answering %s in %s: it predates this gateway", accepted.ts, accepted.channel)
             return
         try:
             await self.dispatch(accepted)

@@ -6,10 +6,12 @@ through activities only."""
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable
 from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
 
 from tempi.workflows.slack_types import (
     SLACK_ABORT,
@@ -82,13 +84,15 @@ class SlackConversationWorkflow:
             return  # a redelivered event, or the same event from a second gateway
         self.state.seen = [*self.state.seen, key][-SEEN_KEPT:]
         if is_stop(msg.text):
-            await self._stop(msg)
+            await self._quietly(self._stop(msg))
             return
         busy = self.state.run is not None
         self.state.queue.append(msg)
         if busy:
             cancel = "`stop`" if msg.is_dm else f"`@{self.inp.bot_name} stop`"
-            await self._post(f"_Already working. Say {cancel} to cancel._", self._thread_of(msg))
+            await self._quietly(
+                self._post(f"_Already working. Say {cancel} to cancel._", self._thread_of(msg))
+            )
 
     @workflow.query
     def get_state(self) -> SlackConversationInput:
@@ -117,15 +121,34 @@ class SlackConversationWorkflow:
             if self.state.run is None:
                 self.state.run = RunState(messages=self.state.queue)
                 self.state.queue = []
-            await self._do_run(self.state.run)
+            try:
+                await self._do_run(self.state.run)
+            except ActivityError as err:
+                await self._report_failure(self.state.run, err)
             self.state.run = None
             if self.state.stopping_ts is not None:
-                await self._update(self.state.stopping_ts, "_Stopped_")
+                await self._quietly(self._update(self.state.stopping_ts, "_Stopped_"))
                 self.state.stopping_ts = None
             if self._history_too_long() and not self.state.queue:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 if not self.state.queue and self.state.run is None:
                     workflow.continue_as_new(self.inp.model_copy(update={"state": self.state}))
+
+    async def _report_failure(self, run: RunState, err: ActivityError) -> None:
+        """A run that cannot go on says so where people look, and the conversation stays open."""
+        reason = str(err.cause or err)
+        workflow.logger.warning("Slack run failed: %s", reason)
+        if run.main_ts is None:
+            return
+        await self._quietly(self._post(f"_Error: {reason[:200]}_", self.inp.reply_thread() or run.main_ts))
+        await self._quietly(self._update(run.main_ts, "_Sorry, something went wrong_"))
+
+    async def _quietly(self, call: Awaitable[object]) -> None:
+        # Slack refusing a notice (after retries) must not end the conversation's workflow.
+        try:
+            await call
+        except ActivityError as err:
+            workflow.logger.warning("Slack call failed: %s", err.cause or err)
 
     def _history_too_long(self) -> bool:
         info = workflow.info()

@@ -5,12 +5,15 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from tempi.activities.slack.run_progress import summarize
 from tempi.activities.slack.web_client import web_client
@@ -38,6 +41,18 @@ POLL_S = 0.25
 # Events that arrive together (a tool's end and the next message) go in one summary.
 GATHER_S = 0.3
 END_OF_LOG = 2**62
+# Slack errors worth another attempt; the rest (channel_not_found, not_in_channel, ...) are final.
+_TRANSIENT = {"ratelimited", "internal_error", "fatal_error", "service_unavailable", "request_timeout"}
+
+
+async def _slack(call: Awaitable[AsyncSlackResponse]) -> AsyncSlackResponse:
+    try:
+        return await call
+    except SlackApiError as err:
+        code = str(err.response.get("error") or "unknown_error")
+        raise ApplicationError(
+            f"Slack answered {code}", type="SlackApiError", non_retryable=code not in _TRANSIENT
+        ) from err
 
 
 class SlackActivities:
@@ -60,12 +75,14 @@ class SlackActivities:
 
     @activity.defn(name=SLACK_POST)
     async def post(self, req: PostRequest) -> str:
-        answer = await self.web.chat_postMessage(channel=req.channel, text=req.text, thread_ts=req.thread_ts)
+        answer = await _slack(
+            self.web.chat_postMessage(channel=req.channel, text=req.text, thread_ts=req.thread_ts)
+        )
         return str(answer["ts"])
 
     @activity.defn(name=SLACK_UPDATE)
     async def update(self, req: UpdateRequest) -> None:
-        await self.web.chat_update(channel=req.channel, ts=req.ts, text=req.text)
+        await _slack(self.web.chat_update(channel=req.channel, ts=req.ts, text=req.text))
 
     async def _session(self, context_file: str) -> SessionClient:
         """The session of the conversation's pi file: running, continued, or new."""
