@@ -39,7 +39,10 @@ def bash_then_answer(command: str, answer: str) -> dict[str, Any]:
 
 @pytest.fixture
 def scenario() -> tuple[str, dict[str, Any]]:
-    return SCENARIO, bash_then_answer("sleep 1.5; echo hello-from-bash", ANSWER)
+    # The command also looks for the bot token: tools must not see it.
+    return SCENARIO, bash_then_answer(
+        "sleep 1.5; echo hello-from-bash ${MOM_SLACK_BOT_TOKEN:-no-token}", ANSWER
+    )
 
 
 @pytest.fixture
@@ -108,13 +111,15 @@ async def test_a_mention_is_answered_in_one_message_edited_in_place(
     [main] = main_messages(slack, general)
     assert main.thread_ts == asked  # thread mode: the answer is in the thread of the mention
     assert main.texts[0] == THINKING
-    assert any("_→ sleep 1.5; echo hello-from-bash_" in text for text in main.texts[1:-1]), main.texts
+    label = "sleep 1.5; echo hello-from-bash ${MOM_SLACK_BOT_TOKEN:-no-token}"
+    assert any(f"_→ {label}_" in text for text in main.texts[1:-1]), main.texts
     assert main.text == ANSWER  # the final answer alone, in the same message
     details = [m for m in slack.bot_messages(general) if m.ts != main.ts and m.thread_ts == asked]
-    assert any(
-        re.match(r"\*✓ bash\*: sleep 1\.5; echo hello-from-bash \(\d+\.\ds\)", m.text) for m in details
-    ), [m.text for m in details]
-    assert any("hello-from-bash" in m.text and "*Result:*" in m.text for m in details)
+    assert any(re.match(rf"\*✓ bash\*: {re.escape(label)} \(\d+\.\ds\)", m.text) for m in details), [
+        m.text for m in details
+    ]
+    assert any("*Result:*\n```hello-from-bash no-token" in m.text for m in details)
+    assert not any(slack.bot_token in text for m in slack.bot_messages() for text in m.texts)
 
     # The conversation's session is a pi file where mom keeps it.
     context = gateway / general / "threads" / asked / "context.jsonl"

@@ -65,13 +65,13 @@ async def cmd_slack(argv: list[str]) -> int:
     from tempi.cli.args import parse_args
     from tempi.cli.plan import plan_run
 
-    working_dir = Path(args.working_dir).expanduser().resolve()
-    working_dir.mkdir(parents=True, exist_ok=True)
     try:
         app_token()
         web = web_client()
     except SlackTokensMissing as err:
         raise UserError(str(err)) from err
+    working_dir = Path(args.working_dir).expanduser().resolve()
+    working_dir.mkdir(parents=True, exist_ok=True)
     planned = plan_run(parse_args(_session_argv(args)), working_dir)
 
     from tempi.activities.slack import SlackActivities
