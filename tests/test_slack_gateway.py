@@ -4,6 +4,7 @@ Slack server, a real Temporal dev server and the scripted model."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import sys
@@ -46,40 +47,63 @@ def scenario() -> tuple[str, dict[str, Any]]:
 
 
 @pytest.fixture
-async def gateway(
+def gateway_args() -> list[str]:
+    return []
+
+
+@contextlib.asynccontextmanager
+async def running_gateway(
+    slack: ScriptedSlackServer, tmp_path: Path, env: dict[str, str], workdir: Path, args: list[str]
+) -> AsyncIterator[asyncio.subprocess.Process]:
+    """A `tempi slack` process, connected; stopped (if still running) on the way out."""
+    log = (tmp_path / "gateway.log").open("a")
+    opened = slack.connections_opened
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tempi", "slack", "--model", "mock/mock-model", *args, str(workdir),
+        cwd=tmp_path, env=env, stdout=log, stderr=log,
+    )  # fmt: skip
+    try:
+        await wait_for(lambda: slack.connections_opened > opened, "the gateway's Socket Mode connection")
+        yield proc
+    finally:
+        if proc.returncode is None:
+            proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), 15)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+        log.close()
+
+
+@pytest.fixture
+def gateway_env(
     tmp_path: Path,
     temporal_address: str,
     scripted_server: ScriptedLLMServer,
     slack: ScriptedSlackServer,
     scenario: tuple[str, dict[str, Any]],
-) -> AsyncIterator[Path]:
+) -> dict[str, str]:
     name, turns = scenario
     scripted_server.add_scenario(name, turns)
     home = tmp_path / "home"
     write_models_json(home, scripted_server, name)
-    workdir = tmp_path / "mom"
-    env = tempi_env(
+    return tempi_env(
         home,
         temporal_address,
         MOM_SLACK_APP_TOKEN=slack.app_token,
         MOM_SLACK_BOT_TOKEN=slack.bot_token,
         TEMPI_SLACK_API_URL=slack.api_url,
     )
-    log = (tmp_path / "gateway.log").open("w")
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tempi", "slack", "--model", "mock/mock-model", str(workdir),
-        cwd=tmp_path, env=env, stdout=log, stderr=log,
-    )  # fmt: skip
-    try:
-        await slack.wait_for_connections(1, timeout=90)
+
+
+@pytest.fixture
+async def gateway(
+    tmp_path: Path, slack: ScriptedSlackServer, gateway_env: dict[str, str], gateway_args: list[str]
+) -> AsyncIterator[Path]:
+    workdir = tmp_path / "mom"
+    async with running_gateway(slack, tmp_path, gateway_env, workdir, gateway_args):
         yield workdir
-    finally:
-        proc.terminate()
-        try:
-            await asyncio.wait_for(proc.wait(), 15)
-        except TimeoutError:
-            proc.kill()
-        log.close()
 
 
 async def wait_for(condition: Callable[[], bool], what: str, timeout: float = 90) -> None:
@@ -150,6 +174,7 @@ async def test_a_mention_is_answered_in_one_message_edited_in_place(
     assert sum(1 for m in slack.bot_messages(general) if m.text.startswith("_Already working")) == 0
 
 
+@pytest.mark.parametrize("gateway_args", [["--context", "channel"]])
 async def test_a_dm_starts_a_run_and_an_unacked_envelope_starts_only_one(
     slack: ScriptedSlackServer, gateway: Path
 ) -> None:
@@ -164,8 +189,13 @@ async def test_a_dm_starts_a_run_and_an_unacked_envelope_starts_only_one(
 
     await wait_for(lambda: finished(slack, dm), "the final answer in the DM")
     await asyncio.sleep(2)
-    assert len(main_messages(slack, dm)) == 1
+    [main] = main_messages(slack, dm)
     assert slack.acks >= 1
+    # --context channel: the answer at the DM's top level, tool details in its thread,
+    # one session file for the whole DM.
+    assert main.thread_ts is None
+    assert any(m.thread_ts == main.ts and m.text.startswith("*✓ bash*") for m in slack.bot_messages(dm))
+    assert "[bob]: please run the command" in (gateway / dm / "context.jsonl").read_text()
 
 
 SLOW = "slack-slow-bash"
@@ -209,3 +239,29 @@ async def test_busy_reply_then_stop_then_the_waiting_message_runs(
     assert first.text != SECOND_ANSWER and second.text == SECOND_ANSWER
     context = gateway / ops / "threads" / asked / "context.jsonl"
     assert "[carol]: also check the logs" in context.read_text()
+
+
+@pytest.mark.parametrize("scenario", [(SLOW, bash_then_answer("sleep 8; echo late", SECOND_ANSWER))])
+async def test_a_run_survives_the_gateway_being_killed(
+    slack: ScriptedSlackServer, tmp_path: Path, gateway_env: dict[str, str]
+) -> None:
+    dave = slack.add_user("dave")
+    dev = slack.add_channel("dev", members=[dave])
+    workdir = tmp_path / "mom"
+    async with running_gateway(slack, tmp_path, gateway_env, workdir, []) as first:
+        asked = slack.user_says(dave, dev, f"<@{slack.bot_user_id}> start the long job")
+        await wait_for(
+            lambda: any(any("_→ sleep 8" in t for t in m.texts) for m in main_messages(slack, dev)),
+            "the tool label",
+        )
+        first.kill()
+        await first.wait()
+    async with running_gateway(slack, tmp_path, gateway_env, workdir, []):
+        await wait_for(
+            lambda: any(m.text == SECOND_ANSWER for m in main_messages(slack, dev)),
+            "the answer after the restart",
+        )
+    # The run carried on in its own message: nothing was posted twice.
+    [main] = main_messages(slack, dev)
+    assert main.thread_ts == asked
+    assert not any(m.texts[0] == THINKING and m.ts != main.ts for m in slack.bot_messages(dev))
