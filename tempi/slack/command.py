@@ -80,11 +80,12 @@ async def cmd_slack(argv: list[str]) -> int:
     from tempi.slack.gateway import SlackGateway
     from tempi.store.session_store import SessionStore
     from tempi.workers.worker import build_slack_worker
+    from tempi.workflows.slack_types import slack_task_queue
 
     async with open_runtime(quiet=True) as rt:
         service = SessionService(rt.client, SessionStore(default_sessions_root()))
         activities = SlackActivities(service, planned.options, web)
-        async with build_slack_worker(rt.client, activities.all()):
+        async with build_slack_worker(rt.client, slack_task_queue(str(working_dir)), activities.all()):
             gateway = SlackGateway(rt.client, web, str(working_dir), args.context)
             try:
                 await gateway.run()

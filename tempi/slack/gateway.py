@@ -23,11 +23,11 @@ from tempi.activities.slack.web_client import app_token
 from tempi.slack.accept import Accepted, accept
 from tempi.workflows.slack_conversation_workflow import SlackConversationWorkflow
 from tempi.workflows.slack_types import (
-    SLACK_TASK_QUEUE,
     ContextMode,
     SlackConversationInput,
     SlackMessage,
     conversation_workflow_id,
+    slack_task_queue,
 )
 
 log = logging.getLogger("tempi.slack")
@@ -130,7 +130,7 @@ class SlackGateway:
             SlackConversationWorkflow.run,
             inp,
             id=conversation_workflow_id(self.working_dir, msg.channel, root),
-            task_queue=SLACK_TASK_QUEUE,
+            task_queue=slack_task_queue(self.working_dir),
             start_signal="message",
             start_signal_args=[signal],
         )

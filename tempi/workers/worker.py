@@ -21,7 +21,6 @@ from tempi.workers.orphans import sweep_orphan_sandboxes
 from tempi.workflows.session_types import DEFAULT_TASK_QUEUE
 from tempi.workflows.session_workflow import AgentSessionWorkflow
 from tempi.workflows.slack_conversation_workflow import SlackConversationWorkflow
-from tempi.workflows.slack_types import SLACK_TASK_QUEUE
 from tempi.workflows.subagent_workflow import SubagentWorkflow
 
 WORKFLOWS = [AgentSessionWorkflow, SubagentWorkflow, SlackConversationWorkflow]
@@ -56,12 +55,12 @@ def build_worker(
     )
 
 
-def build_slack_worker(client: Client, activities: Sequence[Callable[..., Any]]) -> Worker:
+def build_slack_worker(client: Client, task_queue: str, activities: Sequence[Callable[..., Any]]) -> Worker:
     """The Slack conversations' worker; it runs in `tempi slack`, whose environment holds the
     Slack tokens its activities need (the background service's does not)."""
     return Worker(
         client,
-        task_queue=SLACK_TASK_QUEUE,
+        task_queue=task_queue,
         workflows=[SlackConversationWorkflow],
         activities=activities,
         workflow_runner=workflow_runner(),

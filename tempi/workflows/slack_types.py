@@ -9,8 +9,6 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-SLACK_TASK_QUEUE = "tempi-slack"
-
 # Activity names (wire names: never change them).
 SLACK_POST = "slack.post"
 SLACK_UPDATE = "slack.update"
@@ -127,8 +125,17 @@ class WaitRun(BaseModel):
     max_wait_s: float = 8.0
 
 
+def _scope(working_dir: str) -> str:
+    return hashlib.sha256(working_dir.encode()).hexdigest()[:8]
+
+
 def conversation_workflow_id(working_dir: str, channel: str, root_ts: str | None) -> str:
     """One workflow per conversation of one working directory, so a redelivered event or a
     second gateway signals the same execution instead of starting another."""
-    scope = hashlib.sha256(working_dir.encode()).hexdigest()[:8]
-    return f"slack-{scope}-{channel}" + (f"-{root_ts}" if root_ts else "")
+    return f"slack-{_scope(working_dir)}-{channel}" + (f"-{root_ts}" if root_ts else "")
+
+
+def slack_task_queue(working_dir: str) -> str:
+    """The gateways of one working directory poll a queue of their own: its activities need
+    their Slack tokens and session options, not another bot's."""
+    return f"tempi-slack-{_scope(working_dir)}"
