@@ -13,10 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tempi.testing.slack_server import BotMessage, ScriptedSlackServer
 from tempi.testing.slack_server.events import event_callback, user_message_events
+from tempi.workers.worker import WORKFLOWS, workflow_runner
+from tempi.workflows.slack_types import conversation_workflow_id
 from tests.conftest import tempi_env, write_models_json
 
 pytestmark = pytest.mark.slow
@@ -115,6 +120,17 @@ async def wait_for(condition: Callable[[], bool], what: str, timeout: float = 90
         await asyncio.sleep(0.1)
 
 
+async def assert_replays(client: Client, workdir: Path, channel: str, root_ts: str) -> None:
+    """The conversation's history replays on the workflow code: a worker restarted after a
+    deploy carries the conversation on."""
+    handle = client.get_workflow_handle(conversation_workflow_id(str(workdir.resolve()), channel, root_ts))
+    history = await handle.fetch_history()
+    replayer = Replayer(
+        workflows=WORKFLOWS, workflow_runner=workflow_runner(), data_converter=pydantic_data_converter
+    )
+    await replayer.replay_workflow(history)
+
+
 def main_messages(slack: ScriptedSlackServer, channel: str) -> list[BotMessage]:
     return [m for m in slack.bot_messages(channel) if m.texts[0] == THINKING]
 
@@ -204,7 +220,7 @@ SECOND_ANSWER = "Here is the second answer."
 
 @pytest.mark.parametrize("scenario", [(SLOW, bash_then_answer("sleep 8; echo late", SECOND_ANSWER))])
 async def test_busy_reply_then_stop_then_the_waiting_message_runs(
-    slack: ScriptedSlackServer, gateway: Path
+    slack: ScriptedSlackServer, gateway: Path, temporal_client: Client
 ) -> None:
     carol = slack.add_user("carol")
     ops = slack.add_channel("ops", members=[carol])
@@ -239,11 +255,12 @@ async def test_busy_reply_then_stop_then_the_waiting_message_runs(
     assert first.text != SECOND_ANSWER and second.text == SECOND_ANSWER
     context = gateway / ops / "threads" / asked / "context.jsonl"
     assert "[carol]: also check the logs" in context.read_text()
+    await assert_replays(temporal_client, gateway, ops, asked)
 
 
 @pytest.mark.parametrize("scenario", [(SLOW, bash_then_answer("sleep 8; echo late", SECOND_ANSWER))])
 async def test_a_run_survives_the_gateway_being_killed(
-    slack: ScriptedSlackServer, tmp_path: Path, gateway_env: dict[str, str]
+    slack: ScriptedSlackServer, tmp_path: Path, gateway_env: dict[str, str], temporal_client: Client
 ) -> None:
     dave = slack.add_user("dave")
     dev = slack.add_channel("dev", members=[dave])
@@ -265,3 +282,4 @@ async def test_a_run_survives_the_gateway_being_killed(
     [main] = main_messages(slack, dev)
     assert main.thread_ts == asked
     assert not any(m.texts[0] == THINKING and m.ts != main.ts for m in slack.bot_messages(dev))
+    await assert_replays(temporal_client, workdir, dev, asked)
