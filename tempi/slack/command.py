@@ -7,6 +7,7 @@ import asyncio
 import sys
 from pathlib import Path
 
+from tempi.agent.model_spec import THINKING_LEVELS
 from tempi.cli.errors import UserError
 from tempi.cli.runtime import open_runtime
 
@@ -46,7 +47,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--sandbox", help="where tools run: local, bwrap, docker or docker:IMAGE (default local)")
     p.add_argument("--provider", help="model provider for new sessions")
     p.add_argument("--model", help="model id or provider/id for new sessions")
-    p.add_argument("--thinking", help="thinking level for new sessions")
+    p.add_argument("--thinking", choices=THINKING_LEVELS, help="thinking level for new sessions")
     return p.parse_args(argv)
 
 
