@@ -168,6 +168,10 @@ async def cmd_worker(argv: list[str]) -> int:
 def _dispatch(argv: list[str]) -> int:
     if argv and argv[0] in PI_ONLY_COMMANDS:
         raise UserError(pi_command_answer(argv[0]))
+    if argv and argv[0] == "slack":
+        from tempi.slack.command import cmd_slack
+
+        return asyncio.run(cmd_slack(argv[1:]))
     if argv and argv[0] in SUBCOMMANDS:
         name, rest = argv[0], argv[1:]
         if name == "server":

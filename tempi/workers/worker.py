@@ -5,9 +5,10 @@ plus, where a Docker engine answers, the tool activities of the sandboxes on tha
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from temporalio.client import Client
 from temporalio.worker import Interceptor, Worker
@@ -20,9 +21,10 @@ from tempi.workers.model_guard import owner_credentials
 from tempi.workers.orphans import sweep_orphan_sandboxes
 from tempi.workflows.session_types import DEFAULT_TASK_QUEUE
 from tempi.workflows.session_workflow import AgentSessionWorkflow
+from tempi.workflows.slack_conversation_workflow import SlackConversationWorkflow
 from tempi.workflows.subagent_workflow import SubagentWorkflow
 
-WORKFLOWS = [AgentSessionWorkflow, SubagentWorkflow]
+WORKFLOWS = [AgentSessionWorkflow, SubagentWorkflow, SlackConversationWorkflow]
 # The SDK sends heartbeats at most every 0.8 × the heartbeat timeout (8 s for tools), and a
 # cancellation arrives only in a heartbeat's answer: an abort let a `sleep 3` finish. A short
 # throttle delivers it within a beat.
@@ -57,6 +59,21 @@ def build_worker(
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         interceptors=[activity_hook] if activity_hook else [],
+    )
+
+
+def build_slack_worker(client: Client, task_queue: str, activities: Sequence[Callable[..., Any]]) -> Worker:
+    """The Slack conversations' worker; it runs in `tempi slack`, whose environment holds the
+    Slack tokens its activities need (the background service's does not)."""
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[SlackConversationWorkflow],
+        activities=activities,
+        workflow_runner=workflow_runner(),
+        max_concurrent_activities=100,
+        max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
+        default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
     )
 
 

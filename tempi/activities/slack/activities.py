@@ -1,0 +1,125 @@
+"""Activities of SlackConversationWorkflow: thin wrappers over the Web API and the session API."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from tempi.activities.slack.run_progress import summarize
+from tempi.activities.slack.web_client import web_client
+from tempi.agent.session_entries import SessionHeader
+from tempi.client.forking import iso_now
+from tempi.client.options import SessionOptions
+from tempi.client.service import SessionService
+from tempi.client.session import SessionClient
+from tempi.workflows.slack_types import (
+    SLACK_ABORT,
+    SLACK_OPEN_SESSION,
+    SLACK_POST,
+    SLACK_PROMPT,
+    SLACK_UPDATE,
+    SLACK_WAIT_RUN,
+    OpenSessionRequest,
+    PostRequest,
+    PromptSession,
+    RunProgress,
+    UpdateRequest,
+    WaitRun,
+)
+
+POLL_S = 0.25
+# Events that arrive together (a tool's end and the next message) go in one summary.
+GATHER_S = 0.3
+END_OF_LOG = 2**62
+# Slack errors worth another attempt; the rest (channel_not_found, not_in_channel, ...) are final.
+_TRANSIENT = {"ratelimited", "internal_error", "fatal_error", "service_unavailable", "request_timeout"}
+
+
+async def _slack(call: Awaitable[AsyncSlackResponse]) -> AsyncSlackResponse:
+    try:
+        return await call
+    except SlackApiError as err:
+        code = str(err.response.get("error") or "unknown_error")
+        raise ApplicationError(
+            f"Slack answered {code}", type="SlackApiError", non_retryable=code not in _TRANSIENT
+        ) from err
+
+
+class SlackActivities:
+    def __init__(
+        self, service: SessionService, options: SessionOptions, web: AsyncWebClient | None = None
+    ) -> None:
+        self.service = service
+        self.options = options
+        self._web = web
+        self._labels: dict[str, tuple[str, str, str]] = {}
+
+    @property
+    def web(self) -> AsyncWebClient:
+        if self._web is None:
+            self._web = web_client()
+        return self._web
+
+    def all(self) -> list[Callable[..., Any]]:
+        return [self.post, self.update, self.open_session, self.prompt, self.wait_run, self.abort]
+
+    @activity.defn(name=SLACK_POST)
+    async def post(self, req: PostRequest) -> str:
+        answer = await _slack(
+            self.web.chat_postMessage(channel=req.channel, text=req.text, thread_ts=req.thread_ts)
+        )
+        return str(answer["ts"])
+
+    @activity.defn(name=SLACK_UPDATE)
+    async def update(self, req: UpdateRequest) -> None:
+        await _slack(self.web.chat_update(channel=req.channel, ts=req.ts, text=req.text))
+
+    async def _session(self, context_file: str) -> SessionClient:
+        """The session of the conversation's pi file: running, continued, or new."""
+        path = Path(context_file)
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            header = SessionHeader(id=str(uuid.uuid4()), timestamp=iso_now(), cwd=self.options.cwd)
+            self.service.store.create(path, header)
+        return await self.service.resume(path, self.options)
+
+    @activity.defn(name=SLACK_OPEN_SESSION)
+    async def open_session(self, req: OpenSessionRequest) -> str:
+        return (await self._session(req.context_file)).session_id
+
+    @activity.defn(name=SLACK_PROMPT)
+    async def prompt(self, req: PromptSession) -> int:
+        """Prompt the session; returns the event offset its run starts from."""
+        session = await self._session(req.context_file)
+        offset = (await session.read_events(END_OF_LOG)).next_offset
+        await session.prompt(req.text)
+        return offset
+
+    @activity.defn(name=SLACK_WAIT_RUN)
+    async def wait_run(self, req: WaitRun) -> RunProgress:
+        session = self.service.get(req.session_id)
+        deadline = time.monotonic() + req.max_wait_s
+        while True:
+            activity.heartbeat()
+            page = await session.read_events(req.offset)
+            if page.events:
+                await asyncio.sleep(GATHER_S)
+                page = await session.read_events(req.offset)
+                return summarize(page.events, page.next_offset, self._labels)
+            if time.monotonic() >= deadline:
+                return RunProgress(next_offset=page.next_offset)
+            await asyncio.sleep(POLL_S)
+
+    @activity.defn(name=SLACK_ABORT)
+    async def abort(self, session_id: str) -> None:
+        await self.service.get(session_id).abort()

@@ -1,0 +1,1 @@
+"""`tempi slack`: pi's Slack bot mom, on Temporal."""

@@ -1,0 +1,51 @@
+"""mom's rules for which Slack events start a run, as a pure function of the event."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+_MENTION = re.compile(r"<@[A-Z0-9]+(?:\|[^>]*)?>")
+
+
+@dataclass(frozen=True)
+class Accepted:
+    channel: str
+    ts: str
+    thread_ts: str | None
+    user: str
+    text: str
+    is_dm: bool
+
+
+def strip_mentions(text: str) -> str:
+    return _MENTION.sub("", text).strip()
+
+
+def accept(event: dict[str, Any], bot_user_id: str) -> Accepted | None:
+    """The message a run should answer, or None for events mom only logs or ignores."""
+    kind = event.get("type")
+    channel = str(event.get("channel") or "")
+    user = event.get("user")
+    if not channel or not user or user == bot_user_id or event.get("bot_id"):
+        return None
+    subtype = event.get("subtype")
+    if subtype is not None and subtype != "file_share":
+        return None
+    text = str(event.get("text") or "")
+    ts = str(event.get("ts") or "")
+    thread_ts = event.get("thread_ts")
+    if kind == "app_mention":
+        if channel.startswith("D"):
+            return None  # DMs arrive as `message` events
+        return Accepted(channel, ts, thread_ts, str(user), strip_mentions(text), is_dm=False)
+    if kind != "message":
+        return None
+    if event.get("channel_type") != "im":
+        return None  # channel messages are only logged; a mention there comes as app_mention
+    if f"<@{bot_user_id}>" in text and not channel.startswith("D"):
+        return None
+    if not text.strip() and not event.get("files"):
+        return None
+    return Accepted(channel, ts, thread_ts, str(user), strip_mentions(text), is_dm=True)

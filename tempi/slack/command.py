@@ -1,0 +1,95 @@
+"""`tempi slack WORKING_DIR`: run the gateway and the Slack conversations' worker until Ctrl+C."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+from tempi.agent.model_spec import THINKING_LEVELS
+from tempi.cli.errors import UserError
+from tempi.cli.runtime import open_runtime
+
+SLACK_PROMPT = (
+    "You are mom, answering people in Slack. Write Slack mrkdwn: *bold*, _italic_, `code`, "
+    "<url|text> for links; mention people as <@USERID>. Keep answers short; your work happens "
+    "in the working directory."
+)
+
+DESCRIPTION = """\
+Run pi's Slack bot (mom) on Temporal: every mention of the bot in a channel, and every
+direct message, starts a run of a coding agent whose session is a pi file under
+WORKING_DIR (<channel>/threads/<thread ts>/context.jsonl, or <channel>/context.jsonl with
+--context channel and for a direct message's top level). Runs are durable: a restarted gateway carries on where it stopped.
+
+environment:
+  MOM_SLACK_APP_TOKEN   app-level token (xapp-…, scope connections:write) for Socket Mode
+                        (SLACK_APP_TOKEN also works)
+  MOM_SLACK_BOT_TOKEN   bot token (xoxb-…) for the Web API (SLACK_BOT_TOKEN also works)
+  TEMPI_SLACK_API_URL   Web API base URL (default https://slack.com/api/)
+  TEMPORAL_ADDRESS      a Temporal server to use instead of tempi's background service
+  model API keys as for `tempi` (ANTHROPIC_API_KEY, OPENAI_API_KEY, models.json, ...)
+"""
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="tempi slack", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("working_dir", metavar="WORKING_DIR", help="where channels' sessions and files live")
+    p.add_argument(
+        "--context",
+        choices=["thread", "channel"],
+        default="thread",
+        help="one session per thread (default) or one per channel",
+    )
+    p.add_argument("--sandbox", help="where tools run: local, bwrap, docker or docker:IMAGE (default local)")
+    p.add_argument("--provider", help="model provider for new sessions")
+    p.add_argument("--model", help="model id or provider/id for new sessions")
+    p.add_argument("--thinking", choices=THINKING_LEVELS, help="thinking level for new sessions")
+    return p.parse_args(argv)
+
+
+def _session_argv(args: argparse.Namespace) -> list[str]:
+    argv = ["--append-system-prompt", SLACK_PROMPT]
+    for flag in ("provider", "model", "thinking", "sandbox"):
+        value = getattr(args, flag)
+        if value:
+            argv += [f"--{flag}", value]
+    return argv
+
+
+async def cmd_slack(argv: list[str]) -> int:
+    args = parse(argv)
+    from tempi.activities.slack.web_client import SlackTokensMissing, app_token, web_client
+    from tempi.cli.args import parse_args
+    from tempi.cli.plan import plan_run
+
+    try:
+        app_token()
+        web = web_client()
+    except SlackTokensMissing as err:
+        raise UserError(str(err)) from err
+    working_dir = Path(args.working_dir).expanduser().resolve()
+    working_dir.mkdir(parents=True, exist_ok=True)
+    planned = plan_run(parse_args(_session_argv(args)), working_dir)
+
+    from tempi.activities.slack import SlackActivities
+    from tempi.client import SessionService
+    from tempi.config.paths import default_sessions_root
+    from tempi.slack.gateway import SlackGateway
+    from tempi.store.session_store import SessionStore
+    from tempi.workers.worker import build_slack_worker
+    from tempi.workflows.slack_types import slack_task_queue
+
+    async with open_runtime(quiet=True) as rt:
+        service = SessionService(rt.client, SessionStore(default_sessions_root()))
+        activities = SlackActivities(service, planned.options, web)
+        async with build_slack_worker(rt.client, slack_task_queue(str(working_dir)), activities.all()):
+            gateway = SlackGateway(rt.client, web, str(working_dir), args.context)
+            try:
+                await gateway.run()
+            except asyncio.CancelledError:
+                print("tempi slack: stopped", file=sys.stderr)
+    return 0

@@ -1,0 +1,139 @@
+"""The Slack side of `tempi slack`: Socket Mode in, one signal-with-start per accepted message.
+
+Every envelope is acked at once; the conversation workflow, not this process, decides
+what a message does, and it drops a message it has already seen, so a redelivered
+envelope or a second gateway never starts a second run."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import sys
+import time
+from typing import Any
+
+from slack_sdk.socket_mode.aiohttp import SocketModeClient
+from slack_sdk.socket_mode.request import SocketModeRequest
+from slack_sdk.socket_mode.response import SocketModeResponse
+from slack_sdk.web.async_client import AsyncWebClient
+from temporalio.client import Client
+
+from tempi.activities.slack.web_client import app_token
+from tempi.slack.accept import Accepted, accept
+from tempi.workflows.slack_conversation_workflow import SlackConversationWorkflow
+from tempi.workflows.slack_types import (
+    ContextMode,
+    SlackConversationInput,
+    SlackMessage,
+    conversation_workflow_id,
+    slack_task_queue,
+)
+
+log = logging.getLogger("tempi.slack")
+
+
+def mom_stamp(ts: str) -> str:
+    """A message's time as mom writes it in prompts: `YYYY-MM-DD HH:MM:SS+HH:MM`, local zone."""
+    when = datetime.datetime.fromtimestamp(float(ts)).astimezone()
+    return when.isoformat(sep=" ", timespec="seconds")
+
+
+class SlackGateway:
+    def __init__(
+        self, temporal: Client, web: AsyncWebClient, working_dir: str, context_mode: ContextMode
+    ) -> None:
+        self.temporal = temporal
+        self.web = web
+        self.working_dir = working_dir
+        self.context_mode = context_mode
+        self.bot_user_id = ""
+        self.bot_name = "mom"
+        self.user_names: dict[str, str] = {}
+        self.started_at = time.time()
+
+    async def run(self) -> None:
+        auth = await self.web.auth_test()
+        self.bot_user_id = str(auth["user_id"])
+        self.bot_name = str(auth.get("user") or self.bot_name)
+        await self._load_users()
+        socket = SocketModeClient(app_token=app_token(), web_client=self.web)
+        socket.socket_mode_request_listeners.append(self._on_request)  # type: ignore[arg-type]
+        await socket.connect()
+        print(
+            f"tempi slack: connected as @{self.bot_name} ({self.bot_user_id}); answering in {self.working_dir}",
+            file=sys.stderr,
+            flush=True,
+        )
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await socket.close()
+
+    async def _load_users(self) -> None:
+        cursor: str | None = None
+        while True:
+            page = await self.web.users_list(limit=200, cursor=cursor)
+            for member in page.get("members") or []:
+                if not member.get("deleted"):
+                    self.user_names[member["id"]] = member.get("name") or member["id"]
+            cursor = (page.get("response_metadata") or {}).get("next_cursor") or None
+            if not cursor:
+                return
+
+    async def _user_name(self, user: str) -> str:
+        if user not in self.user_names:
+            # Someone who joined since the last listing.
+            try:
+                await self._load_users()
+            except Exception:
+                log.exception("could not list Slack users")
+        return self.user_names.get(user, user)
+
+    async def _on_request(self, client: SocketModeClient, req: SocketModeRequest) -> None:
+        await client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
+        if req.type != "events_api":
+            return
+        event: dict[str, Any] = (req.payload or {}).get("event") or {}
+        accepted = accept(event, self.bot_user_id)
+        if accepted is None:
+            return
+        if float(accepted.ts or 0) < self.started_at:
+            # Slack replays recent events on reconnect; like mom, answer only what came after the start.
+            log.info("not answering %s in %s: it predates this gateway", accepted.ts, accepted.channel)
+            return
+        try:
+            await self.dispatch(accepted)
+        except Exception:
+            log.exception("could not hand a Slack message to its conversation workflow")
+
+    async def dispatch(self, msg: Accepted) -> None:
+        # A DM is one conversation, as in mom, unless someone replies in one of its threads;
+        # otherwise every DM line would start a session that knows nothing of the last.
+        threaded = self.context_mode == "thread" and not (msg.is_dm and msg.thread_ts is None)
+        root = (msg.thread_ts or msg.ts) if threaded else None
+        signal = SlackMessage(
+            channel=msg.channel,
+            ts=msg.ts,
+            thread_ts=msg.thread_ts,
+            user=msg.user,
+            user_name=await self._user_name(msg.user),
+            text=msg.text,
+            is_dm=msg.is_dm,
+            stamp=mom_stamp(msg.ts),
+        )
+        inp = SlackConversationInput(
+            working_dir=self.working_dir,
+            channel=msg.channel,
+            root_ts=root,
+            context_mode="thread" if threaded else "channel",
+            bot_name=self.bot_name,
+        )
+        await self.temporal.start_workflow(
+            SlackConversationWorkflow.run,
+            inp,
+            id=conversation_workflow_id(self.working_dir, msg.channel, root),
+            task_queue=slack_task_queue(self.working_dir),
+            start_signal="message",
+            start_signal_args=[signal],
+        )

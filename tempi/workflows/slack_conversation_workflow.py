@@ -1,0 +1,260 @@
+"""One Slack conversation (a thread, or a whole channel) driving one agent session, as pi's
+mom does: a main message per run edited in place, tool details in the thread, a busy
+reply while a run goes, `stop` to abort. Deterministic: Slack and the session are reached
+through activities only."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+from tempi.workflows.slack_types import (
+    SLACK_ABORT,
+    SLACK_OPEN_SESSION,
+    SLACK_POST,
+    SLACK_PROMPT,
+    SLACK_UPDATE,
+    SLACK_WAIT_RUN,
+    OpenSessionRequest,
+    PostRequest,
+    PromptSession,
+    RunProgress,
+    RunState,
+    SlackConversationInput,
+    SlackMessage,
+    ToolEnded,
+    UpdateRequest,
+    WaitRun,
+)
+
+THINKING = "_Thinking_"
+EDIT_INTERVAL_S = 1.0
+MAIN_LIMIT = 35_000
+THREAD_LIMIT = 20_000
+SEEN_KEPT = 500
+# Runs hand off to a fresh history well before Temporal's limits.
+HISTORY_EVENTS_BUDGET = 5_000
+
+_SLACK_TIMEOUT = timedelta(seconds=60)
+_SLACK_RETRY = RetryPolicy(maximum_attempts=5, initial_interval=timedelta(seconds=1))
+_MENTION = re.compile(r"<@[A-Z0-9]+(?:\|[^>]*)?>")
+
+
+def is_stop(text: str) -> bool:
+    return _MENTION.sub("", text).strip().lower() == "stop"
+
+
+def _cut(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + "\n\n_(message truncated, ask me to elaborate on specific parts)_"
+
+
+def tool_detail(ended: ToolEnded, seconds: float | None) -> str:
+    mark = "✗" if ended.is_error else "✓"
+    took = f" ({seconds:.1f}s)" if seconds is not None else ""
+    text = f"*{mark} {ended.tool}*: {ended.label}{took}"
+    if ended.args:
+        text += f"\n```{ended.args}```"
+    if ended.result:
+        text += f"\n*Result:*\n```{ended.result}```"
+    return _cut(text, THREAD_LIMIT)
+
+
+@workflow.defn(name="SlackConversationWorkflow")
+class SlackConversationWorkflow:
+    @workflow.init
+    def __init__(self, inp: SlackConversationInput) -> None:
+        self.inp = inp
+        self.state = inp.state
+        self.tool_started_at: dict[str, float] = {}
+        self.last_edit_at = -EDIT_INTERVAL_S
+
+    # --- handlers ------------------------------------------------------------------
+
+    @workflow.signal
+    async def message(self, msg: SlackMessage) -> None:
+        key = f"{msg.channel}:{msg.ts}"
+        if key in self.state.seen:
+            return  # a redelivered event, or the same event from a second gateway
+        self.state.seen = [*self.state.seen, key][-SEEN_KEPT:]
+        if is_stop(msg.text):
+            await self._quietly(self._stop(msg))
+            return
+        busy = self.state.run is not None
+        self.state.queue.append(msg)
+        if busy:
+            cancel = "`stop`" if msg.is_dm else f"`@{self.inp.bot_name} stop`"
+            await self._quietly(
+                self._post(f"_Already working. Say {cancel} to cancel._", self._thread_of(msg))
+            )
+
+    @workflow.query
+    def get_state(self) -> SlackConversationInput:
+        return self.inp.model_copy(update={"state": self.state})
+
+    async def _stop(self, msg: SlackMessage) -> None:
+        thread = self._thread_of(msg)
+        if self.state.run is None or self.state.session_id is None:
+            await self._post("_Nothing running_", thread)
+            return
+        if self.state.stopping_ts is None:
+            self.state.stopping_ts = await self._post("_Stopping..._", thread)
+        await workflow.execute_activity(
+            SLACK_ABORT,
+            self.state.session_id,
+            start_to_close_timeout=_SLACK_TIMEOUT,
+            retry_policy=_SLACK_RETRY,
+        )
+
+    # --- the run loop --------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, inp: SlackConversationInput) -> None:
+        while True:
+            await workflow.wait_condition(lambda: bool(self.state.queue) or self.state.run is not None)
+            if self.state.run is None:
+                self.state.run = RunState(messages=self.state.queue)
+                self.state.queue = []
+            try:
+                await self._do_run(self.state.run)
+            except ActivityError as err:
+                await self._report_failure(self.state.run, err)
+            self.state.run = None
+            if self.state.stopping_ts is not None:
+                await self._quietly(self._update(self.state.stopping_ts, "_Stopped_"))
+                self.state.stopping_ts = None
+            if self._history_too_long() and not self.state.queue:
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                if not self.state.queue and self.state.run is None:
+                    workflow.continue_as_new(self.inp.model_copy(update={"state": self.state}))
+
+    async def _report_failure(self, run: RunState, err: ActivityError) -> None:
+        """A run that cannot go on says so where people look, and the conversation stays open."""
+        reason = str(err.cause or err)
+        workflow.logger.warning("Slack run failed: %s", reason)
+        if run.main_ts is None:
+            return
+        await self._quietly(self._post(f"_Error: {reason[:200]}_", self.inp.reply_thread() or run.main_ts))
+        await self._quietly(self._update(run.main_ts, "_Sorry, something went wrong_"))
+
+    async def _quietly(self, call: Awaitable[object]) -> None:
+        # Slack refusing a notice (after retries) must not end the conversation's workflow.
+        try:
+            await call
+        except ActivityError as err:
+            workflow.logger.warning("Slack call failed: %s", err.cause or err)
+
+    def _history_too_long(self) -> bool:
+        info = workflow.info()
+        return (
+            info.is_continue_as_new_suggested() or info.get_current_history_length() > HISTORY_EVENTS_BUDGET
+        )
+
+    async def _do_run(self, run: RunState) -> None:
+        last = run.messages[-1]
+        if run.main_ts is None:
+            run.main_ts = await self._post(f"{THINKING} ...", self._thread_of(last))
+            run.shown = f"{THINKING} ..."
+        if self.state.session_id is None:
+            self.state.session_id = await workflow.execute_activity(
+                SLACK_OPEN_SESSION,
+                OpenSessionRequest(context_file=self.inp.context_file()),
+                result_type=str,
+                start_to_close_timeout=_SLACK_TIMEOUT,
+                retry_policy=_SLACK_RETRY,
+            )
+        session_id = self.state.session_id
+        if run.offset is None:
+            run.offset = await workflow.execute_activity(
+                SLACK_PROMPT,
+                PromptSession(context_file=self.inp.context_file(), text=prompt_text(run.messages)),
+                result_type=int,
+                start_to_close_timeout=timedelta(seconds=60),
+                # A prompt that may have reached the session is not sent again.
+                retry_policy=RetryPolicy(maximum_attempts=1),
+            )
+        details_thread = self.inp.reply_thread() or run.main_ts
+        while True:
+            progress: RunProgress = await workflow.execute_activity(
+                SLACK_WAIT_RUN,
+                WaitRun(session_id=session_id, offset=run.offset),
+                result_type=RunProgress,
+                start_to_close_timeout=timedelta(seconds=30),
+                heartbeat_timeout=timedelta(seconds=10),
+                retry_policy=RetryPolicy(maximum_attempts=20, initial_interval=timedelta(seconds=1)),
+            )
+            run.offset = progress.next_offset
+            now = workflow.now().timestamp()
+            for started in progress.started:
+                self.tool_started_at[started.call_id] = now
+                run.lines.append(f"_→ {started.label}_")
+            run.lines.extend(t for t in progress.texts if t.strip())
+            if progress.final_text:
+                run.final_text = progress.final_text
+            for ended in progress.ended:
+                began = self.tool_started_at.pop(ended.call_id, None)
+                await self._post(tool_detail(ended, None if began is None else now - began), details_thread)
+            if progress.started or not progress.done:
+                await self._show(run, _cut("\n".join(run.lines) or THINKING, MAIN_LIMIT) + " ...")
+            if progress.done:
+                await self._finish(run, progress, details_thread)
+                return
+
+    async def _finish(self, run: RunState, progress: RunProgress, details_thread: str | None) -> None:
+        if progress.error and not progress.aborted:
+            await self._post(f"_Error: {progress.error[:200]}_", details_thread)
+            final = "_Sorry, something went wrong_"
+        elif progress.aborted:
+            final = "\n".join(run.lines) or "_Stopped_"
+        else:
+            final = run.final_text or "\n".join(run.lines) or "_(no answer)_"
+        await self._show(run, _cut(final, MAIN_LIMIT))
+
+    async def _show(self, run: RunState, text: str) -> None:
+        """Edit the run's main message, once a second at most (Slack's rate for chat.update)."""
+        if text == run.shown or run.main_ts is None:
+            return
+        wait = self.last_edit_at + EDIT_INTERVAL_S - workflow.now().timestamp()
+        if wait > 0:
+            await workflow.sleep(wait)
+        await self._update(run.main_ts, text)
+        run.shown = text
+        self.last_edit_at = workflow.now().timestamp()
+
+    # --- Slack ---------------------------------------------------------------------
+
+    def _thread_of(self, msg: SlackMessage) -> str | None:
+        if self.inp.context_mode == "thread":
+            return self.inp.root_ts or msg.thread_ts or msg.ts
+        return None
+
+    async def _post(self, text: str, thread_ts: str | None) -> str:
+        return await workflow.execute_activity(
+            SLACK_POST,
+            PostRequest(channel=self.inp.channel, text=text, thread_ts=thread_ts),
+            result_type=str,
+            start_to_close_timeout=_SLACK_TIMEOUT,
+            retry_policy=_SLACK_RETRY,
+        )
+
+    async def _update(self, ts: str, text: str) -> None:
+        await workflow.execute_activity(
+            SLACK_UPDATE,
+            UpdateRequest(channel=self.inp.channel, ts=ts, text=text),
+            start_to_close_timeout=_SLACK_TIMEOUT,
+            retry_policy=_SLACK_RETRY,
+        )
+
+
+def prompt_text(messages: list[SlackMessage]) -> str:
+    """mom's prompt: earlier messages as `[userName]: text`, the current one stamped."""
+    *earlier, current = messages
+    lines = [f"[{m.user_name}]: {m.text}" for m in earlier]
+    lines.append(f"[{current.stamp}] [{current.user_name}]: {current.text}")
+    return "\n".join(lines)

@@ -1,0 +1,141 @@
+"""What crosses the Slack conversation workflow's boundary: its input and carried state,
+the message signal, and the payloads of its activities (names included, so the workflow
+never imports activity code)."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+# Activity names (wire names: never change them).
+SLACK_POST = "slack.post"
+SLACK_UPDATE = "slack.update"
+SLACK_OPEN_SESSION = "slack.open_session"
+SLACK_PROMPT = "slack.prompt"
+SLACK_WAIT_RUN = "slack.wait_run"
+SLACK_ABORT = "slack.abort"
+
+ContextMode = Literal["thread", "channel"]
+
+
+class SlackMessage(BaseModel):
+    """One accepted user message, as the gateway signals it."""
+
+    channel: str
+    ts: str
+    thread_ts: str | None = None
+    user: str
+    user_name: str
+    text: str
+    is_dm: bool = False
+    # mom's prompt stamp, `YYYY-MM-DD HH:MM:SS+HH:MM`, made by the gateway (the workflow has no clock zone).
+    stamp: str
+
+
+class ToolStarted(BaseModel):
+    call_id: str
+    label: str
+
+
+class ToolEnded(BaseModel):
+    call_id: str
+    tool: str
+    label: str
+    is_error: bool
+    args: str = ""
+    result: str = ""
+
+
+class RunProgress(BaseModel):
+    """What happened in a session since an offset, small enough for history."""
+
+    next_offset: int
+    started: list[ToolStarted] = Field(default_factory=list)
+    ended: list[ToolEnded] = Field(default_factory=list)
+    texts: list[str] = Field(default_factory=list)
+    done: bool = False
+    final_text: str = ""
+    error: str | None = None
+    aborted: bool = False
+
+
+class RunState(BaseModel):
+    """The run in progress; carried across continue-as-new so a resumed run edits its own message."""
+
+    messages: list[SlackMessage]
+    main_ts: str | None = None
+    offset: int | None = None
+    lines: list[str] = Field(default_factory=list)
+    shown: str = ""
+    final_text: str = ""
+
+
+class SlackConversationState(BaseModel):
+    seen: list[str] = Field(default_factory=list)
+    queue: list[SlackMessage] = Field(default_factory=list)
+    session_id: str | None = None
+    run: RunState | None = None
+    stopping_ts: str | None = None
+
+
+class SlackConversationInput(BaseModel):
+    working_dir: str
+    channel: str
+    root_ts: str | None = None
+    context_mode: ContextMode = "thread"
+    bot_name: str = "mom"
+    state: SlackConversationState = Field(default_factory=SlackConversationState)
+
+    def context_file(self) -> str:
+        """pi's session file of this conversation, where mom keeps it."""
+        if self.context_mode == "thread" and self.root_ts:
+            return f"{self.working_dir}/{self.channel}/threads/{self.root_ts}/context.jsonl"
+        return f"{self.working_dir}/{self.channel}/context.jsonl"
+
+    def reply_thread(self) -> str | None:
+        return self.root_ts if self.context_mode == "thread" else None
+
+
+class PostRequest(BaseModel):
+    channel: str
+    text: str
+    thread_ts: str | None = None
+
+
+class UpdateRequest(BaseModel):
+    channel: str
+    ts: str
+    text: str
+
+
+class OpenSessionRequest(BaseModel):
+    context_file: str
+
+
+class PromptSession(BaseModel):
+    context_file: str
+    text: str
+
+
+class WaitRun(BaseModel):
+    session_id: str
+    offset: int
+    max_wait_s: float = 8.0
+
+
+def _scope(working_dir: str) -> str:
+    return hashlib.sha256(working_dir.encode()).hexdigest()[:8]
+
+
+def conversation_workflow_id(working_dir: str, channel: str, root_ts: str | None) -> str:
+    """One workflow per conversation of one working directory, so a redelivered event or a
+    second gateway signals the same execution instead of starting another."""
+    return f"slack-{_scope(working_dir)}-{channel}" + (f"-{root_ts}" if root_ts else "")
+
+
+def slack_task_queue(working_dir: str) -> str:
+    """The gateways of one working directory poll a queue of their own: its activities need
+    their Slack tokens and session options, not another bot's."""
+    return f"tempi-slack-{_scope(working_dir)}"
