@@ -6,13 +6,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from typing import Any
 
 from tempi.cli.errors import UserError
+from tempi.cli.open_clients import marked_open
 from tempi.cli.runtime import open_runtime
+from tempi.cli.server_link import events_across_outages, link_for
 from tempi.client import SessionNotFound, SessionService
-from tempi.config.paths import default_sessions_root
+from tempi.config.paths import default_sessions_root, tempi_home
 from tempi.store.session_store import SessionStore
 
 REMOTE_COMMANDS = ("attach", "steer", "follow-up", "abort", "stop")
@@ -98,11 +101,16 @@ async def cmd_remote(argv: list[str], name: str) -> int:
             follower = session.follow()
             if args.from_now:
                 await follower.poll()
-            async for event in follower.events(until_idle=False):
-                if args.mode == "json":
-                    print(json.dumps(event, ensure_ascii=False), flush=True)
-                else:
-                    print_readable(event)
+            link, say = (
+                link_for(rt.embedded),
+                lambda text: print(f"tempi: {text}", file=sys.stderr, flush=True),
+            )
+            with marked_open(tempi_home(), "attach", session.session_id, os.getcwd(), session.session_path):
+                async for event in events_across_outages(follower, link, say):
+                    if args.mode == "json":
+                        print(json.dumps(event, ensure_ascii=False), flush=True)
+                    else:
+                        print_readable(event)
     return 0
 
 

@@ -38,7 +38,9 @@ from tempi.cli.interactive.footer import FooterInfo, usage_tokens
 from tempi.cli.interactive.input_editor import InputCompleter, build_input_buffer, history_for
 from tempi.cli.interactive.picker import Picker
 from tempi.cli.interactive.render import LiveView, bash_block, history_blocks, notice, to_ansi
+from tempi.cli.open_clients import ClientMark
 from tempi.cli.plan import PlannedRun
+from tempi.cli.server_link import NOT_SENT_TEXT, ServerLink, link_for
 from tempi.cli.session_choice import OpenSession
 from tempi.client import EventFollower, SessionClient, SessionRefused, SessionService
 from tempi.client.events import POLL_INTERVAL_S
@@ -46,6 +48,8 @@ from tempi.client.transcript import context_messages, context_usage, load_at_lea
 from tempi.store.session_store import SessionStore
 
 CTRL_C_WINDOW_S = 2.0
+# How long leaving may wait for the server to say whether the session is still working.
+FAREWELL_WAIT_S = 3.0
 STATUS_SHOWN_S = 4.0
 # Room the editor, queue and footer need below the live area.
 RESERVED_ROWS = 9
@@ -90,6 +94,8 @@ class InteractiveApp:
         self.pump_task: asyncio.Task[None] | None = None
         self.tasks: set[asyncio.Task[Any]] = set()
         self.printing = asyncio.Lock()
+        self.link = ServerLink()
+        self.mark: ClientMark | None = None
         self.input = build_input_buffer(InputCompleter(commands.completions, cwd), history_for())
         self.application: Application[None] = self._build_application()
 
@@ -117,6 +123,8 @@ class InteractiveApp:
         previous, self.opened = self.opened, opened
         if previous is not opened:
             await previous.close()
+        if self.mark is not None:
+            self.mark.show(opened.config.session_id, str(self.cwd), opened.config.session_path)
         self.view = LiveView()
         self.footer = self._fresh_footer()
         start = await self.show_history() if history else None
@@ -212,9 +220,10 @@ class InteractiveApp:
         while True:
             try:
                 batch = await self.follower.poll()
-            except RPCError:
-                await asyncio.sleep(0.5)  # the server is briefly unreachable: keep trying
+            except RPCError as err:
+                await self._server_trouble(err)
                 continue
+            await self._server_answered()
             now = time.monotonic()
             blocks: list[RenderableType] = []
             for event in batch:
@@ -224,6 +233,22 @@ class InteractiveApp:
             self.application.invalidate()
             if not batch:
                 await asyncio.sleep(POLL_INTERVAL_S)
+
+    async def _server_trouble(self, err: RPCError) -> None:
+        news = self.link.failed(err)
+        if news is not None:
+            await self.show(notice(news, "yellow"))
+            self.application.invalidate()
+        if self.link.lost:
+            await self.link.wait_until_up()
+        else:
+            await asyncio.sleep(0.5)  # an error from a server that answers: try again
+
+    async def _server_answered(self) -> None:
+        news = self.link.answered()
+        if news is not None:
+            await self.show(notice(news, "green"))
+            self.spawn(self.refresh_footer())
 
     def _note(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
@@ -262,6 +287,13 @@ class InteractiveApp:
 
     async def handle_input(self, text: str, *, follow_up: bool) -> None:
         stripped = text.strip()
+        if self.link.lost:
+            # Every call would wait for the server; keep the text instead of losing it.
+            if not self.input.text:
+                self.input.text = text
+                self.input.cursor_position = len(text)
+            self.set_status(NOT_SENT_TEXT)
+            return
         if stripped.startswith("/"):
             found = commands.find_command(stripped)
             if found is not None:
@@ -355,6 +387,8 @@ class InteractiveApp:
     def _status_text(self) -> StyleAndTextTuples:
         if self.status and time.monotonic() - self.status_at < STATUS_SHOWN_S:
             return [("class:status", self.status)]
+        if self.link.lost:
+            return [("class:status", "no server · reconnecting… · Ctrl+C twice quits")]
         if self.bash_running is not None:
             return [("class:hint", f"running !{self.bash_running} … esc cancels")]
         if self.view.streaming:
@@ -518,10 +552,10 @@ class InteractiveApp:
         if self.opened.throwaway_dir is not None:
             await self.opened.close()
             return
-        try:
-            working = (await self.session.state()).is_streaming
-        except RPCError:
-            working = False
+        working = False
+        if not self.link.lost:
+            with contextlib.suppress(RPCError, TimeoutError):
+                working = (await asyncio.wait_for(self.session.state(), FAREWELL_WAIT_S)).is_streaming
         config = self.opened.config
         more = " It is still working; it goes on when a worker runs." if working else ""
         await self.show(
@@ -533,7 +567,7 @@ async def run_interactive(args: argparse.Namespace) -> int:
     from tempi.cli.plan import check_api_key_reach, fixed_options, plan_run
     from tempi.cli.runtime import open_runtime
     from tempi.cli.session_choice import choose_session, open_session
-    from tempi.config.paths import default_sessions_root
+    from tempi.config.paths import default_sessions_root, tempi_home
 
     cwd = Path.cwd().resolve()
     planned = plan_run(args, cwd)
@@ -551,5 +585,10 @@ async def run_interactive(args: argparse.Namespace) -> int:
             fixed=fixed_options(args),
         )
         app = InteractiveApp(service, planned, opened, cwd, choice.session_dir)
-        await app.run(history=choice.existing is not None)
+        app.link = link_for(rt.embedded)
+        app.mark = ClientMark(tempi_home(), "interactive")
+        try:
+            await app.run(history=choice.existing is not None)
+        finally:
+            app.mark.clear()
     return 0
