@@ -25,10 +25,11 @@ WORKFLOW_PREFIX = "session-"
 
 WHAT_FORCE_DOES = (
     "`tempi server stop --force` stops it anyway. Nothing is lost: the sessions' workflows stay in "
-    "the server's database and go on when the server is back (the next tempi command starts it). "
-    "A model call or file tool that was running is retried then; a command that was running "
-    "(bash) is killed and not run again, and the model is told it may not have completed; "
-    "terminals showing a session say the server is gone and reconnect when it is back."
+    "the server's database and go on by themselves when the server is back (the next tempi "
+    "command starts it). A model answer that was streaming is asked for again then; a tool that "
+    "was running (a bash command, say) is stopped now and not run again, and the model is told "
+    "it may not have completed. Terminals showing a session say the server is gone and "
+    "reconnect when it is back."
 )
 
 
