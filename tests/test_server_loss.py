@@ -108,7 +108,7 @@ def test_stop_refuses_while_a_session_works_and_force_lets_it_go_on_later(
         assert session_id[:8] in refused.stderr
         assert "working" in refused.stderr
         assert str(work) in refused.stderr
-        assert "--force" in refused.stderr and "go on when the server is back" in refused.stderr
+        assert "--force" in refused.stderr and "go on by themselves when the server is back" in refused.stderr
         assert read_info(home) is not None, "the server was stopped although it refused"
 
         forced = run_tempi(["server", "stop", "--force"], cwd=work, env=env)
