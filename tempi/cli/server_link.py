@@ -79,6 +79,7 @@ async def events_across_outages(
             if news is not None:
                 say(news)
             await link.wait_until_up()
+            await asyncio.sleep(CHECK_INTERVAL_S / 2)  # the server may be up before its worker
             continue
         news = link.answered()
         if news is not None:

@@ -241,8 +241,7 @@ class InteractiveApp:
             self.application.invalidate()
         if self.link.lost:
             await self.link.wait_until_up()
-        else:
-            await asyncio.sleep(0.5)  # an error from a server that answers: try again
+        await asyncio.sleep(0.5)  # the server may be up before its worker answers queries
 
     async def _server_answered(self) -> None:
         news = self.link.answered()
@@ -287,19 +286,19 @@ class InteractiveApp:
 
     async def handle_input(self, text: str, *, follow_up: bool) -> None:
         stripped = text.strip()
-        if self.link.lost:
-            # Every call would wait for the server; keep the text instead of losing it.
-            if not self.input.text:
-                self.input.text = text
-                self.input.cursor_position = len(text)
-            self.set_status(NOT_SENT_TEXT)
-            return
         if stripped.startswith("/"):
             found = commands.find_command(stripped)
             if found is not None:
                 command, arg = found
                 await command.run(self, arg)
                 return
+        if self.link.lost:
+            # Sending would wait for the server; keep the text instead of losing it.
+            if not self.input.text:
+                self.input.text = text
+                self.input.cursor_position = len(text)
+            self.set_status(NOT_SENT_TEXT)
+            return
         if stripped.startswith("!") and len(stripped) > 1:
             await self.run_bash(stripped)
             return
