@@ -73,6 +73,12 @@ HEARTBEAT_EVERY_S = 0.2
 DISK_FULL = "DiskFull"
 CONFIGURATION_ERROR = "ConfigurationError"
 
+WORKER_STOPPED_TEXT = "The worker stopped while the model was answering; the call is retried when one runs."
+WORKER_STOPPED_TOOL_TEXT = (
+    "The tempi server stopped while this tool ran, so it was stopped and may not have completed. "
+    "Check the workspace state before running it again."
+)
+
 
 @contextlib.contextmanager
 def out_of_space_is_final(path: str) -> Iterator[None]:
@@ -280,6 +286,10 @@ class SessionActivities:
             async with Heartbeater():
                 final = await _stream_to_live(inp, context, options, progress, live)
         except asyncio.CancelledError:
+            if activity.is_worker_shutdown():
+                # Not the user's abort: the worker is stopping (`tempi server stop --force`).
+                # Fail this attempt so the retry policy asks the model again once a worker runs.
+                raise ApplicationError(WORKER_STOPPED_TEXT) from None
             # Cancelled by an abort: keep what was streamed so far, as pi does.
             final = progress.aborted()
         finally:
@@ -341,7 +351,13 @@ class SessionActivities:
             message = ToolResultMessage(
                 tool_call_id=call.id,
                 tool_name=call.name,
-                content=[TextContent(text="Aborted by the user.")],
+                content=[
+                    TextContent(
+                        text=WORKER_STOPPED_TOOL_TEXT
+                        if activity.is_worker_shutdown()
+                        else "Aborted by the user."
+                    )
+                ],
                 details={},
                 is_error=True,
                 timestamp=inp.timestamp_ms,

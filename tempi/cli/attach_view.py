@@ -11,10 +11,12 @@ import shutil
 import signal
 import sys
 import time
+from collections.abc import Callable
 
 from rich.console import Console, RenderableType
 
 from tempi.cli.interactive.render import LiveView, history_blocks, notice, to_ansi
+from tempi.cli.server_link import ServerLink, batches_across_outages
 from tempi.client import SessionClient, SessionService
 from tempi.client.events import POLL_INTERVAL_S
 from tempi.client.transcript import context_messages, load_at_leaf
@@ -79,15 +81,21 @@ def _idle_note(session_id: str) -> RenderableType:
     )
 
 
-async def _follow(service: SessionService, session: SessionClient, *, from_now: bool) -> None:
+async def _follow(
+    service: SessionService,
+    session: SessionClient,
+    *,
+    from_now: bool,
+    link: ServerLink,
+    say: Callable[[str], None],
+) -> None:
     start = None if from_now else await _show_history(service, session)
     follower = session.follow(from_offset=start or 0, subagents=False)
     if start is None:
         await follower.skip_to_end()
     view = LiveView()
     said_idle = False
-    while True:
-        batch = await follower.poll()
+    async for batch in batches_across_outages(follower, link, say):
         now = time.monotonic()
         blocks: list[RenderableType] = []
         for event in batch:
@@ -104,7 +112,14 @@ async def _follow(service: SessionService, session: SessionClient, *, from_now: 
             await asyncio.sleep(POLL_INTERVAL_S)
 
 
-async def attach_text(service: SessionService, session: SessionClient, *, from_now: bool) -> int:
+async def attach_text(
+    service: SessionService,
+    session: SessionClient,
+    *,
+    from_now: bool,
+    link: ServerLink,
+    say: Callable[[str], None],
+) -> int:
     """Follow until Ctrl+C (or SIGTERM); return the exit code a detach gives (0)."""
     _write(
         notice(f"Attached to session {session.session_id[:8]}. Ctrl+C detaches; the session keeps running.")
@@ -113,7 +128,7 @@ async def attach_text(service: SessionService, session: SessionClient, *, from_n
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    following = asyncio.ensure_future(_follow(service, session, from_now=from_now))
+    following = asyncio.ensure_future(_follow(service, session, from_now=from_now, link=link, say=say))
     stopping = asyncio.ensure_future(stop.wait())
     try:
         done, _ = await asyncio.wait({following, stopping}, return_when=asyncio.FIRST_COMPLETED)

@@ -18,6 +18,7 @@ from tempi.cli.errors import UserError
 from tempi.cli.html_export import default_export_path
 from tempi.cli.initial_prompts import initial_prompts, opens_interactive
 from tempi.cli.list_models import list_models
+from tempi.cli.open_clients import ClientMark
 from tempi.cli.pi_commands import PI_ONLY_COMMANDS, pi_command_answer
 from tempi.cli.plan import check_api_key_reach, fixed_options, plan_run
 from tempi.cli.rpc_io import ProtocolOut
@@ -27,7 +28,7 @@ from tempi.config.models_json import load_model_registry
 from tempi.config.paths import default_sessions_root, tempi_home
 from tempi.config.settings_writer import remember_choice
 from tempi.store.session_store import SessionStore
-from tempi.workers.temporal_client import TemporalUnreachable
+from tempi.workers.temporal_client import TemporalUnreachable, quiet_core_logs, server_gone
 
 
 async def run_session_command(args: argparse.Namespace) -> int:
@@ -65,11 +66,14 @@ async def run_session_command(args: argparse.Namespace) -> int:
             find_model=planned.registry.find,
             fixed=fixed_options(args),
         )
+        mark = ClientMark(tempi_home(), args.mode)
+        mark.show(opened.config.session_id, str(cwd), opened.config.session_path)
         try:
             if out is not None:
                 return await run_rpc(service, planned, opened, out)
             return await run_print(opened, prompts, images, args.mode)
         finally:
+            mark.clear()
             await opened.close()
 
 
@@ -97,13 +101,14 @@ def _list_models(search: str) -> int:
 
 
 async def cmd_server(argv: list[str]) -> int:
-    from tempi.workers.service import read_info, serve, stop_service
+    from tempi.workers.service import read_info, serve
 
     p = argparse.ArgumentParser(
         prog="tempi server",
         description="Run Temporal's dev server with a tempi worker in the foreground (web UI included), "
         "or manage the shared background one that tempi starts on demand.",
         epilog="examples:\n  tempi server status\n  tempi server stop         the next tempi command starts a fresh one\n"
+        "  tempi server stop --force even while sessions run (they go on when it is back)\n"
         "  tempi server --port 7233  foreground; point others at it with TEMPORAL_ADDRESS=127.0.0.1:7233",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -112,6 +117,11 @@ async def cmd_server(argv: list[str]) -> int:
     )
     p.add_argument(
         "--port", type=int, default=7233, help="gRPC port (default 7233; the UI listens on port+1000)"
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="stop even while sessions are working or open in a terminal (they go on when it is back)",
     )
     args = p.parse_args(argv)
     home = tempi_home()
@@ -124,8 +134,9 @@ async def cmd_server(argv: list[str]) -> int:
         print(f"tempi server: running at {info.address} (pid {info.pid}, up {up // 60} min {up % 60} s)")
         return 0
     if args.action == "stop":
-        print("tempi server: stopped" if stop_service(home) else "tempi server: was not running")
-        return 0
+        from tempi.cli.server_stop import stop_server
+
+        return await stop_server(home, SessionStore(default_sessions_root()), force=args.force)
     print(
         f"Temporal dev server on 127.0.0.1:{args.port}, web UI http://127.0.0.1:{args.port + 1000}",
         flush=True,
@@ -201,15 +212,29 @@ def _dispatch(argv: list[str]) -> int:
     return asyncio.run(run_session_command(args))
 
 
+def _a_worker_in_front(argv: list[str]) -> bool:
+    """`tempi worker` and `tempi server` in the foreground: their terminal is their log."""
+    return argv[:1] == ["worker"] or (argv[:1] == ["server"] and not {"status", "stop"} & set(argv[1:]))
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if not _a_worker_in_front(argv):
+        quiet_core_logs()
     try:
         code = _dispatch(argv)
     except (UserError, TemporalUnreachable) as err:
         print(f"tempi: {err}", file=sys.stderr)
         code = 1
     except RPCError as err:
-        print(f"tempi: the Temporal server answered with an error: {err}", file=sys.stderr)
+        if server_gone(err):
+            print(
+                f"tempi: lost the Temporal server ({err}). The session is kept: `tempi server status` "
+                "says whether it runs, and `tempi --continue` reopens the session.",
+                file=sys.stderr,
+            )
+        else:
+            print(f"tempi: the Temporal server answered with an error: {err}", file=sys.stderr)
         code = 1
     except KeyboardInterrupt:
         code = 130

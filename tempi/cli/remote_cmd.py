@@ -6,13 +6,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 
 from tempi.cli.errors import UserError
+from tempi.cli.open_clients import marked_open
 from tempi.cli.queued_messages import print_taken_back
 from tempi.cli.runtime import open_runtime
+from tempi.cli.server_link import events_across_outages, link_for
 from tempi.client import SessionNotFound, SessionService
-from tempi.config.paths import default_sessions_root
+from tempi.config.paths import default_sessions_root, tempi_home
 from tempi.store.session_store import SessionStore
 
 REMOTE_COMMANDS = ("attach", "steer", "follow-up", "abort", "stop")
@@ -108,11 +111,19 @@ async def cmd_remote(argv: list[str], name: str) -> int:
         elif args.mode == "text":
             from tempi.cli.attach_view import attach_text
 
-            return await attach_text(service, session, from_now=args.from_now)
+            with marked_open(tempi_home(), "attach", session.session_id, os.getcwd(), session.session_path):
+                return await attach_text(
+                    service, session, from_now=args.from_now, link=link_for(rt.embedded), say=say_on_stderr
+                )
         else:
             follower = session.follow()
             if args.from_now:
                 await follower.skip_to_end()
-            async for event in follower.events(until_idle=False):
-                print(json.dumps(event, ensure_ascii=False), flush=True)
+            with marked_open(tempi_home(), "attach", session.session_id, os.getcwd(), session.session_path):
+                async for event in events_across_outages(follower, link_for(rt.embedded), say_on_stderr):
+                    print(json.dumps(event, ensure_ascii=False), flush=True)
     return 0
+
+
+def say_on_stderr(text: str) -> None:
+    print(f"tempi: {text}", file=sys.stderr, flush=True)

@@ -19,9 +19,6 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
 from tempi.workers.dev_server import (
     INSECURE_ENV,
@@ -36,32 +33,6 @@ from tempi.workers.dev_server import (
 from tempi.workers.temporal_client import connect
 
 DEFAULT_IDLE_MINUTES = 30.0
-
-
-class ActivityTracker(Interceptor):
-    """Counts activities in flight so the service knows when it has been idle."""
-
-    def __init__(self) -> None:
-        self.in_flight = 0
-        self.last_change = time.monotonic()
-
-    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
-        tracker = self
-
-        class _Inbound(ActivityInboundInterceptor):
-            async def execute_activity(self, input: ExecuteActivityInput) -> Any:
-                tracker.in_flight += 1
-                tracker.last_change = time.monotonic()
-                try:
-                    return await super().execute_activity(input)
-                finally:
-                    tracker.in_flight -= 1
-                    tracker.last_change = time.monotonic()
-
-        return _Inbound(next)
-
-    def idle_for(self) -> float:
-        return 0.0 if self.in_flight else time.monotonic() - self.last_change
 
 
 @dataclass
@@ -138,7 +109,9 @@ async def serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    from tempi.workers.worker import running_workers  # the clients importing this module need no worker
+    # The clients importing this module (to find or start the service) need no worker.
+    from tempi.workers.activity_tracker import ActivityTracker
+    from tempi.workers.worker import running_workers
 
     tracker = ActivityTracker()
     try:
@@ -219,13 +192,22 @@ def stop_service(home: Path, timeout_s: float = 30) -> bool:
     os.kill(info.pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        try:
-            os.kill(info.pid, 0)
-        except ProcessLookupError:
+        if not process_alive(info.pid):
             return True
-        time.sleep(0.1)
-    os.kill(info.pid, signal.SIGKILL)
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(info.pid, signal.SIGKILL)
     return True
+
+
+def process_alive(pid: int) -> bool:
+    """Whether `pid` still runs. A service that has exited stays a zombie until the client
+    that started it (maybe an interactive session still open) reaps it; that is gone too."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
 
 
 def main() -> None:

@@ -2,16 +2,46 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import warnings
 
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.service import TLSConfig
+from temporalio.runtime import LogForwardingConfig, LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
+from temporalio.service import RPCError, RPCStatusCode, TLSConfig
+
+# Where a client process's Temporal core logs go: nowhere a person sees. The core retries a
+# lost connection on its own and logs each retry as a WARN line on stderr, which would
+# scroll over the terminal a front end draws; the front ends say "lost the server" once.
+CORE_LOGGER = logging.getLogger("tempi.temporal_core")
 
 
 class TemporalUnreachable(RuntimeError):
     pass
+
+
+def quiet_core_logs() -> None:
+    """Send this process's Temporal core logs to CORE_LOGGER instead of stderr.
+
+    Call before the first client is made (the SDK makes its default runtime then). Workers
+    keep the SDK's default, so the service's log file still has them."""
+    CORE_LOGGER.addHandler(logging.NullHandler())
+    CORE_LOGGER.propagate = False
+    runtime = Runtime(
+        telemetry=TelemetryConfig(
+            logging=LoggingConfig(
+                filter=TelemetryFilter(core_level="WARN", other_level="ERROR"),
+                forwarding=LogForwardingConfig(logger=CORE_LOGGER),
+            )
+        )
+    )
+    Runtime.set_default(runtime, error_if_already_set=False)
+
+
+def server_gone(err: RPCError) -> bool:
+    """The server did not answer at all (as opposed to answering with an error)."""
+    return err.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED)
 
 
 def configured_address() -> str | None:

@@ -42,8 +42,10 @@ from tempi.cli.interactive.input_editor import InputCompleter, build_input_buffe
 from tempi.cli.interactive.key_bindings import add_pi_keys, modified_keys
 from tempi.cli.interactive.picker import Picker
 from tempi.cli.interactive.render import Display, LiveView, bash_block, history_blocks, notice, to_ansi
+from tempi.cli.open_clients import ClientMark
 from tempi.cli.plan import PlannedRun
 from tempi.cli.queued_messages import editor_text
+from tempi.cli.server_link import NOT_SENT_TEXT, ServerLink, link_for
 from tempi.cli.session_choice import OpenSession
 from tempi.client import EventFollower, SessionClient, SessionRefused, SessionService
 from tempi.client.events import POLL_INTERVAL_S
@@ -51,6 +53,8 @@ from tempi.client.transcript import context_messages, context_usage, load_at_lea
 from tempi.store.session_store import SessionStore
 
 CTRL_C_WINDOW_S = 2.0
+# How long leaving may wait for the server to say whether the session is still working.
+FAREWELL_WAIT_S = 3.0
 STATUS_SHOWN_S = 4.0
 # Room the editor, queue and footer need below the live area.
 RESERVED_ROWS = 9
@@ -98,6 +102,8 @@ class InteractiveApp:
         self.pump_task: asyncio.Task[None] | None = None
         self.tasks: set[asyncio.Task[Any]] = set()
         self.printing = asyncio.Lock()
+        self.link = ServerLink()
+        self.mark: ClientMark | None = None
         self.input = build_input_buffer(
             InputCompleter(
                 lambda: (
@@ -134,6 +140,8 @@ class InteractiveApp:
         previous, self.opened = self.opened, opened
         if previous is not opened:
             await previous.close()
+        if self.mark is not None:
+            self.mark.show(opened.config.session_id, str(self.cwd), opened.config.session_path)
         self.view = LiveView(display=self.display)
         self.footer = self._fresh_footer()
         start = await self.show_history() if history else None
@@ -229,9 +237,10 @@ class InteractiveApp:
         while True:
             try:
                 batch = await self.follower.poll()
-            except RPCError:
-                await asyncio.sleep(0.5)  # the server is briefly unreachable: keep trying
+            except RPCError as err:
+                await self._server_trouble(err)
                 continue
+            await self._server_answered()
             now = time.monotonic()
             blocks: list[RenderableType] = []
             for event in batch:
@@ -241,6 +250,21 @@ class InteractiveApp:
             self.application.invalidate()
             if not batch:
                 await asyncio.sleep(POLL_INTERVAL_S)
+
+    async def _server_trouble(self, err: RPCError) -> None:
+        news = self.link.failed(err)
+        if news is not None:
+            await self.show(notice(news, "yellow"))
+            self.application.invalidate()
+        if self.link.lost:
+            await self.link.wait_until_up()
+        await asyncio.sleep(0.5)  # the server may be up before its worker answers queries
+
+    async def _server_answered(self) -> None:
+        news = self.link.answered()
+        if news is not None:
+            await self.show(notice(news, "green"))
+            self.spawn(self.refresh_footer())
 
     def _note(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
@@ -293,6 +317,13 @@ class InteractiveApp:
             if refused is not None:
                 await self.show(notice(refused, "red"))
                 return
+        if self.link.lost:
+            # Sending would wait for the server; keep the text instead of losing it.
+            if not self.input.text:
+                self.input.text = text
+                self.input.cursor_position = len(text)
+            self.set_status(NOT_SENT_TEXT)
+            return
         if stripped.startswith("!") and len(stripped) > 1:
             await self.run_bash(stripped)
             return
@@ -402,6 +433,8 @@ class InteractiveApp:
     def _status_text(self) -> StyleAndTextTuples:
         if self.status and time.monotonic() - self.status_at < STATUS_SHOWN_S:
             return [("class:status", self.status)]
+        if self.link.lost:
+            return [("class:status", "no server · reconnecting… · Ctrl+C twice quits")]
         if self.bash_running is not None:
             return [("class:hint", f"running !{self.bash_running} … esc cancels")]
         if self.view.streaming:
@@ -576,10 +609,10 @@ class InteractiveApp:
         if self.opened.throwaway_dir is not None:
             await self.opened.close()
             return
-        try:
-            working = (await self.session.state()).is_streaming
-        except RPCError:
-            working = False
+        working = False
+        if not self.link.lost:
+            with contextlib.suppress(RPCError, TimeoutError):
+                working = (await asyncio.wait_for(self.session.state(), FAREWELL_WAIT_S)).is_streaming
         config = self.opened.config
         more = " It is still working; it goes on when a worker runs." if working else ""
         await self.show(
@@ -592,7 +625,7 @@ async def run_interactive(args: argparse.Namespace) -> int:
     from tempi.cli.plan import check_api_key_reach, fixed_options, plan_run
     from tempi.cli.runtime import open_runtime
     from tempi.cli.session_choice import choose_session, open_session
-    from tempi.config.paths import default_sessions_root
+    from tempi.config.paths import default_sessions_root, tempi_home
     from tempi.config.settings_writer import remember_choice
 
     cwd = Path.cwd().resolve()
@@ -613,9 +646,14 @@ async def run_interactive(args: argparse.Namespace) -> int:
         )
         app = InteractiveApp(service, planned, opened, cwd, choice.session_dir)
         app.args = args
-        await app.run(
-            history=choice.existing is not None,
-            quiet=planned.settings.quiet_startup and not args.verbose,
-            prompts=prompts,
-        )
+        app.link = link_for(rt.embedded)
+        app.mark = ClientMark(tempi_home(), "interactive")
+        try:
+            await app.run(
+                history=choice.existing is not None,
+                quiet=planned.settings.quiet_startup and not args.verbose,
+                prompts=prompts,
+            )
+        finally:
+            app.mark.clear()
     return 0
