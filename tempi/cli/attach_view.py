@@ -38,31 +38,12 @@ def _write(*blocks: RenderableType) -> None:
     sys.stdout.flush()
 
 
-async def current_run_start(session: SessionClient) -> tuple[int, int] | None:
-    """Offset of the last `agent_start` in the log and its first message's timestamp."""
-    offset, found, first_ms = 0, None, None
-    while True:
-        page = await session.read_events(offset)
-        if not page.events:
-            break
-        base = page.next_offset - len(page.events)
-        for i, event in enumerate(page.events):
-            if event.get("type") == "agent_start":
-                found, first_ms = base + i, None
-            elif found is not None and first_ms is None and event.get("type") == "message_start":
-                first_ms = int((event.get("message") or {}).get("timestamp") or 0)
-        offset = page.next_offset
-    if found is None:
-        return None
-    return found, first_ms if first_ms is not None else 1 << 62
-
-
 async def _show_history(service: SessionService, session: SessionClient) -> int | None:
     """Print the conversation so far; if a run is going, return where its events start."""
     state = await session.state()
     loaded, leaf = await load_at_leaf(service.store, state.session_file, state.leaf_id)
     messages = context_messages(loaded, leaf)
-    run = await current_run_start(session) if state.is_streaming else None
+    run = await session.current_run_start() if state.is_streaming else None
     if run is not None:
         messages = [m for m in messages if int(m.get("timestamp") or 0) < run[1]]
     blocks = history_blocks(messages)

@@ -272,6 +272,26 @@ class SessionClient:
             handle = self.client.get_workflow_handle_for(AgentSessionWorkflow.run, handle.id, run_id=run_id)
         return await handle.query(AgentSessionWorkflow.read_events, offset)
 
+    async def current_run_start(self) -> tuple[int, int] | None:
+        """Where the latest run begins: the offset of the last `agent_start` in the event log,
+        and its first message's timestamp (for telling that run's messages in the file from
+        earlier ones). None when the log holds no run."""
+        offset, found, first_ms = 0, None, None
+        while True:
+            page = await self.read_events(offset)
+            if not page.events:
+                break
+            base = page.next_offset - len(page.events)
+            for i, event in enumerate(page.events):
+                if event.get("type") == "agent_start":
+                    found, first_ms = base + i, None
+                elif found is not None and first_ms is None and event.get("type") == "message_start":
+                    first_ms = int((event.get("message") or {}).get("timestamp") or 0)
+            offset = page.next_offset
+        if found is None:
+            return None
+        return found, first_ms if first_ms is not None else 1 << 62
+
     def follow(self, *, from_offset: int = 0, live: bool = True, subagents: bool = True) -> EventFollower:
         """A follower of pi-format events from `from_offset`, for front ends that poll it;
         `live` merges token deltas and tool output, `subagents` the events of `task` runs."""

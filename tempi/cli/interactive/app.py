@@ -153,31 +153,13 @@ class InteractiveApp:
         self.pump_task = asyncio.create_task(self._pump())
         self.spawn(self.refresh_footer())
 
-    async def _current_run_start(self) -> tuple[int, int] | None:
-        """Offset of the last `agent_start` in the log and its first message's timestamp."""
-        offset, found, first_ms = 0, None, None
-        while True:
-            page = await self.session.read_events(offset)
-            if not page.events:
-                break
-            base = page.next_offset - len(page.events)
-            for i, event in enumerate(page.events):
-                if event.get("type") == "agent_start":
-                    found, first_ms = base + i, None
-                elif found is not None and first_ms is None and event.get("type") == "message_start":
-                    first_ms = int((event.get("message") or {}).get("timestamp") or 0)
-            offset = page.next_offset
-        if found is None:
-            return None
-        return found, first_ms if first_ms is not None else 1 << 62
-
     async def show_history(self) -> int | None:
         """Print the session so far; if a run is going, return where its events start, so
         that it is shown from its beginning (including what it did while no one watched)."""
         state = await self.session.state()
         loaded, leaf = await load_at_leaf(self.service.store, state.session_file, state.leaf_id)
         messages = context_messages(loaded, leaf)
-        run = await self._current_run_start() if state.is_streaming else None
+        run = await self.session.current_run_start() if state.is_streaming else None
         if run is not None:
             messages = [m for m in messages if int(m.get("timestamp") or 0) < run[1]]
         blocks = history_blocks(messages, self.display)
