@@ -28,6 +28,7 @@ from chaos.rig import (
     wait_entries,
     wait_finished,
 )
+from tempi.activities.llm.contract import SDK_RETRIES
 
 STEPS = 30
 # Lines a 30-step session writes: header, model and thinking entries, the prompt, two
@@ -116,14 +117,20 @@ async def llm_drop(rig: ChaosRig, rng: random.Random) -> str:
 
 
 async def llm_error_bursts(rig: ChaosRig, rng: random.Random) -> str:
-    """429, 500 and 529 bursts the retry policy absorbs, then one it cannot: the session
-    must finish in the first case and end with a clear error in the second."""
+    """429, 500 and 529 bursts the retries absorb, then one they cannot: the session must
+    finish in the first case and end with a clear error in the second. As in pi, the
+    provider SDK retries a failed request itself first; only a burst longer than that
+    becomes one of the agent's announced retries."""
     run_dir = rig.run_dir("bursts")
     queue = f"chaos-{uuid.uuid4().hex[:8]}"
     ok_scenario = f"bursts-{uuid.uuid4().hex[:6]}"
     statuses = [429, 500, 529]
     hit = sorted(rng.sample(range(STEPS), 3))
-    extra = {i: {"fail_times": rng.randint(1, 3), "fail_status": statuses[n]} for n, i in enumerate(hit)}
+    per_attempt = SDK_RETRIES + 1
+    extra = {
+        i: {"fail_times": rng.randint(1, 2 * per_attempt), "fail_status": statuses[n]}
+        for n, i in enumerate(hit)
+    }
     rig.llm.add_scenario(ok_scenario, scripted_steps(STEPS, extra))
     bad_scenario = f"bursts-fatal-{uuid.uuid4().hex[:6]}"
     fatal_turn = rng.randint(0, 9)
@@ -143,17 +150,21 @@ async def llm_error_bursts(rig: ChaosRig, rng: random.Random) -> str:
     ok_end = _verify(ok)
     if ok_end != "completed":
         raise ChaosFailure(f"bursts within the retry budget ended the session: {ok_end}")
-    expected = sum(v["fail_times"] for v in extra.values())
+    failed = sum(v["fail_times"] for v in extra.values())
+    expected = sum(v["fail_times"] // per_attempt for v in extra.values())
     retries = sum(1 for e in ok_events if e["type"] == "auto_retry_start")
     if retries != expected:
-        raise ChaosFailure(f"{expected} failed requests but {retries} retries announced")
+        raise ChaosFailure(
+            f"{failed} failed requests ({SDK_RETRIES} retried by the SDK each time) "
+            f"should announce {expected} retries, not {retries}"
+        )
     facts = check_session(bad.path)
     check_workspace(facts, bad.cwd)
     if not facts.ended.startswith("failed") or str(fatal_status) not in facts.ended:
         raise ChaosFailure(
             f"a burst past the retry budget should end with the HTTP error; got {facts.ended!r}"
         )
-    return f"statuses {statuses} at turns {hit} absorbed ({retries} retries); fatal {fatal_status}: {facts.ended[:80]}"
+    return f"statuses {statuses} at turns {hit} absorbed ({failed} failures, {retries} agent retries); fatal {fatal_status}: {facts.ended[:80]}"
 
 
 async def disk_full(rig: ChaosRig, rng: random.Random) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -138,4 +139,8 @@ def test_sessions_list_show_export_and_continue(
     exported = run_tempi(["sessions", "export", session_id[:6], "--html", str(out)], cwd=work, env=env)
     assert exported.returncode == 0, exported.stderr
     page = out.read_text()
-    assert "Created &lt;b&gt;." in page and "write a.txt" in page and "<details" in page
+    assert "Created &lt;b&gt;." in page
+    assert re.search(
+        r'<details class="tool ok"><summary><span class="tool-name">write</span> <code class="call">a\.txt</code>',
+        page,
+    )
