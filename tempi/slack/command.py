@@ -37,7 +37,14 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="tempi slack", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("working_dir", metavar="WORKING_DIR", help="where channels' sessions and files live")
+    p.add_argument(
+        "working_dir", metavar="WORKING_DIR", nargs="?", help="where channels' sessions and files live"
+    )
+    p.add_argument(
+        "--download",
+        metavar="CHANNEL",
+        help="print the channel's whole history with its threads (needs only the bot token) and exit",
+    )
     p.add_argument(
         "--context",
         choices=["thread", "channel"],
@@ -63,6 +70,13 @@ def _session_argv(args: argparse.Namespace) -> list[str]:
 async def cmd_slack(argv: list[str]) -> int:
     args = parse(argv)
     from tempi.activities.slack.web_client import SlackTokensMissing, app_token, web_client
+
+    if args.download:
+        return await _download(args.download)
+    if not args.working_dir:
+        raise UserError(
+            "Give `tempi slack` a WORKING_DIR, or --download CHANNEL to print a channel's history."
+        )
     from tempi.cli.args import parse_args
     from tempi.cli.plan import plan_run
 
@@ -92,4 +106,24 @@ async def cmd_slack(argv: list[str]) -> int:
                 await gateway.run()
             except asyncio.CancelledError:
                 print("tempi slack: stopped", file=sys.stderr)
+    return 0
+
+
+async def _download(channel: str) -> int:
+    from tempi.activities.slack.web_client import SlackTokensMissing, web_client
+    from tempi.slack.download import download_channel
+
+    try:
+        web = web_client()
+    except SlackTokensMissing as err:
+        raise UserError(str(err)) from err
+    from slack_sdk.errors import SlackApiError
+
+    try:
+        await download_channel(web, channel, sys.stdout)
+    except SlackApiError as err:
+        code = err.response.get("error")
+        raise UserError(
+            f"Slack answered {code} for channel {channel}: give a channel id (C…, G… or D…) the bot is in."
+        ) from err
     return 0

@@ -19,8 +19,10 @@ from slack_sdk.socket_mode.response import SocketModeResponse
 from slack_sdk.web.async_client import AsyncWebClient
 from temporalio.client import Client
 
-from tempi.activities.slack.web_client import app_token
+from tempi.activities.slack.channel_log import LoggedAttachment
+from tempi.activities.slack.web_client import app_token, bot_token
 from tempi.slack.accept import Accepted, accept
+from tempi.slack.channel_recorder import ChannelRecorder
 from tempi.workflows.slack_conversation_workflow import SlackConversationWorkflow
 from tempi.workflows.slack_types import (
     ContextMode,
@@ -50,13 +52,17 @@ class SlackGateway:
         self.bot_user_id = ""
         self.bot_name = "mom"
         self.user_names: dict[str, str] = {}
+        self.display_names: dict[str, str] = {}
         self.started_at = time.time()
+        self.recorder = ChannelRecorder(web, working_dir, bot_token(), self._names)
 
     async def run(self) -> None:
         auth = await self.web.auth_test()
         self.bot_user_id = str(auth["user_id"])
         self.bot_name = str(auth.get("user") or self.bot_name)
         await self._load_users()
+        self.recorder.bot_user_id, self.recorder.bot_name = self.bot_user_id, self.bot_name
+        await self.recorder.backfill()
         socket = SocketModeClient(app_token=app_token(), web_client=self.web)
         socket.socket_mode_request_listeners.append(self._on_request)  # type: ignore[arg-type]
         await socket.connect()
@@ -77,6 +83,9 @@ class SlackGateway:
             for member in page.get("members") or []:
                 if not member.get("deleted"):
                     self.user_names[member["id"]] = member.get("name") or member["id"]
+                    self.display_names[member["id"]] = (
+                        member.get("real_name") or self.user_names[member["id"]]
+                    )
             cursor = (page.get("response_metadata") or {}).get("next_cursor") or None
             if not cursor:
                 return
@@ -90,11 +99,21 @@ class SlackGateway:
                 log.exception("could not list Slack users")
         return self.user_names.get(user, user)
 
+    def _names(self, user: str) -> tuple[str | None, str | None]:
+        return self.user_names.get(user), self.display_names.get(user)
+
     async def _on_request(self, client: SocketModeClient, req: SocketModeRequest) -> None:
         await client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
         if req.type != "events_api":
             return
         event: dict[str, Any] = (req.payload or {}).get("event") or {}
+        try:
+            if event.get("user") and event.get("user") not in self.user_names:
+                await self._user_name(str(event["user"]))
+            attachments = await self.recorder.record_event(event)
+        except Exception:
+            log.exception("could not write a Slack message to the channel's log")
+            attachments = []
         accepted = accept(event, self.bot_user_id)
         if accepted is None:
             return
@@ -103,11 +122,11 @@ class SlackGateway:
             log.info("not answering %s in %s: it predates this gateway", accepted.ts, accepted.channel)
             return
         try:
-            await self.dispatch(accepted)
+            await self.dispatch(accepted, attachments)
         except Exception:
             log.exception("could not hand a Slack message to its conversation workflow")
 
-    async def dispatch(self, msg: Accepted) -> None:
+    async def dispatch(self, msg: Accepted, attachments: list[LoggedAttachment] | None = None) -> None:
         # A DM is one conversation, as in mom, unless someone replies in one of its threads;
         # otherwise every DM line would start a session that knows nothing of the last.
         threaded = self.context_mode == "thread" and not (msg.is_dm and msg.thread_ts is None)
@@ -121,6 +140,7 @@ class SlackGateway:
             text=msg.text,
             is_dm=msg.is_dm,
             stamp=mom_stamp(msg.ts),
+            attachments=[a.local for a in attachments or []],
         )
         inp = SlackConversationInput(
             working_dir=self.working_dir,

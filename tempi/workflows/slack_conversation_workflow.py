@@ -13,13 +13,17 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
+from tempi.workflows.slack_attachments import with_attachments
 from tempi.workflows.slack_types import (
     SLACK_ABORT,
+    SLACK_LOG_BOT,
     SLACK_OPEN_SESSION,
     SLACK_POST,
     SLACK_PROMPT,
     SLACK_UPDATE,
     SLACK_WAIT_RUN,
+    BotLogRequest,
+    LogSync,
     OpenSessionRequest,
     PostRequest,
     PromptSession,
@@ -173,12 +177,13 @@ class SlackConversationWorkflow:
         if run.offset is None:
             run.offset = await workflow.execute_activity(
                 SLACK_PROMPT,
-                PromptSession(context_file=self.inp.context_file(), text=prompt_text(run.messages)),
+                self._prompt_request(run),
                 result_type=int,
                 start_to_close_timeout=timedelta(seconds=60),
                 # A prompt that may have reached the session is not sent again.
                 retry_policy=RetryPolicy(maximum_attempts=1),
             )
+            self.state.synced_ts = max((m.ts for m in run.messages), key=float)
         details_thread = self.inp.reply_thread() or run.main_ts
         while True:
             progress: RunProgress = await workflow.execute_activity(
@@ -195,6 +200,7 @@ class SlackConversationWorkflow:
                 self.tool_started_at[started.call_id] = now
                 run.lines.append(f"_→ {started.label}_")
             run.lines.extend(t for t in progress.texts if t.strip())
+            run.texts.extend(t for t in progress.texts if t.strip())
             if progress.final_text:
                 run.final_text = progress.final_text
             for ended in progress.ended:
@@ -204,6 +210,7 @@ class SlackConversationWorkflow:
                 await self._show(run, _cut("\n".join(run.lines) or THINKING, MAIN_LIMIT) + " ...")
             if progress.done:
                 await self._finish(run, progress, details_thread)
+                await self._quietly(self._log_bot(run))
                 return
 
     async def _finish(self, run: RunState, progress: RunProgress, details_thread: str | None) -> None:
@@ -226,6 +233,38 @@ class SlackConversationWorkflow:
         await self._update(run.main_ts, text)
         run.shown = text
         self.last_edit_at = workflow.now().timestamp()
+
+    # --- the channel's log -----------------------------------------------------------
+
+    def _prompt_request(self, run: RunState) -> PromptSession:
+        text, images = with_attachments(prompt_text(run.messages), run.messages, self.inp.working_dir)
+        sync = LogSync(
+            log_file=f"{self.inp.working_dir}/{self.inp.channel}/log.jsonl",
+            after_ts=self.state.synced_ts,
+            until_ts=max((m.ts for m in run.messages), key=float),
+            thread_ts=self.inp.reply_thread(),
+            exclude_ts=[m.ts for m in run.messages],
+        )
+        return PromptSession(context_file=self.inp.context_file(), text=text, images=images, sync=sync)
+
+    async def _log_bot(self, run: RunState) -> None:
+        texts = list(run.texts)
+        if run.final_text.strip() and run.final_text not in texts[-1:]:
+            texts.append(run.final_text)
+        if not texts or run.main_ts is None:
+            return
+        await workflow.execute_activity(
+            SLACK_LOG_BOT,
+            BotLogRequest(
+                working_dir=self.inp.working_dir,
+                channel=self.inp.channel,
+                ts=run.main_ts,
+                thread_ts=self.inp.reply_thread(),
+                texts=texts,
+            ),
+            start_to_close_timeout=_SLACK_TIMEOUT,
+            retry_policy=_SLACK_RETRY,
+        )
 
     # --- Slack ---------------------------------------------------------------------
 

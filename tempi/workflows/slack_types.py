@@ -16,6 +16,7 @@ SLACK_OPEN_SESSION = "slack.open_session"
 SLACK_PROMPT = "slack.prompt"
 SLACK_WAIT_RUN = "slack.wait_run"
 SLACK_ABORT = "slack.abort"
+SLACK_LOG_BOT = "slack.log_bot"
 
 ContextMode = Literal["thread", "channel"]
 
@@ -32,6 +33,8 @@ class SlackMessage(BaseModel):
     is_dm: bool = False
     # mom's prompt stamp, `YYYY-MM-DD HH:MM:SS+HH:MM`, made by the gateway (the workflow has no clock zone).
     stamp: str
+    # Downloaded attachments, relative to the working directory (`<channel>/attachments/<ms>_<name>`).
+    attachments: list[str] = Field(default_factory=list)
 
 
 class ToolStarted(BaseModel):
@@ -70,6 +73,8 @@ class RunState(BaseModel):
     lines: list[str] = Field(default_factory=list)
     shown: str = ""
     final_text: str = ""
+    # The assistant's texts shown in the main message, for the channel's log.
+    texts: list[str] = Field(default_factory=list)
 
 
 class SlackConversationState(BaseModel):
@@ -78,6 +83,8 @@ class SlackConversationState(BaseModel):
     session_id: str | None = None
     run: RunState | None = None
     stopping_ts: str | None = None
+    # The newest message ts whose log lines the session has been given.
+    synced_ts: str = ""
 
 
 class SlackConversationInput(BaseModel):
@@ -114,9 +121,34 @@ class OpenSessionRequest(BaseModel):
     context_file: str
 
 
+class LogSync(BaseModel):
+    """Which lines of the channel's log.jsonl a prompt brings along, as mom's sync before a run:
+    people's lines after `after_ts` up to `until_ts`, not those the prompt itself carries."""
+
+    log_file: str
+    after_ts: str = ""
+    until_ts: str
+    # In thread mode only the thread's own lines (its root and replies).
+    thread_ts: str | None = None
+    exclude_ts: list[str] = Field(default_factory=list)
+
+
 class PromptSession(BaseModel):
     context_file: str
     text: str
+    # Absolute paths of images to send as image blocks.
+    images: list[str] = Field(default_factory=list)
+    sync: LogSync | None = None
+
+
+class BotLogRequest(BaseModel):
+    """The bot's texts of one run, logged under the ts of the main message that showed them."""
+
+    working_dir: str
+    channel: str
+    ts: str
+    thread_ts: str | None = None
+    texts: list[str]
 
 
 class WaitRun(BaseModel):

@@ -15,6 +15,8 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from tempi.activities.slack.channel_log import LoggedMessage, append_new, iso_date, log_path
+from tempi.activities.slack.prompt_input import load_images, unseen_log_lines
 from tempi.activities.slack.run_progress import summarize
 from tempi.activities.slack.web_client import web_client
 from tempi.agent.session_entries import SessionHeader
@@ -24,11 +26,13 @@ from tempi.client.service import SessionService
 from tempi.client.session import SessionClient
 from tempi.workflows.slack_types import (
     SLACK_ABORT,
+    SLACK_LOG_BOT,
     SLACK_OPEN_SESSION,
     SLACK_POST,
     SLACK_PROMPT,
     SLACK_UPDATE,
     SLACK_WAIT_RUN,
+    BotLogRequest,
     OpenSessionRequest,
     PostRequest,
     PromptSession,
@@ -71,7 +75,15 @@ class SlackActivities:
         return self._web
 
     def all(self) -> list[Callable[..., Any]]:
-        return [self.post, self.update, self.open_session, self.prompt, self.wait_run, self.abort]
+        return [
+            self.post,
+            self.update,
+            self.open_session,
+            self.prompt,
+            self.wait_run,
+            self.abort,
+            self.log_bot,
+        ]
 
     @activity.defn(name=SLACK_POST)
     async def post(self, req: PostRequest) -> str:
@@ -102,7 +114,10 @@ class SlackActivities:
         """Prompt the session; returns the event offset its run starts from."""
         session = await self._session(req.context_file)
         offset = (await session.read_events(END_OF_LOG)).next_offset
-        await session.prompt(req.text)
+        text = req.text
+        if req.sync is not None:
+            text = "\n".join([*unseen_log_lines(req.sync), text])
+        await session.prompt(text, images=load_images(req.images))
         return offset
 
     @activity.defn(name=SLACK_WAIT_RUN)
@@ -123,3 +138,13 @@ class SlackActivities:
     @activity.defn(name=SLACK_ABORT)
     async def abort(self, session_id: str) -> None:
         await self.service.get(session_id).abort()
+
+    @activity.defn(name=SLACK_LOG_BOT)
+    async def log_bot(self, req: BotLogRequest) -> None:
+        """The bot's answer in the channel's log.jsonl, as mom logs what it posts."""
+        now = iso_date(time.time())
+        entries = [
+            LoggedMessage(date=now, ts=req.ts, thread_ts=req.thread_ts, user="bot", text=text, is_bot=True)
+            for text in req.texts
+        ]
+        await asyncio.to_thread(append_new, log_path(req.working_dir, req.channel), entries)
