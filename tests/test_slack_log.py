@@ -109,6 +109,11 @@ def keys_in_order(path: Path) -> list[list[str]]:
 # --- end to end ----------------------------------------------------------------------
 
 
+def logged(channel_dir: Path, text: str) -> bool:
+    log = channel_dir / "log.jsonl"
+    return log.exists() and text in log.read_text()
+
+
 def see_images(models_json: Path) -> None:
     """The scripted model takes images, or pi would leave them out of its requests."""
     models = json.loads(models_json.read_text())
@@ -145,9 +150,7 @@ async def test_the_channel_log_and_context_are_in_moms_formats(
             ],
         )
         await wait_for(lambda: finished(slack, general), "the answer")
-        await wait_for(
-            lambda: ANSWER in (workdir / general / "log.jsonl").read_text(), "the answer in log.jsonl"
-        )
+        await wait_for(lambda: logged(workdir / general, ANSWER), "the answer in log.jsonl")
 
     # Said while no gateway listened: the next gateway backfills it before it connects.
     slack.user_says(alice, general, "did the bot see this?")
@@ -156,7 +159,7 @@ async def test_the_channel_log_and_context_are_in_moms_formats(
         await wait_for(
             lambda: any(m.text == SECOND for m in slack.bot_messages(general)), "the second answer"
         )
-        await wait_for(lambda: SECOND in (workdir / general / "log.jsonl").read_text(), "it in the log")
+        await wait_for(lambda: logged(workdir / general, SECOND), "it in the log")
 
     # The attachments were fetched with the bot token, where mom keeps them.
     attachments = sorted(p.name for p in (workdir / general / "attachments").iterdir())
@@ -235,3 +238,65 @@ async def test_download_prints_a_channel_with_its_threads(slack: ScriptedSlackSe
     _, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode != 0
     assert "channel_not_found" in err.decode() and "Traceback" not in err.decode()
+
+
+THREAD_SCENARIO = "slack-log-thread"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "scenario",
+    [(THREAD_SCENARIO, {"turns": [{"text": "On it."}, {"text": "Dave said where the logs are."}]})],
+)
+async def test_a_thread_session_catches_up_on_its_thread_only(
+    slack: ScriptedSlackServer,
+    tmp_path: Path,
+    gateway_env: dict[str, str],
+    scripted_server: ScriptedLLMServer,
+) -> None:
+    carol = slack.add_user("carol")
+    dave = slack.add_user("dave")
+    ops = slack.add_channel("ops", members=[carol, dave])
+    workdir = tmp_path / "mom"
+    bot = f"<@{slack.bot_user_id}>"
+    async with running_gateway(slack, tmp_path, gateway_env, workdir, []):
+        asked = slack.user_says(carol, ops, f"{bot} find the logs")
+        await wait_for(lambda: logged(workdir / ops, "On it."), "the first answer in the log")
+        # Said without a mention: only logged, yet the thread's next run hears the reply.
+        slack.user_says(dave, ops, "they are in /var/log/app", thread_ts=asked)
+        slack.user_says(dave, ops, "unrelated: lunch at noon?")
+        slack.user_says(carol, ops, f"{bot} what did dave say?", thread_ts=asked)
+        await wait_for(
+            lambda: any(m.text == "Dave said where the logs are." for m in slack.bot_messages(ops)),
+            "the second answer",
+        )
+        await wait_for(lambda: logged(workdir / ops, "Dave said"), "it in the log")
+
+    second = scripted_server.requests_for(THREAD_SCENARIO)[1].body
+    prompt = [m for m in second["messages"] if m["role"] == "user"][-1]["content"]
+    prompt = prompt if isinstance(prompt, str) else "".join(p.get("text", "") for p in prompt)
+    assert prompt.startswith("[dave]: they are in /var/log/app\n["), prompt
+    assert prompt.endswith("[carol]: what did dave say?")
+    assert "lunch" not in prompt  # the channel's other talk is not this thread's business
+
+    # One channel log for all threads; a thread's lines say which thread they are in.
+    lines = [json.loads(line) for line in (workdir / ops / "log.jsonl").read_text().splitlines()]
+    assert [(line["user"], line["text"], line.get("thread_ts")) for line in lines] == [
+        (carol, "@mom find the logs", None),
+        ("bot", "On it.", asked),
+        (dave, "they are in /var/log/app", asked),
+        (dave, "unrelated: lunch at noon?", None),
+        (carol, "@mom what did dave say?", asked),
+        ("bot", "Dave said where the logs are.", asked),
+    ]
+    assert list(lines[2]) == [
+        "date",
+        "ts",
+        "thread_ts",
+        "user",
+        "userName",
+        "displayName",
+        "text",
+        "attachments",
+        "isBot",
+    ]

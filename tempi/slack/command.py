@@ -21,7 +21,9 @@ DESCRIPTION = """\
 Run pi's Slack bot (mom) on Temporal: every mention of the bot in a channel, and every
 direct message, starts a run of a coding agent whose session is a pi file under
 WORKING_DIR (<channel>/threads/<thread ts>/context.jsonl, or <channel>/context.jsonl with
---context channel and for a direct message's top level). Runs are durable: a restarted gateway carries on where it stopped.
+--context channel and for a direct message's top level). Every channel message (the bot's
+answers too) goes to WORKING_DIR/<channel>/log.jsonl in mom's format, attachments to
+<channel>/attachments/. Runs are durable: a restarted gateway carries on where it stopped.
 
 environment:
   MOM_SLACK_APP_TOKEN   app-level token (xapp-…, scope connections:write) for Socket Mode
