@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +68,7 @@ class ChannelRecorder:
         web: AsyncWebClient,
         working_dir: str,
         bot_token: str,
-        names: Callable[[str], tuple[str | None, str | None]],
+        names: Callable[[str], Awaitable[tuple[str | None, str | None]]],
     ) -> None:
         """`names` gives a user's (userName, displayName), or Nones for someone unknown."""
         self.web = web
@@ -91,7 +91,7 @@ class ChannelRecorder:
         thread_ts = message.get("thread_ts")
         attachments = await self._download_all(channel, message.get("files") or [], ts)
         is_bot = message.get("user") == self.bot_user_id
-        user_name, display_name = (None, None) if is_bot else self.names(str(message["user"]))
+        user_name, display_name = (None, None) if is_bot else await self.names(str(message["user"]))
         return LoggedMessage(
             date=ts_date(ts),
             ts=ts,

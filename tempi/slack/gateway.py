@@ -99,7 +99,8 @@ class SlackGateway:
                 log.exception("could not list Slack users")
         return self.user_names.get(user, user)
 
-    def _names(self, user: str) -> tuple[str | None, str | None]:
+    async def _names(self, user: str) -> tuple[str | None, str | None]:
+        await self._user_name(user)
         return self.user_names.get(user), self.display_names.get(user)
 
     async def _on_request(self, client: SocketModeClient, req: SocketModeRequest) -> None:
@@ -108,8 +109,6 @@ class SlackGateway:
             return
         event: dict[str, Any] = (req.payload or {}).get("event") or {}
         try:
-            if event.get("user") and event.get("user") not in self.user_names:
-                await self._user_name(str(event["user"]))
             attachments = await self.recorder.record_event(event)
         except Exception:
             log.exception("could not write a Slack message to the channel's log")
