@@ -10,6 +10,7 @@ from pathlib import Path
 from tempi.agent.model_spec import THINKING_LEVELS
 from tempi.cli.errors import UserError
 from tempi.cli.runtime import open_runtime
+from tempi.slack.access import Access, parse_names
 
 SLACK_PROMPT = (
     "You are mom, answering people in Slack. Write Slack mrkdwn: *bold*, _italic_, `code`, "
@@ -48,7 +49,30 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--provider", help="model provider for new sessions")
     p.add_argument("--model", help="model id or provider/id for new sessions")
     p.add_argument("--thinking", choices=THINKING_LEVELS, help="thinking level for new sessions")
+    p.add_argument(
+        "--allow-users",
+        metavar="USERS",
+        help="comma-separated user ids or names who may use the bot (default: anyone in its channels)",
+    )
+    p.add_argument(
+        "--allow-channels",
+        metavar="CHANNELS",
+        help="comma-separated channel ids or names (DMs by their D… id) where the bot answers (default: all)",
+    )
+    p.add_argument(
+        "--admins",
+        metavar="USERS",
+        help="comma-separated user ids or names who may `stop` other people's runs (default: everyone)",
+    )
     return p.parse_args(argv)
+
+
+def access_of(args: argparse.Namespace) -> Access:
+    return Access(
+        users=parse_names(args.allow_users),
+        channels=parse_names(args.allow_channels),
+        admins=parse_names(args.admins),
+    )
 
 
 def _session_argv(args: argparse.Namespace) -> list[str]:
@@ -76,6 +100,7 @@ async def cmd_slack(argv: list[str]) -> int:
     planned = plan_run(parse_args(_session_argv(args)), working_dir)
 
     from tempi.activities.slack import SlackActivities
+    from tempi.activities.slack.event_delivery import deliver
     from tempi.client import SessionService
     from tempi.config.paths import default_sessions_root
     from tempi.slack.gateway import SlackGateway
@@ -86,8 +111,10 @@ async def cmd_slack(argv: list[str]) -> int:
     async with open_runtime(quiet=True) as rt:
         service = SessionService(rt.client, SessionStore(default_sessions_root()))
         activities = SlackActivities(service, planned.options, web)
-        async with build_slack_worker(rt.client, slack_task_queue(str(working_dir)), activities.all()):
-            gateway = SlackGateway(rt.client, web, str(working_dir), args.context)
+        async with build_slack_worker(
+            rt.client, slack_task_queue(str(working_dir)), [*activities.all(), deliver]
+        ):
+            gateway = SlackGateway(rt.client, web, str(working_dir), args.context, access_of(args))
             try:
                 await gateway.run()
             except asyncio.CancelledError:

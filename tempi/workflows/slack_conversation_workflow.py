@@ -18,6 +18,7 @@ from tempi.workflows.slack_types import (
     SLACK_OPEN_SESSION,
     SLACK_POST,
     SLACK_PROMPT,
+    SLACK_STEER,
     SLACK_UPDATE,
     SLACK_WAIT_RUN,
     OpenSessionRequest,
@@ -27,6 +28,7 @@ from tempi.workflows.slack_types import (
     RunState,
     SlackConversationInput,
     SlackMessage,
+    SteerSession,
     ToolEnded,
     UpdateRequest,
     WaitRun,
@@ -37,6 +39,8 @@ EDIT_INTERVAL_S = 1.0
 MAIN_LIMIT = 35_000
 THREAD_LIMIT = 20_000
 SEEN_KEPT = 500
+# mom drops a channel's events beyond five waiting ones rather than pile up wake-ups.
+MAX_QUEUED_EVENTS = 5
 # Runs hand off to a fresh history well before Temporal's limits.
 HISTORY_EVENTS_BUDGET = 5_000
 
@@ -86,6 +90,12 @@ class SlackConversationWorkflow:
         if is_stop(msg.text):
             await self._quietly(self._stop(msg))
             return
+        if msg.steer:
+            await self._quietly(self._steer(msg))
+            return
+        if msg.event is not None and sum(m.event is not None for m in self.state.queue) >= MAX_QUEUED_EVENTS:
+            workflow.logger.warning("dropping event %s: %d events already wait", msg.event, MAX_QUEUED_EVENTS)
+            return
         busy = self.state.run is not None
         self.state.queue.append(msg)
         if busy:
@@ -98,10 +108,28 @@ class SlackConversationWorkflow:
     def get_state(self) -> SlackConversationInput:
         return self.inp.model_copy(update={"state": self.state})
 
+    async def _steer(self, msg: SlackMessage) -> None:
+        """A reply in the thread reaches the running session between its steps; with no run
+        going it is only part of the thread, as in mom."""
+        run = self.state.run
+        if run is None or run.offset is None or self.state.session_id is None:
+            return
+        await workflow.execute_activity(
+            SLACK_STEER,
+            SteerSession(session_id=self.state.session_id, text=prompt_text([msg])),
+            start_to_close_timeout=_SLACK_TIMEOUT,
+            retry_policy=_SLACK_RETRY,
+        )
+
     async def _stop(self, msg: SlackMessage) -> None:
         thread = self._thread_of(msg)
         if self.state.run is None or self.state.session_id is None:
             await self._post("_Nothing running_", thread)
+            return
+        owners = [m.user for m in self.state.run.messages if m.event is None]
+        if not msg.admin and msg.user not in owners:
+            who = "".join(f"<@{u}> or " for u in dict.fromkeys(owners))
+            await self._post(f"_Only {who}an admin can stop this run._", thread)
             return
         if self.state.stopping_ts is None:
             self.state.stopping_ts = await self._post("_Stopping..._", thread)
@@ -159,8 +187,9 @@ class SlackConversationWorkflow:
     async def _do_run(self, run: RunState) -> None:
         last = run.messages[-1]
         if run.main_ts is None:
-            run.main_ts = await self._post(f"{THINKING} ...", self._thread_of(last))
-            run.shown = f"{THINKING} ..."
+            first = f"_Starting event: {last.event}_" if last.event is not None else f"{THINKING} ..."
+            run.main_ts = await self._post(first, self._thread_of(last))
+            run.shown = first
         if self.state.session_id is None:
             self.state.session_id = await workflow.execute_activity(
                 SLACK_OPEN_SESSION,

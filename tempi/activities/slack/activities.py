@@ -27,12 +27,14 @@ from tempi.workflows.slack_types import (
     SLACK_OPEN_SESSION,
     SLACK_POST,
     SLACK_PROMPT,
+    SLACK_STEER,
     SLACK_UPDATE,
     SLACK_WAIT_RUN,
     OpenSessionRequest,
     PostRequest,
     PromptSession,
     RunProgress,
+    SteerSession,
     UpdateRequest,
     WaitRun,
 )
@@ -71,7 +73,7 @@ class SlackActivities:
         return self._web
 
     def all(self) -> list[Callable[..., Any]]:
-        return [self.post, self.update, self.open_session, self.prompt, self.wait_run, self.abort]
+        return [self.post, self.update, self.open_session, self.prompt, self.wait_run, self.abort, self.steer]
 
     @activity.defn(name=SLACK_POST)
     async def post(self, req: PostRequest) -> str:
@@ -123,3 +125,7 @@ class SlackActivities:
     @activity.defn(name=SLACK_ABORT)
     async def abort(self, session_id: str) -> None:
         await self.service.get(session_id).abort()
+
+    @activity.defn(name=SLACK_STEER)
+    async def steer(self, req: SteerSession) -> None:
+        await self.service.get(req.session_id).steer(req.text)
