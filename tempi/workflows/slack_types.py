@@ -102,6 +102,9 @@ class SlackConversationInput(BaseModel):
             return f"{self.working_dir}/{self.channel}/threads/{self.root_ts}/context.jsonl"
         return f"{self.working_dir}/{self.channel}/context.jsonl"
 
+    def settings_file(self) -> str:
+        return f"{self.working_dir}/{self.channel}/settings.json"
+
     def reply_thread(self) -> str | None:
         return self.root_ts if self.context_mode == "thread" else None
 
@@ -125,6 +128,8 @@ class OpenSessionRequest(BaseModel):
 class PromptSession(BaseModel):
     context_file: str
     text: str
+    # The channel's settings.json (its model and thinking level), read before each run.
+    settings_file: str = ""
 
 
 class SteerSession(BaseModel):

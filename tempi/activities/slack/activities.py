@@ -15,6 +15,7 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from tempi.activities.slack.channel_settings import apply_channel_settings
 from tempi.activities.slack.run_progress import summarize
 from tempi.activities.slack.web_client import web_client
 from tempi.agent.session_entries import SessionHeader
@@ -103,6 +104,8 @@ class SlackActivities:
     async def prompt(self, req: PromptSession) -> int:
         """Prompt the session; returns the event offset its run starts from."""
         session = await self._session(req.context_file)
+        if req.settings_file:
+            await apply_channel_settings(session, Path(req.settings_file))
         offset = (await session.read_events(END_OF_LOG)).next_offset
         await session.prompt(req.text)
         return offset
