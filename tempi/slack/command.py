@@ -24,6 +24,11 @@ direct message, starts a run of a coding agent whose session is a pi file under
 WORKING_DIR (<channel>/threads/<thread ts>/context.jsonl, or <channel>/context.jsonl with
 --context channel and for a direct message's top level). Runs are durable: a restarted gateway carries on where it stopped.
 
+WORKING_DIR/events/*.json wake the bot as in mom (immediate, one-shot at a time, periodic on a
+cron in a time zone); Temporal keeps them, so a wake-up set before a crash still fires.
+WORKING_DIR/<channel>/settings.json may set that channel's defaultProvider, defaultModel and
+defaultThinkingLevel. In thread mode, a plain reply in a thread with a run going steers it.
+
 environment:
   MOM_SLACK_APP_TOKEN   app-level token (xapp-…, scope connections:write) for Socket Mode
                         (SLACK_APP_TOKEN also works)
