@@ -11,10 +11,13 @@ from typing import Any
 
 import pytest
 from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
+from temporalio.worker import Replayer
 
 from tempi.testing.slack_server import BotMessage, ScriptedSlackServer
-from tempi.workflows.slack_types import event_workflow_id
+from tempi.workers.worker import WORKFLOWS, workflow_runner
+from tempi.workflows.slack_types import conversation_workflow_id, event_workflow_id
 from tests import test_slack_gateway as base
 from tests.test_slack_gateway import running_gateway, wait_for
 
@@ -40,6 +43,15 @@ def event_runs(slack: ScriptedSlackServer, channel: str, file: str) -> list[BotM
 
 def answered(slack: ScriptedSlackServer, channel: str, file: str) -> list[BotMessage]:
     return [m for m in event_runs(slack, channel, file) if m.text in ANSWERS]
+
+
+async def assert_replays(client: Client, workdir: Path, channel: str) -> None:
+    """The channel conversation the events ran in replays on the workflow code."""
+    handle = client.get_workflow_handle(conversation_workflow_id(str(workdir.resolve()), channel, None))
+    replayer = Replayer(
+        workflows=WORKFLOWS, workflow_runner=workflow_runner(), data_converter=pydantic_data_converter
+    )
+    await replayer.replay_workflow(await handle.fetch_history())
 
 
 def write_event(workdir: Path, name: str, body: dict[str, Any]) -> Path:
@@ -100,6 +112,7 @@ async def test_immediate_and_one_shot_events_fire_and_a_wake_up_survives_a_gatew
     context = (workdir / general / "context.jsonl").read_text()
     assert "[EVENT]: [EVENT:now.json:immediate:immediate] check CI" in context
     assert f"[EVENT]: [EVENT:later.json:one-shot:{at.isoformat()}] standup" in context
+    await assert_replays(temporal_client, workdir, general)
 
 
 async def test_a_periodic_event_runs_from_a_temporal_schedule_until_its_file_is_deleted(
@@ -124,6 +137,24 @@ async def test_a_periodic_event_runs_from_a_temporal_schedule_until_its_file_is_
     described = await schedule.describe()
     assert described.schedule.spec.time_zone_name == "Europe/Paris"
 
+    # An edit updates the schedule: later firings carry the new text.
+    context = gateway / ops / "context.jsonl"
+    write_event(
+        gateway,
+        "tick.json",
+        {
+            "type": "periodic",
+            "channelId": ops,
+            "text": "tock",
+            "schedule": "*/4 * * * * *",
+            "timezone": "UTC",
+        },
+    )
+    await wait_for(
+        lambda: "[EVENT:tick.json:periodic:*/4 * * * * *] tock" in context.read_text(), "the edited text"
+    )
+    assert (await schedule.describe()).schedule.spec.time_zone_name == "UTC"
+
     tick.unlink()
 
     async def schedule_gone() -> bool:
@@ -142,3 +173,4 @@ async def test_a_periodic_event_runs_from_a_temporal_schedule_until_its_file_is_
     settled = len(event_runs(slack, ops, "tick.json"))
     await asyncio.sleep(9)
     assert len(event_runs(slack, ops, "tick.json")) == settled
+    await assert_replays(temporal_client, gateway, ops)
