@@ -1,4 +1,4 @@
-"""Beyond mom in `tempi slack`: a reply in a running thread steers the run, allow-lists say
+"""Beyond mom in `tempi slack`: a reply in a bot's thread steers the run or follows up, allow-lists say
 who may use the bot and where, only a run's owner or an admin may stop it, and a channel's
 settings.json picks its model and thinking level."""
 
@@ -23,11 +23,14 @@ gateway_env = base.gateway_env
 gateway = base.gateway
 
 ANSWER = "Done, and I used staging too."
+FOLLOW_UP_ANSWER = "Staging is at version 2."
 
 
 @pytest.fixture
 def scenario() -> tuple[str, dict[str, Any]]:
-    return "slack-steer", bash_then_answer("sleep 6; echo deployed", ANSWER)
+    turns = bash_then_answer("sleep 6; echo deployed", ANSWER)
+    turns["turns"].append({"text": FOLLOW_UP_ANSWER})
+    return "slack-steer", turns
 
 
 @pytest.fixture
@@ -44,7 +47,7 @@ def replies(slack: ScriptedSlackServer, channel: str, prefix: str) -> list[BotMe
 
 
 @pytest.mark.parametrize("gateway_args", [[]])
-async def test_a_reply_in_a_running_thread_steers_the_run(
+async def test_a_reply_in_the_thread_steers_the_run_or_follows_up(
     slack: ScriptedSlackServer, gateway: Path, scripted_server: ScriptedLLMServer
 ) -> None:
     alice = slack.add_user("alice")
@@ -66,10 +69,19 @@ async def test_a_reply_in_a_running_thread_steers_the_run(
     context = (gateway / general / "threads" / asked / "context.jsonl").read_text()
     assert "[bob]: use the staging server too" in context
 
+    # With the run over, a plain reply in the thread follows up with a run of its own.
+    slack.user_says(bob, general, "which version is on staging?", thread_ts=asked)
+    await wait_for(
+        lambda: any(m.text == FOLLOW_UP_ANSWER for m in main_messages(slack, general)),
+        "the follow-up's answer",
+    )
+    assert len(main_messages(slack, general)) == 2
+    assert "[bob]: which version is on staging?" in str(scripted_server.requests_for("slack-steer")[-1].body)
+
     # A plain channel message outside any bot thread starts nothing.
     slack.user_says(bob, general, "unrelated chatter")
     await slack.idle()
-    assert len(main_messages(slack, general)) == 1
+    assert len(main_messages(slack, general)) == 2
 
 
 async def test_allow_lists_keep_others_out_and_only_the_owner_or_an_admin_may_stop(

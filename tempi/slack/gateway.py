@@ -162,7 +162,7 @@ class SlackGateway:
 
     async def steer(self, msg: Accepted) -> None:
         """A plain thread reply goes to that thread's conversation only if one exists: it
-        steers a run there and starts nothing."""
+        steers the run going there, or follows up when none is; it never starts a conversation."""
         handle = self.temporal.get_workflow_handle(
             conversation_workflow_id(self.working_dir, msg.channel, msg.thread_ts)
         )

@@ -90,7 +90,7 @@ class SlackConversationWorkflow:
         if is_stop(msg.text):
             await self._quietly(self._stop(msg))
             return
-        if msg.steer:
+        if msg.steer and self._steerable():
             await self._quietly(self._steer(msg))
             return
         if msg.event is not None and sum(m.event is not None for m in self.state.queue) >= MAX_QUEUED_EVENTS:
@@ -98,7 +98,9 @@ class SlackConversationWorkflow:
             return
         busy = self.state.run is not None
         self.state.queue.append(msg)
-        if busy:
+        # A reply between runs follows up with a run of its own; one that came while a run
+        # was only starting goes to the next run, without a busy notice it did not ask for.
+        if busy and not msg.steer:
             cancel = "`stop`" if msg.is_dm else f"`@{self.inp.bot_name} stop`"
             await self._quietly(
                 self._post(f"_Already working. Say {cancel} to cancel._", self._thread_of(msg))
@@ -108,12 +110,16 @@ class SlackConversationWorkflow:
     def get_state(self) -> SlackConversationInput:
         return self.inp.model_copy(update={"state": self.state})
 
+    def _steerable(self) -> bool:
+        """Whether a run has reached its session, so a reply can join it between its steps."""
+        return (
+            self.state.run is not None
+            and self.state.run.offset is not None
+            and self.state.session_id is not None
+        )
+
     async def _steer(self, msg: SlackMessage) -> None:
-        """A reply in the thread reaches the running session between its steps; with no run
-        going it is only part of the thread, as in mom."""
-        run = self.state.run
-        if run is None or run.offset is None or self.state.session_id is None:
-            return
+        assert self.state.session_id is not None
         await workflow.execute_activity(
             SLACK_STEER,
             SteerSession(session_id=self.state.session_id, text=prompt_text([msg])),
