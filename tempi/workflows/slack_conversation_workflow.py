@@ -20,6 +20,7 @@ from tempi.workflows.slack_types import (
     SLACK_OPEN_SESSION,
     SLACK_POST,
     SLACK_PROMPT,
+    SLACK_STEER,
     SLACK_UPDATE,
     SLACK_WAIT_RUN,
     BotLogRequest,
@@ -31,6 +32,7 @@ from tempi.workflows.slack_types import (
     RunState,
     SlackConversationInput,
     SlackMessage,
+    SteerSession,
     ToolEnded,
     UpdateRequest,
     WaitRun,
@@ -41,6 +43,8 @@ EDIT_INTERVAL_S = 1.0
 MAIN_LIMIT = 35_000
 THREAD_LIMIT = 20_000
 SEEN_KEPT = 500
+# mom drops a channel's events beyond five waiting ones rather than pile up wake-ups.
+MAX_QUEUED_EVENTS = 5
 # Runs hand off to a fresh history well before Temporal's limits.
 HISTORY_EVENTS_BUDGET = 5_000
 
@@ -90,9 +94,17 @@ class SlackConversationWorkflow:
         if is_stop(msg.text):
             await self._quietly(self._stop(msg))
             return
+        if msg.steer and self._steerable():
+            await self._quietly(self._steer(msg))
+            return
+        if msg.event is not None and sum(m.event is not None for m in self.state.queue) >= MAX_QUEUED_EVENTS:
+            workflow.logger.warning("dropping event %s: %d events already wait", msg.event, MAX_QUEUED_EVENTS)
+            return
         busy = self.state.run is not None
         self.state.queue.append(msg)
-        if busy:
+        # A reply between runs follows up with a run of its own; one that came while a run
+        # was only starting goes to the next run, without a busy notice it did not ask for.
+        if busy and not msg.steer:
             cancel = "`stop`" if msg.is_dm else f"`@{self.inp.bot_name} stop`"
             await self._quietly(
                 self._post(f"_Already working. Say {cancel} to cancel._", self._thread_of(msg))
@@ -102,10 +114,34 @@ class SlackConversationWorkflow:
     def get_state(self) -> SlackConversationInput:
         return self.inp.model_copy(update={"state": self.state})
 
+    def _steerable(self) -> bool:
+        """Whether a run has reached its session, so a reply can join it between its steps."""
+        return (
+            self.state.run is not None
+            and self.state.run.offset is not None
+            and self.state.session_id is not None
+        )
+
+    async def _steer(self, msg: SlackMessage) -> None:
+        assert self.state.session_id is not None
+        await workflow.execute_activity(
+            SLACK_STEER,
+            SteerSession(session_id=self.state.session_id, text=prompt_text([msg])),
+            start_to_close_timeout=_SLACK_TIMEOUT,
+            retry_policy=_SLACK_RETRY,
+        )
+        # The session has the reply now: the next prompt must not bring its log line again.
+        self._synced_up_to(msg.ts)
+
     async def _stop(self, msg: SlackMessage) -> None:
         thread = self._thread_of(msg)
         if self.state.run is None or self.state.session_id is None:
             await self._post("_Nothing running_", thread)
+            return
+        owners = [m.user for m in self.state.run.messages if m.event is None]
+        if not msg.admin and msg.user not in owners:
+            who = "".join(f"<@{u}> or " for u in dict.fromkeys(owners))
+            await self._post(f"_Only {who}an admin can stop this run._", thread)
             return
         if self.state.stopping_ts is None:
             self.state.stopping_ts = await self._post("_Stopping..._", thread)
@@ -163,8 +199,9 @@ class SlackConversationWorkflow:
     async def _do_run(self, run: RunState) -> None:
         last = run.messages[-1]
         if run.main_ts is None:
-            run.main_ts = await self._post(f"{THINKING} ...", self._thread_of(last))
-            run.shown = f"{THINKING} ..."
+            first = f"_Starting event: {last.event}_" if last.event is not None else f"{THINKING} ..."
+            run.main_ts = await self._post(first, self._thread_of(last))
+            run.shown = first
         if self.state.session_id is None:
             self.state.session_id = await workflow.execute_activity(
                 SLACK_OPEN_SESSION,
@@ -175,15 +212,17 @@ class SlackConversationWorkflow:
             )
         session_id = self.state.session_id
         if run.offset is None:
+            request = self._prompt_request(run)
             run.offset = await workflow.execute_activity(
                 SLACK_PROMPT,
-                self._prompt_request(run),
+                request,
                 result_type=int,
                 start_to_close_timeout=timedelta(seconds=60),
                 # A prompt that may have reached the session is not sent again.
                 retry_policy=RetryPolicy(maximum_attempts=1),
             )
-            self.state.synced_ts = max((m.ts for m in run.messages), key=float)
+            if request.sync is not None:
+                self._synced_up_to(request.sync.until_ts)
         details_thread = self.inp.reply_thread() or run.main_ts
         while True:
             progress: RunProgress = await workflow.execute_activity(
@@ -241,11 +280,27 @@ class SlackConversationWorkflow:
         sync = LogSync(
             log_file=f"{self.inp.working_dir}/{self.inp.channel}/log.jsonl",
             after_ts=self.state.synced_ts,
-            until_ts=max((m.ts for m in run.messages), key=float),
+            until_ts=self._newest_ts(run),
             thread_ts=self.inp.reply_thread(),
             exclude_ts=[m.ts for m in run.messages],
         )
-        return PromptSession(context_file=self.inp.context_file(), text=text, images=images, sync=sync)
+        return PromptSession(
+            context_file=self.inp.context_file(),
+            text=text,
+            settings_file=self.inp.settings_file(),
+            images=images,
+            sync=sync,
+        )
+
+    def _newest_ts(self, run: RunState) -> str:
+        """The newest Slack ts of the run's messages; a run an event started has none, so the
+        log up to now goes along, as mom's sync does before an event's run."""
+        stamps = [m.ts for m in run.messages if _is_slack_ts(m.ts)]
+        return max(stamps, key=float) if stamps else f"{workflow.now().timestamp():.6f}"
+
+    def _synced_up_to(self, ts: str) -> None:
+        if _is_slack_ts(ts) and (not self.state.synced_ts or float(ts) > float(self.state.synced_ts)):
+            self.state.synced_ts = ts
 
     async def _log_bot(self, run: RunState) -> None:
         texts = list(run.texts)
@@ -289,6 +344,11 @@ class SlackConversationWorkflow:
             start_to_close_timeout=_SLACK_TIMEOUT,
             retry_policy=_SLACK_RETRY,
         )
+
+
+def _is_slack_ts(ts: str) -> bool:
+    head, _, tail = ts.partition(".")
+    return head.isdigit() and tail.isdigit()
 
 
 def prompt_text(messages: list[SlackMessage]) -> str:

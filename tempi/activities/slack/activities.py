@@ -16,6 +16,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from tempi.activities.slack.channel_log import LoggedMessage, append_new, iso_date, log_path
+from tempi.activities.slack.channel_settings import apply_channel_settings
 from tempi.activities.slack.prompt_input import load_images, unseen_log_lines
 from tempi.activities.slack.run_progress import summarize
 from tempi.activities.slack.web_client import web_client
@@ -30,6 +31,7 @@ from tempi.workflows.slack_types import (
     SLACK_OPEN_SESSION,
     SLACK_POST,
     SLACK_PROMPT,
+    SLACK_STEER,
     SLACK_UPDATE,
     SLACK_WAIT_RUN,
     BotLogRequest,
@@ -37,6 +39,7 @@ from tempi.workflows.slack_types import (
     PostRequest,
     PromptSession,
     RunProgress,
+    SteerSession,
     UpdateRequest,
     WaitRun,
 )
@@ -82,6 +85,7 @@ class SlackActivities:
             self.prompt,
             self.wait_run,
             self.abort,
+            self.steer,
             self.log_bot,
         ]
 
@@ -113,6 +117,8 @@ class SlackActivities:
     async def prompt(self, req: PromptSession) -> int:
         """Prompt the session; returns the event offset its run starts from."""
         session = await self._session(req.context_file)
+        if req.settings_file:
+            await apply_channel_settings(session, Path(req.settings_file))
         offset = (await session.read_events(END_OF_LOG)).next_offset
         text = req.text
         if req.sync is not None:
@@ -148,3 +154,7 @@ class SlackActivities:
             for text in req.texts
         ]
         await asyncio.to_thread(append_new, log_path(req.working_dir, req.channel), entries)
+
+    @activity.defn(name=SLACK_STEER)
+    async def steer(self, req: SteerSession) -> None:
+        await self.service.get(req.session_id).steer(req.text)
