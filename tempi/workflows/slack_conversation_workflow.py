@@ -173,7 +173,12 @@ class SlackConversationWorkflow:
         if run.offset is None:
             run.offset = await workflow.execute_activity(
                 SLACK_PROMPT,
-                PromptSession(context_file=self.inp.context_file(), text=prompt_text(run.messages)),
+                PromptSession(
+                    context_file=self.inp.context_file(),
+                    text=prompt_text(run.messages),
+                    working_dir=self.inp.working_dir,
+                    channel=self.inp.channel,
+                ),
                 result_type=int,
                 start_to_close_timeout=timedelta(seconds=60),
                 # A prompt that may have reached the session is not sent again.

@@ -117,6 +117,9 @@ class OpenSessionRequest(BaseModel):
 class PromptSession(BaseModel):
     context_file: str
     text: str
+    # Where mom's prompt (memory, skills) for this run is read from; empty keeps the session's.
+    working_dir: str = ""
+    channel: str = ""
 
 
 class WaitRun(BaseModel):

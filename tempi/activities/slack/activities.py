@@ -15,6 +15,8 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from tempi.activities.slack.directory import SlackDirectory
+from tempi.activities.slack.mom_prompt import build_mom_prompt, local_zone_name
 from tempi.activities.slack.run_progress import summarize
 from tempi.activities.slack.web_client import web_client
 from tempi.agent.session_entries import SessionHeader
@@ -63,6 +65,7 @@ class SlackActivities:
         self.options = options
         self._web = web
         self._labels: dict[str, tuple[str, str, str]] = {}
+        self.directory = SlackDirectory()
 
     @property
     def web(self) -> AsyncWebClient:
@@ -102,8 +105,22 @@ class SlackActivities:
         """Prompt the session; returns the event offset its run starts from."""
         session = await self._session(req.context_file)
         offset = (await session.read_events(END_OF_LOG)).next_offset
+        if req.working_dir and req.channel:
+            await session.set_system_prompt(await self._mom_prompt(req.working_dir, req.channel))
         await session.prompt(req.text)
         return offset
+
+    async def _mom_prompt(self, working_dir: str, channel: str) -> str:
+        await self.directory.refresh(self.web)
+        return build_mom_prompt(
+            working_dir=Path(working_dir),
+            channel=channel,
+            sandbox=self.options.sandbox,
+            cwd=self.options.cwd,
+            timezone=local_zone_name(),
+            users=self.directory.users,
+            channels=self.directory.channels,
+        )
 
     @activity.defn(name=SLACK_WAIT_RUN)
     async def wait_run(self, req: WaitRun) -> RunProgress:
