@@ -6,16 +6,18 @@ Slack server, the scripted model and the dev server."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 from temporalio.client import Client
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
-from tempi.testing.slack_server import ScriptedSlackServer
+from tempi.testing.slack_server import BotMessage, ScriptedSlackServer
 from tests.test_slack_gateway import (  # noqa: F401  (fixtures are found by name)
     THINKING,
     assert_replays,
+    bash_then_answer,
     gateway,
     gateway_args,
     gateway_env,
@@ -82,3 +84,86 @@ def _text(path: Path) -> str:
     if not path.is_file() or path.name == "MEMORY.md":
         return ""
     return path.read_text(errors="replace")
+
+
+SILENT = "slack-silent"
+
+
+@pytest.mark.parametrize(
+    "scenario", [(SILENT, bash_then_answer("echo nothing new", "[SILENT] nothing to report"))]
+)
+async def test_a_silent_answer_deletes_the_main_message_and_its_thread_posts(
+    slack: ScriptedSlackServer, gateway: Path, temporal_client: Client
+) -> None:
+    bob = slack.add_user("bob")
+    ops = slack.add_channel("ops", members=[bob])
+    asked = slack.user_says(bob, ops, f"<@{slack.bot_user_id}> anything new?")
+
+    def main() -> list[BotMessage]:
+        return [m for m in slack.bot_messages(ops) if m.texts[0] == THINKING]
+
+    await wait_for(lambda: any(m.deleted for m in main()), "the main message deleted")
+    await slack.idle()
+    posted = slack.bot_messages(ops)
+    assert any(m.text.startswith("*✓ bash*") for m in posted)  # there were details to take back
+    assert all(m.deleted for m in posted), [(m.text, m.deleted) for m in posted]
+    deletes = slack.calls("chat.delete")
+    assert deletes[-1].args["ts"] == main()[0].ts  # the main message last, after its thread
+    await assert_replays(temporal_client, gateway, ops, asked)
+
+
+LONG = "slack-long-answer"
+BIG = "".join(f"line {i:05d}\n" for i in range(10_000))[:100_000]
+THOUGHT = "Counting the lines first."
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    [
+        (
+            LONG,
+            {
+                "turns": [
+                    {
+                        "thinking": THOUGHT,
+                        "text": BIG,
+                        "chunk_size": 5_000,
+                        "usage": {"input": 1_200, "output": 29_000},
+                    }
+                ]
+            },
+        )
+    ],
+)
+async def test_a_long_answer_arrives_whole_with_thinking_and_usage_in_the_thread(
+    slack: ScriptedSlackServer, gateway: Path, temporal_client: Client
+) -> None:
+    carol = slack.add_user("carol")
+    dev = slack.add_channel("dev", members=[carol])
+    asked = slack.user_says(carol, dev, f"<@{slack.bot_user_id}> print ten thousand lines")
+
+    def summary() -> list[BotMessage]:
+        return [m for m in slack.bot_messages(dev) if m.text.startswith("*Usage Summary*")]
+
+    await wait_for(lambda: bool(summary()), "the usage summary")
+    [main] = [m for m in slack.bot_messages(dev) if m.texts[0] == THINKING]
+    assert main.text == BIG[:39_950] + "\n\n_(see thread for full response)_"
+
+    thread = [m.text for m in slack.bot_messages(dev) if m.thread_ts == asked and m.ts != main.ts]
+    assert thread.index(f"_{THOUGHT}_") < thread.index(next(t for t in thread if t.startswith("line 00000")))
+    parts = [t for t in thread if t != f"_{THOUGHT}_" and not t.startswith("*Usage Summary*")]
+    assert len(parts) == 3
+    assert parts[0].endswith("\n_(continued 1...)_") and parts[1].endswith("\n_(continued 2...)_")
+    whole = "".join(re.sub(r"\n_\(continued \d+\.\.\.\)_$", "", p) for p in parts)
+    assert whole == BIG  # every character, in order
+
+    [usage] = summary()
+    assert usage.thread_ts == asked and thread[-1] == usage.text
+    assert usage.text.splitlines() == [
+        "*Usage Summary*",
+        "Tokens: 1,200 in, 29,000 out",
+        "Context: 30k / 128k (23.6%)",
+        "Cost: $0.0036 in, $0.4350 out",
+        "*Total: $0.4386*",
+    ]
+    await assert_replays(temporal_client, gateway, dev, asked)

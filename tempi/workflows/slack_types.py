@@ -16,6 +16,7 @@ SLACK_OPEN_SESSION = "slack.open_session"
 SLACK_PROMPT = "slack.prompt"
 SLACK_WAIT_RUN = "slack.wait_run"
 SLACK_ABORT = "slack.abort"
+SLACK_DELETE = "slack.delete"
 
 ContextMode = Literal["thread", "channel"]
 
@@ -48,6 +49,33 @@ class ToolEnded(BaseModel):
     result: str = ""
 
 
+class ThreadCopy(BaseModel):
+    """An assistant message's thinking (as `_..._`) or text, copied into the thread as mom does;
+    `after_tools` places it among the tool details of the same page."""
+
+    text: str
+    after_tools: int = 0
+
+
+class RunUsage(BaseModel):
+    """Tokens and dollars of a run's model calls, for mom's usage summary."""
+
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    cost_input: float = 0.0
+    cost_output: float = 0.0
+    cost_cache_read: float = 0.0
+    cost_cache_write: float = 0.0
+    cost_total: float = 0.0
+
+    def add(self, other: RunUsage) -> RunUsage:
+        return RunUsage(
+            **{name: getattr(self, name) + getattr(other, name) for name in RunUsage.model_fields}
+        )
+
+
 class RunProgress(BaseModel):
     """What happened in a session since an offset, small enough for history."""
 
@@ -59,6 +87,12 @@ class RunProgress(BaseModel):
     final_text: str = ""
     error: str | None = None
     aborted: bool = False
+    thinking: list[str] = Field(default_factory=list)
+    copies: list[ThreadCopy] = Field(default_factory=list)
+    usage: RunUsage = Field(default_factory=RunUsage)
+    # The last answered call's context (input + output + cache), and the model's window, once done.
+    context_tokens: int = 0
+    context_window: int = 0
 
 
 class RunState(BaseModel):
@@ -70,6 +104,10 @@ class RunState(BaseModel):
     lines: list[str] = Field(default_factory=list)
     shown: str = ""
     final_text: str = ""
+    # Thread posts of this run, so `[SILENT]` can take them back.
+    thread_posts: list[str] = Field(default_factory=list)
+    usage: RunUsage = Field(default_factory=RunUsage)
+    context_tokens: int = 0
 
 
 class SlackConversationState(BaseModel):
@@ -108,6 +146,11 @@ class UpdateRequest(BaseModel):
     channel: str
     ts: str
     text: str
+
+
+class DeleteRequest(BaseModel):
+    channel: str
+    ts: str
 
 
 class OpenSessionRequest(BaseModel):

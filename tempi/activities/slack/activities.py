@@ -26,11 +26,13 @@ from tempi.client.service import SessionService
 from tempi.client.session import SessionClient
 from tempi.workflows.slack_types import (
     SLACK_ABORT,
+    SLACK_DELETE,
     SLACK_OPEN_SESSION,
     SLACK_POST,
     SLACK_PROMPT,
     SLACK_UPDATE,
     SLACK_WAIT_RUN,
+    DeleteRequest,
     OpenSessionRequest,
     PostRequest,
     PromptSession,
@@ -74,7 +76,15 @@ class SlackActivities:
         return self._web
 
     def all(self) -> list[Callable[..., Any]]:
-        return [self.post, self.update, self.open_session, self.prompt, self.wait_run, self.abort]
+        return [
+            self.post,
+            self.update,
+            self.delete,
+            self.open_session,
+            self.prompt,
+            self.wait_run,
+            self.abort,
+        ]
 
     @activity.defn(name=SLACK_POST)
     async def post(self, req: PostRequest) -> str:
@@ -86,6 +96,15 @@ class SlackActivities:
     @activity.defn(name=SLACK_UPDATE)
     async def update(self, req: UpdateRequest) -> None:
         await _slack(self.web.chat_update(channel=req.channel, ts=req.ts, text=req.text))
+
+    @activity.defn(name=SLACK_DELETE)
+    async def delete(self, req: DeleteRequest) -> None:
+        try:
+            await _slack(self.web.chat_delete(channel=req.channel, ts=req.ts))
+        except ApplicationError as err:
+            if "message_not_found" not in str(err):
+                raise
+            # A retried delete whose first attempt went through.
 
     async def _session(self, context_file: str) -> SessionClient:
         """The session of the conversation's pi file: running, continued, or new."""
@@ -132,7 +151,10 @@ class SlackActivities:
             if page.events:
                 await asyncio.sleep(GATHER_S)
                 page = await session.read_events(req.offset)
-                return summarize(page.events, page.next_offset, self._labels)
+                progress = summarize(page.events, page.next_offset, self._labels)
+                if progress.done:
+                    progress.context_window = (await session.state()).model.context_window
+                return progress
             if time.monotonic() >= deadline:
                 return RunProgress(next_offset=page.next_offset)
             await asyncio.sleep(POLL_S)
