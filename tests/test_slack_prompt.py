@@ -167,3 +167,57 @@ async def test_a_long_answer_arrives_whole_with_thinking_and_usage_in_the_thread
         "*Total: $0.4386*",
     ]
     await assert_replays(temporal_client, gateway, dev, asked)
+
+
+ATTACH = "slack-attach"
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    [
+        (
+            ATTACH,
+            {
+                "turns": [
+                    {
+                        "tool_calls": [
+                            {"name": "bash", "arguments": {"command": "printf 'weekly numbers' > report.txt"}}
+                        ]
+                    },
+                    {
+                        "tool_calls": [
+                            {
+                                "name": "attach",
+                                "arguments": {
+                                    "label": "the report",
+                                    "path": "report.txt",
+                                    "title": "Weekly report",
+                                },
+                            }
+                        ]
+                    },
+                    {"text": "Shared the report."},
+                ]
+            },
+        )
+    ],
+)
+async def test_attach_uploads_the_named_file_into_the_conversation(
+    slack: ScriptedSlackServer, gateway: Path, temporal_client: Client
+) -> None:
+    erin = slack.add_user("erin")
+    reports = slack.add_channel("reports", members=[erin])
+    asked = slack.user_says(erin, reports, f"<@{slack.bot_user_id}> send me the report as a file")
+
+    await wait_for(lambda: answered(slack, reports, "Shared the report."), "the answer")
+    [shared] = [m for m in slack.bot_messages(reports) if m.file_ids]
+    assert shared.thread_ts == asked
+    [file_id] = shared.file_ids
+    assert slack.file_content(file_id) == b"weekly numbers"
+    assert slack.workspace.files[file_id].title == "Weekly report"
+    assert [c.method for c in slack.calls() if c.method.startswith("files.")] == [
+        "files.getUploadURLExternal",
+        "files.completeUploadExternal",
+    ]
+    assert any(m.text.startswith("*✓ attach*") for m in slack.bot_messages(reports))
+    await assert_replays(temporal_client, gateway, reports, asked)

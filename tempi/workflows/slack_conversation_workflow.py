@@ -20,8 +20,10 @@ from tempi.workflows.slack_types import (
     SLACK_POST,
     SLACK_PROMPT,
     SLACK_UPDATE,
+    SLACK_UPLOAD,
     SLACK_WAIT_RUN,
     DeleteRequest,
+    FileUpload,
     OpenSessionRequest,
     PostRequest,
     PromptSession,
@@ -32,6 +34,7 @@ from tempi.workflows.slack_types import (
     SlackMessage,
     ToolEnded,
     UpdateRequest,
+    UploadRequest,
     WaitRun,
 )
 
@@ -229,8 +232,30 @@ class SlackConversationWorkflow:
             began = self.tool_started_at.pop(ended.call_id, None)
             detail = tool_detail(ended, None if began is None else now - began)
             run.thread_posts.append(await self._post(detail, details_thread))
+            if ended.upload is not None:
+                await self._upload(ended.upload, details_thread)
         for copy in copies:
             await self._thread_copy(run, copy.text, details_thread)
+
+    async def _upload(self, upload: FileUpload, details_thread: str | None) -> None:
+        """What `attach` named goes up from this workflow's worker, the only one with the token."""
+        try:
+            await workflow.execute_activity(
+                SLACK_UPLOAD,
+                UploadRequest(
+                    channel=self.inp.channel,
+                    thread_ts=self.inp.reply_thread(),
+                    path=upload.path,
+                    title=upload.title,
+                    working_dir=self.inp.working_dir,
+                ),
+                start_to_close_timeout=timedelta(minutes=5),
+                retry_policy=_SLACK_RETRY,
+            )
+        except ActivityError as err:
+            await self._quietly(
+                self._post(f"_Error: could not share {upload.title}: {err.cause or err}_", details_thread)
+            )
 
     async def _thread_copy(self, run: RunState, text: str, thread: str | None) -> None:
         for part in split_for_slack(text):

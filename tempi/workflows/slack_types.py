@@ -17,6 +17,7 @@ SLACK_PROMPT = "slack.prompt"
 SLACK_WAIT_RUN = "slack.wait_run"
 SLACK_ABORT = "slack.abort"
 SLACK_DELETE = "slack.delete"
+SLACK_UPLOAD = "slack.upload"
 
 ContextMode = Literal["thread", "channel"]
 
@@ -40,6 +41,13 @@ class ToolStarted(BaseModel):
     label: str
 
 
+class FileUpload(BaseModel):
+    """A file the `attach` tool named, for the workflow to upload."""
+
+    path: str
+    title: str
+
+
 class ToolEnded(BaseModel):
     call_id: str
     tool: str
@@ -47,6 +55,7 @@ class ToolEnded(BaseModel):
     is_error: bool
     args: str = ""
     result: str = ""
+    upload: FileUpload | None = None
 
 
 class ThreadCopy(BaseModel):
@@ -151,6 +160,15 @@ class UpdateRequest(BaseModel):
 class DeleteRequest(BaseModel):
     channel: str
     ts: str
+
+
+class UploadRequest(BaseModel):
+    channel: str
+    thread_ts: str | None = None
+    path: str
+    title: str
+    # Only files in here are uploaded, whatever a tool named.
+    working_dir: str
 
 
 class OpenSessionRequest(BaseModel):

@@ -31,6 +31,7 @@ from tempi.workflows.slack_types import (
     SLACK_POST,
     SLACK_PROMPT,
     SLACK_UPDATE,
+    SLACK_UPLOAD,
     SLACK_WAIT_RUN,
     DeleteRequest,
     OpenSessionRequest,
@@ -38,6 +39,7 @@ from tempi.workflows.slack_types import (
     PromptSession,
     RunProgress,
     UpdateRequest,
+    UploadRequest,
     WaitRun,
 )
 
@@ -80,6 +82,7 @@ class SlackActivities:
             self.post,
             self.update,
             self.delete,
+            self.upload,
             self.open_session,
             self.prompt,
             self.wait_run,
@@ -105,6 +108,30 @@ class SlackActivities:
             if "message_not_found" not in str(err):
                 raise
             # A retried delete whose first attempt went through.
+
+    @activity.defn(name=SLACK_UPLOAD)
+    async def upload(self, req: UploadRequest) -> None:
+        """Slack's three-step upload of a file the `attach` tool named; the bot token stays here."""
+        path = Path(req.path).resolve()
+        if not path.is_relative_to(Path(req.working_dir).resolve()):
+            raise ApplicationError(
+                f"{req.path} is outside the working directory; only files in it are shared",
+                type="AttachRefused",
+                non_retryable=True,
+            )
+        try:
+            content = path.read_bytes()
+        except OSError as err:
+            raise ApplicationError(f"Cannot read {req.path}: {err.strerror}", non_retryable=True) from err
+        await _slack(
+            self.web.files_upload_v2(
+                channel=req.channel,
+                thread_ts=req.thread_ts,
+                file=content,
+                filename=path.name,
+                title=req.title or path.name,
+            )
+        )
 
     async def _session(self, context_file: str) -> SessionClient:
         """The session of the conversation's pi file: running, continued, or new."""

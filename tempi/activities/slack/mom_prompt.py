@@ -176,5 +176,5 @@ Each log.jsonl line is {{"date":"...","ts":"...","user":"...","userName":"...","
 For example: `tail -30 {here}/log.jsonl | jq -c '{{date: .date[0:19], user: (.userName // .user), text}}'`
 
 ## Tools
-bash (your main tool), read, write and edit.
+bash (your main tool), read, write, edit, and attach (shares a file from the working directory in the conversation).
 """

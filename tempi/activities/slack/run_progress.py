@@ -5,7 +5,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tempi.workflows.slack_types import RunProgress, RunUsage, ThreadCopy, ToolEnded, ToolStarted
+from tempi.agent.tools.attach import ATTACH_TOOL
+from tempi.workflows.slack_types import (
+    FileUpload,
+    RunProgress,
+    RunUsage,
+    ThreadCopy,
+    ToolEnded,
+    ToolStarted,
+)
 
 LABEL_MAX = 80
 DETAIL_MAX = 1_500
@@ -66,6 +74,7 @@ def summarize(
                     is_error=bool(event.get("isError")),
                     args=args_text,
                     result=_clip(_text_of(event.get("result")), DETAIL_MAX),
+                    upload=None if event.get("isError") else _upload(name, event.get("result")),
                 )
             )
         elif kind == "message_end":
@@ -132,3 +141,12 @@ def _assistant_end(progress: RunProgress, message: dict[str, Any]) -> None:
     progress.copies.append(ThreadCopy(text=text, after_tools=tools_so_far))
     if any(isinstance(p, dict) and p.get("type") == "toolCall" for p in content or []):
         progress.texts.append(_clip(text, TEXT_MAX))
+
+
+def _upload(tool: str, result: Any) -> FileUpload | None:
+    if tool != ATTACH_TOOL or not isinstance(result, dict):
+        return None
+    details = result.get("details")
+    if not isinstance(details, dict) or not isinstance(details.get("path"), str):
+        return None
+    return FileUpload(path=details["path"], title=str(details.get("title") or ""))
