@@ -49,3 +49,22 @@ def accept(event: dict[str, Any], bot_user_id: str) -> Accepted | None:
     if not text.strip() and not event.get("files"):
         return None
     return Accepted(channel, ts, thread_ts, str(user), strip_mentions(text), is_dm=True)
+
+
+def thread_reply(event: dict[str, Any], bot_user_id: str) -> Accepted | None:
+    """A person's plain reply in a channel thread (no mention of the bot): in thread mode it
+    steers the run going on in that thread, if there is one."""
+    if event.get("type") != "message" or event.get("channel_type") == "im":
+        return None
+    channel = str(event.get("channel") or "")
+    user = event.get("user")
+    ts = str(event.get("ts") or "")
+    thread_ts = event.get("thread_ts")
+    if not channel or not user or user == bot_user_id or event.get("bot_id"):
+        return None
+    if event.get("subtype") not in (None, "file_share") or not thread_ts or thread_ts == ts:
+        return None
+    text = str(event.get("text") or "")
+    if f"<@{bot_user_id}>" in text or not text.strip():
+        return None
+    return Accepted(channel, ts, str(thread_ts), str(user), strip_mentions(text), is_dm=False)

@@ -11,6 +11,7 @@ from tempi.agent.model_spec import THINKING_LEVELS
 from tempi.agent.tools.attach import ATTACH_TOOL
 from tempi.cli.errors import UserError
 from tempi.cli.runtime import open_runtime
+from tempi.slack.access import Access, parse_names
 
 SLACK_PROMPT = (
     "You are mom, answering people in Slack. Write Slack mrkdwn: *bold*, _italic_, `code`, "
@@ -23,6 +24,11 @@ Run pi's Slack bot (mom) on Temporal: every mention of the bot in a channel, and
 direct message, starts a run of a coding agent whose session is a pi file under
 WORKING_DIR (<channel>/threads/<thread ts>/context.jsonl, or <channel>/context.jsonl with
 --context channel and for a direct message's top level). Runs are durable: a restarted gateway carries on where it stopped.
+
+WORKING_DIR/events/*.json wake the bot as in mom (immediate, one-shot at a time, periodic on a
+cron in a time zone); Temporal keeps them, so a wake-up set before a crash still fires.
+WORKING_DIR/<channel>/settings.json may set that channel's defaultProvider, defaultModel and
+defaultThinkingLevel. In thread mode, a plain reply in a thread with a run going steers it.
 
 environment:
   MOM_SLACK_APP_TOKEN   app-level token (xapp-…, scope connections:write) for Socket Mode
@@ -49,7 +55,30 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--provider", help="model provider for new sessions")
     p.add_argument("--model", help="model id or provider/id for new sessions")
     p.add_argument("--thinking", choices=THINKING_LEVELS, help="thinking level for new sessions")
+    p.add_argument(
+        "--allow-users",
+        metavar="USERS",
+        help="comma-separated user ids or names who may use the bot (default: anyone in its channels)",
+    )
+    p.add_argument(
+        "--allow-channels",
+        metavar="CHANNELS",
+        help="comma-separated channel ids or names (DMs by their D… id) where the bot answers (default: all)",
+    )
+    p.add_argument(
+        "--admins",
+        metavar="USERS",
+        help="comma-separated user ids or names who may `stop` other people's runs (default: everyone)",
+    )
     return p.parse_args(argv)
+
+
+def access_of(args: argparse.Namespace) -> Access:
+    return Access(
+        users=parse_names(args.allow_users),
+        channels=parse_names(args.allow_channels),
+        admins=parse_names(args.admins),
+    )
 
 
 def _session_argv(args: argparse.Namespace) -> list[str]:
@@ -79,6 +108,7 @@ async def cmd_slack(argv: list[str]) -> int:
     planned.options.tools = [*planned.options.tools, ATTACH_TOOL]
 
     from tempi.activities.slack import SlackActivities
+    from tempi.activities.slack.event_delivery import deliver
     from tempi.client import SessionService
     from tempi.config.paths import default_sessions_root
     from tempi.slack.gateway import SlackGateway
@@ -89,8 +119,10 @@ async def cmd_slack(argv: list[str]) -> int:
     async with open_runtime(quiet=True) as rt:
         service = SessionService(rt.client, SessionStore(default_sessions_root()))
         activities = SlackActivities(service, planned.options, web)
-        async with build_slack_worker(rt.client, slack_task_queue(str(working_dir)), activities.all()):
-            gateway = SlackGateway(rt.client, web, str(working_dir), args.context)
+        async with build_slack_worker(
+            rt.client, slack_task_queue(str(working_dir)), [*activities.all(), deliver]
+        ):
+            gateway = SlackGateway(rt.client, web, str(working_dir), args.context, access_of(args))
             try:
                 await gateway.run()
             except asyncio.CancelledError:

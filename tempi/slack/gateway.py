@@ -6,7 +6,6 @@ envelope or a second gateway never starts a second run."""
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import logging
 import sys
@@ -18,9 +17,12 @@ from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.socket_mode.response import SocketModeResponse
 from slack_sdk.web.async_client import AsyncWebClient
 from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
 
 from tempi.activities.slack.web_client import app_token
-from tempi.slack.accept import Accepted, accept
+from tempi.slack.accept import Accepted, accept, thread_reply
+from tempi.slack.access import Access
+from tempi.slack.event_watcher import EventWatcher
 from tempi.workflows.slack_conversation_workflow import SlackConversationWorkflow
 from tempi.workflows.slack_types import (
     ContextMode,
@@ -41,7 +43,12 @@ def mom_stamp(ts: str) -> str:
 
 class SlackGateway:
     def __init__(
-        self, temporal: Client, web: AsyncWebClient, working_dir: str, context_mode: ContextMode
+        self,
+        temporal: Client,
+        web: AsyncWebClient,
+        working_dir: str,
+        context_mode: ContextMode,
+        access: Access | None = None,
     ) -> None:
         self.temporal = temporal
         self.web = web
@@ -51,6 +58,8 @@ class SlackGateway:
         self.bot_name = "mom"
         self.user_names: dict[str, str] = {}
         self.started_at = time.time()
+        self.access = access or Access()
+        self.channel_names: dict[str, str | None] = {}
 
     async def run(self) -> None:
         auth = await self.web.auth_test()
@@ -65,8 +74,9 @@ class SlackGateway:
             file=sys.stderr,
             flush=True,
         )
+        watcher = EventWatcher(self.temporal, self.working_dir, self.bot_name, self.started_at)
         try:
-            await asyncio.Event().wait()
+            await watcher.run()
         finally:
             await socket.close()
 
@@ -96,32 +106,78 @@ class SlackGateway:
             return
         event: dict[str, Any] = (req.payload or {}).get("event") or {}
         accepted = accept(event, self.bot_user_id)
+        steer = False
+        if accepted is None and self.context_mode == "thread":
+            accepted = thread_reply(event, self.bot_user_id)
+            steer = True
         if accepted is None:
+            return
+        if not await self._allowed(accepted):
             return
         if float(accepted.ts or 0) < self.started_at:
             # Slack replays recent events on reconnect; like mom, answer only what came after the start.
             log.info("not answering %s in %s: it predates this gateway", accepted.ts, accepted.channel)
             return
         try:
-            await self.dispatch(accepted)
+            await (self.steer(accepted) if steer else self.dispatch(accepted))
         except Exception:
             log.exception("could not hand a Slack message to its conversation workflow")
+
+    async def _channel_name(self, channel: str) -> str | None:
+        if channel not in self.channel_names:
+            try:
+                info = await self.web.conversations_info(channel=channel)
+                self.channel_names[channel] = (info.get("channel") or {}).get("name")
+            except Exception:
+                log.exception("could not look up channel %s", channel)
+                return None
+        return self.channel_names[channel]
+
+    async def _allowed(self, msg: Accepted) -> bool:
+        name = await self._user_name(msg.user)
+        if not self.access.user_allowed(msg.user, name):
+            log.info("ignoring %s (%s) in %s: not in --allow-users", name, msg.user, msg.channel)
+            return False
+        if self.access.channels and not self.access.channel_allowed(
+            msg.channel, await self._channel_name(msg.channel)
+        ):
+            log.info("ignoring a message in %s: not in --allow-channels", msg.channel)
+            return False
+        return True
+
+    async def _message(self, msg: Accepted, *, steer: bool = False) -> SlackMessage:
+        name = await self._user_name(msg.user)
+        return SlackMessage(
+            channel=msg.channel,
+            ts=msg.ts,
+            thread_ts=msg.thread_ts,
+            user=msg.user,
+            user_name=name,
+            text=msg.text,
+            is_dm=msg.is_dm,
+            stamp=mom_stamp(msg.ts),
+            steer=steer,
+            admin=self.access.is_admin(msg.user, name),
+        )
+
+    async def steer(self, msg: Accepted) -> None:
+        """A plain thread reply goes to that thread's conversation only if one exists: it
+        steers the run going there, or follows up when none is; it never starts a conversation."""
+        handle = self.temporal.get_workflow_handle(
+            conversation_workflow_id(self.working_dir, msg.channel, msg.thread_ts)
+        )
+        try:
+            await handle.signal("message", await self._message(msg, steer=True))
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
 
     async def dispatch(self, msg: Accepted) -> None:
         # A DM is one conversation, as in mom, unless someone replies in one of its threads;
         # otherwise every DM line would start a session that knows nothing of the last.
         threaded = self.context_mode == "thread" and not (msg.is_dm and msg.thread_ts is None)
         root = (msg.thread_ts or msg.ts) if threaded else None
-        signal = SlackMessage(
-            channel=msg.channel,
-            ts=msg.ts,
-            thread_ts=msg.thread_ts,
-            user=msg.user,
-            user_name=await self._user_name(msg.user),
-            text=msg.text,
-            is_dm=msg.is_dm,
-            stamp=mom_stamp(msg.ts),
-        )
+        signal = await self._message(msg)
         inp = SlackConversationInput(
             working_dir=self.working_dir,
             channel=msg.channel,

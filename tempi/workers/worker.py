@@ -22,9 +22,10 @@ from tempi.workers.orphans import sweep_orphan_sandboxes
 from tempi.workflows.session_types import DEFAULT_TASK_QUEUE
 from tempi.workflows.session_workflow import AgentSessionWorkflow
 from tempi.workflows.slack_conversation_workflow import SlackConversationWorkflow
+from tempi.workflows.slack_event_workflow import SlackEventWorkflow
 from tempi.workflows.subagent_workflow import SubagentWorkflow
 
-WORKFLOWS = [AgentSessionWorkflow, SubagentWorkflow, SlackConversationWorkflow]
+WORKFLOWS = [AgentSessionWorkflow, SubagentWorkflow, SlackConversationWorkflow, SlackEventWorkflow]
 # The SDK sends heartbeats at most every 0.8 × the heartbeat timeout (8 s for tools), and a
 # cancellation arrives only in a heartbeat's answer: an abort let a `sleep 3` finish. A short
 # throttle delivers it within a beat.
@@ -68,7 +69,7 @@ def build_slack_worker(client: Client, task_queue: str, activities: Sequence[Cal
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=[SlackConversationWorkflow],
+        workflows=[SlackConversationWorkflow, SlackEventWorkflow],
         activities=activities,
         workflow_runner=workflow_runner(),
         max_concurrent_activities=100,

@@ -19,6 +19,7 @@ from tempi.workflows.slack_types import (
     SLACK_OPEN_SESSION,
     SLACK_POST,
     SLACK_PROMPT,
+    SLACK_STEER,
     SLACK_UPDATE,
     SLACK_UPLOAD,
     SLACK_WAIT_RUN,
@@ -32,6 +33,7 @@ from tempi.workflows.slack_types import (
     RunUsage,
     SlackConversationInput,
     SlackMessage,
+    SteerSession,
     ToolEnded,
     UpdateRequest,
     UploadRequest,
@@ -46,6 +48,8 @@ THREAD_LIMIT = 20_000
 SLACK_MAX = 40_000
 SILENT = "[SILENT]"
 SEEN_KEPT = 500
+# mom drops a channel's events beyond five waiting ones rather than pile up wake-ups.
+MAX_QUEUED_EVENTS = 5
 # Runs hand off to a fresh history well before Temporal's limits.
 HISTORY_EVENTS_BUDGET = 5_000
 
@@ -95,9 +99,17 @@ class SlackConversationWorkflow:
         if is_stop(msg.text):
             await self._quietly(self._stop(msg))
             return
+        if msg.steer and self._steerable():
+            await self._quietly(self._steer(msg))
+            return
+        if msg.event is not None and sum(m.event is not None for m in self.state.queue) >= MAX_QUEUED_EVENTS:
+            workflow.logger.warning("dropping event %s: %d events already wait", msg.event, MAX_QUEUED_EVENTS)
+            return
         busy = self.state.run is not None
         self.state.queue.append(msg)
-        if busy:
+        # A reply between runs follows up with a run of its own; one that came while a run
+        # was only starting goes to the next run, without a busy notice it did not ask for.
+        if busy and not msg.steer:
             cancel = "`stop`" if msg.is_dm else f"`@{self.inp.bot_name} stop`"
             await self._quietly(
                 self._post(f"_Already working. Say {cancel} to cancel._", self._thread_of(msg))
@@ -107,10 +119,32 @@ class SlackConversationWorkflow:
     def get_state(self) -> SlackConversationInput:
         return self.inp.model_copy(update={"state": self.state})
 
+    def _steerable(self) -> bool:
+        """Whether a run has reached its session, so a reply can join it between its steps."""
+        return (
+            self.state.run is not None
+            and self.state.run.offset is not None
+            and self.state.session_id is not None
+        )
+
+    async def _steer(self, msg: SlackMessage) -> None:
+        assert self.state.session_id is not None
+        await workflow.execute_activity(
+            SLACK_STEER,
+            SteerSession(session_id=self.state.session_id, text=prompt_text([msg])),
+            start_to_close_timeout=_SLACK_TIMEOUT,
+            retry_policy=_SLACK_RETRY,
+        )
+
     async def _stop(self, msg: SlackMessage) -> None:
         thread = self._thread_of(msg)
         if self.state.run is None or self.state.session_id is None:
             await self._post("_Nothing running_", thread)
+            return
+        owners = [m.user for m in self.state.run.messages if m.event is None]
+        if not msg.admin and msg.user not in owners:
+            who = "".join(f"<@{u}> or " for u in dict.fromkeys(owners))
+            await self._post(f"_Only {who}an admin can stop this run._", thread)
             return
         if self.state.stopping_ts is None:
             self.state.stopping_ts = await self._post("_Stopping..._", thread)
@@ -168,8 +202,9 @@ class SlackConversationWorkflow:
     async def _do_run(self, run: RunState) -> None:
         last = run.messages[-1]
         if run.main_ts is None:
-            run.main_ts = await self._post(f"{THINKING} ...", self._thread_of(last))
-            run.shown = f"{THINKING} ..."
+            first = f"_Starting event: {last.event}_" if last.event is not None else f"{THINKING} ..."
+            run.main_ts = await self._post(first, self._thread_of(last))
+            run.shown = first
         if self.state.session_id is None:
             self.state.session_id = await workflow.execute_activity(
                 SLACK_OPEN_SESSION,
@@ -187,6 +222,7 @@ class SlackConversationWorkflow:
                     text=prompt_text(run.messages),
                     working_dir=self.inp.working_dir,
                     channel=self.inp.channel,
+                    settings_file=self.inp.settings_file(),
                 ),
                 result_type=int,
                 start_to_close_timeout=timedelta(seconds=60),

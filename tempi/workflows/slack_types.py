@@ -18,6 +18,8 @@ SLACK_WAIT_RUN = "slack.wait_run"
 SLACK_ABORT = "slack.abort"
 SLACK_DELETE = "slack.delete"
 SLACK_UPLOAD = "slack.upload"
+SLACK_STEER = "slack.steer"
+SLACK_DELIVER_EVENT = "slack.deliver_event"
 
 ContextMode = Literal["thread", "channel"]
 
@@ -34,6 +36,12 @@ class SlackMessage(BaseModel):
     is_dm: bool = False
     # mom's prompt stamp, `YYYY-MM-DD HH:MM:SS+HH:MM`, made by the gateway (the workflow has no clock zone).
     stamp: str
+    # The events-directory file that woke the bot, for a scheduled wake-up; None for people.
+    event: str | None = None
+    # A plain reply in a bot thread: it steers a running session and starts nothing.
+    steer: bool = False
+    # Whether the sender may stop someone else's run (everyone, unless `--admins` names some).
+    admin: bool = True
 
 
 class ToolStarted(BaseModel):
@@ -141,6 +149,9 @@ class SlackConversationInput(BaseModel):
             return f"{self.working_dir}/{self.channel}/threads/{self.root_ts}/context.jsonl"
         return f"{self.working_dir}/{self.channel}/context.jsonl"
 
+    def settings_file(self) -> str:
+        return f"{self.working_dir}/{self.channel}/settings.json"
+
     def reply_thread(self) -> str | None:
         return self.root_ts if self.context_mode == "thread" else None
 
@@ -181,6 +192,30 @@ class PromptSession(BaseModel):
     # Where mom's prompt (memory, skills) for this run is read from; empty keeps the session's.
     working_dir: str = ""
     channel: str = ""
+    # The channel's settings.json (its model and thinking level), read before each run.
+    settings_file: str = ""
+
+
+class SteerSession(BaseModel):
+    session_id: str
+    text: str
+
+
+class SlackEventFire(BaseModel):
+    """One wake-up from the events directory, as its event workflow (or schedule) carries it."""
+
+    working_dir: str
+    file: str
+    # sha256 prefix of the file's bytes when it was scheduled: an edited or deleted file no longer fires it.
+    digest: str
+    channel: str
+    text: str
+    kind: Literal["immediate", "one-shot", "periodic"]
+    # mom's third field of `[EVENT:file:kind:detail]`: the time, the cron, or `immediate`.
+    detail: str
+    bot_name: str = "mom"
+    # Makes the signalled message unique per firing; the event workflow fills it with its run id.
+    fire_id: str = ""
 
 
 class WaitRun(BaseModel):
@@ -197,6 +232,15 @@ def conversation_workflow_id(working_dir: str, channel: str, root_ts: str | None
     """One workflow per conversation of one working directory, so a redelivered event or a
     second gateway signals the same execution instead of starting another."""
     return f"slack-{_scope(working_dir)}-{channel}" + (f"-{root_ts}" if root_ts else "")
+
+
+def event_workflow_id(working_dir: str, file: str) -> str:
+    """The one-shot workflow, or the Schedule, of one events-directory file."""
+    return f"slack-event-{_scope(working_dir)}-{file}"
+
+
+def event_id_prefix(working_dir: str) -> str:
+    return f"slack-event-{_scope(working_dir)}-"
 
 
 def slack_task_queue(working_dir: str) -> str:

@@ -15,6 +15,7 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from tempi.activities.slack.channel_settings import apply_channel_settings
 from tempi.activities.slack.directory import SlackDirectory
 from tempi.activities.slack.mom_prompt import build_mom_prompt, local_zone_name
 from tempi.activities.slack.run_progress import summarize
@@ -30,6 +31,7 @@ from tempi.workflows.slack_types import (
     SLACK_OPEN_SESSION,
     SLACK_POST,
     SLACK_PROMPT,
+    SLACK_STEER,
     SLACK_UPDATE,
     SLACK_UPLOAD,
     SLACK_WAIT_RUN,
@@ -38,6 +40,7 @@ from tempi.workflows.slack_types import (
     PostRequest,
     PromptSession,
     RunProgress,
+    SteerSession,
     UpdateRequest,
     UploadRequest,
     WaitRun,
@@ -87,6 +90,7 @@ class SlackActivities:
             self.prompt,
             self.wait_run,
             self.abort,
+            self.steer,
         ]
 
     @activity.defn(name=SLACK_POST)
@@ -150,6 +154,8 @@ class SlackActivities:
     async def prompt(self, req: PromptSession) -> int:
         """Prompt the session; returns the event offset its run starts from."""
         session = await self._session(req.context_file)
+        if req.settings_file:
+            await apply_channel_settings(session, Path(req.settings_file))
         offset = (await session.read_events(END_OF_LOG)).next_offset
         if req.working_dir and req.channel:
             await session.set_system_prompt(await self._mom_prompt(req.working_dir, req.channel))
@@ -189,3 +195,7 @@ class SlackActivities:
     @activity.defn(name=SLACK_ABORT)
     async def abort(self, session_id: str) -> None:
         await self.service.get(session_id).abort()
+
+    @activity.defn(name=SLACK_STEER)
+    async def steer(self, req: SteerSession) -> None:
+        await self.service.get(req.session_id).steer(req.text)

@@ -1,0 +1,75 @@
+"""Events-directory wake-ups into the channel's conversation workflow: the same
+signal-with-start as a Slack message, from user `EVENT`."""
+
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+
+from temporalio import activity
+from temporalio.client import Client
+
+from tempi.slack.event_files import digest_of, event_prompt
+from tempi.workflows.slack_types import (
+    SLACK_DELIVER_EVENT,
+    SlackConversationInput,
+    SlackEventFire,
+    SlackMessage,
+    conversation_workflow_id,
+    slack_task_queue,
+)
+
+
+def events_dir(working_dir: str) -> Path:
+    return Path(working_dir) / "events"
+
+
+def _now_stamp() -> str:
+    return datetime.datetime.now().astimezone().isoformat(sep=" ", timespec="seconds")
+
+
+def file_digest_matches(fire: SlackEventFire) -> bool:
+    """Whether the event's file still says what it said when it was scheduled (an edit
+    reschedules, a delete cancels, even one made while no gateway watched)."""
+    try:
+        raw = (events_dir(fire.working_dir) / fire.file).read_bytes()
+    except OSError:
+        return False
+    return digest_of(raw) == fire.digest
+
+
+async def deliver_event(client: Client, fire: SlackEventFire) -> None:
+    """Queue the event in its channel's conversation (events run at the channel's top level,
+    behind any run in progress)."""
+    msg = SlackMessage(
+        channel=fire.channel,
+        ts=f"event-{fire.fire_id}",
+        user="EVENT",
+        user_name="EVENT",
+        text=event_prompt(fire.file, fire.kind, fire.detail, fire.text),
+        is_dm=fire.channel.startswith("D"),
+        stamp=_now_stamp(),
+        event=fire.file,
+    )
+    inp = SlackConversationInput(
+        working_dir=fire.working_dir, channel=fire.channel, context_mode="channel", bot_name=fire.bot_name
+    )
+    await client.start_workflow(
+        "SlackConversationWorkflow",
+        inp,
+        id=conversation_workflow_id(fire.working_dir, fire.channel, None),
+        task_queue=slack_task_queue(fire.working_dir),
+        start_signal="message",
+        start_signal_args=[msg],
+    )
+
+
+@activity.defn(name=SLACK_DELIVER_EVENT)
+async def deliver(fire: SlackEventFire) -> bool:
+    if not file_digest_matches(fire):
+        return False
+    await deliver_event(activity.client(), fire)
+    if fire.kind == "one-shot":
+        # mom deletes a one-shot once it is queued; a retry finds it gone and the signal already seen.
+        (events_dir(fire.working_dir) / fire.file).unlink(missing_ok=True)
+    return True
