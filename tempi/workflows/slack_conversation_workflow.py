@@ -124,6 +124,7 @@ class SlackConversationWorkflow:
         return (
             self.state.run is not None
             and self.state.run.offset is not None
+            and not self.state.run.session_done
             and self.state.session_id is not None
         )
 
@@ -254,6 +255,9 @@ class SlackConversationWorkflow:
             if progress.started or not progress.done:
                 await self._show(run, _cut("\n".join(run.lines) or THINKING, MAIN_LIMIT) + " ...")
             if progress.done:
+                # The session's run is over while its last posts still go out: a reply now
+                # would steer nothing, so it waits for a run of its own.
+                run.session_done = True
                 await self._finish(run, progress, details_thread)
                 return
 

@@ -125,6 +125,7 @@ class RunState(BaseModel):
     thread_posts: list[str] = Field(default_factory=list)
     usage: RunUsage = Field(default_factory=RunUsage)
     context_tokens: int = 0
+    session_done: bool = False
 
 
 class SlackConversationState(BaseModel):
