@@ -15,6 +15,7 @@ from tempi.agent.llm_context import ToolSpec
 from tempi.agent.tool_specs import (
     ALL_TOOLS,
     DEFAULT_TOOLS,
+    FRONT_END_TOOLS,
     TOOL_DEFINITIONS,
     is_read_only,
     mutated_path,
@@ -57,7 +58,7 @@ def test_the_specs_sent_to_the_model_are_unchanged():
 
 def test_every_declared_tool_has_an_implementation():
     # A definition without an implementation would reach the model, then fail as "not available".
-    assert list(TOOL_IMPLEMENTATIONS) == list(TOOL_DEFINITIONS) == list(ALL_TOOLS)
+    assert list(TOOL_IMPLEMENTATIONS) == list(TOOL_DEFINITIONS) == [*ALL_TOOLS, *FRONT_END_TOOLS]
 
 
 def test_declared_effects_decide_retries():

@@ -17,15 +17,17 @@ from pydantic import Field
 from tempi.agent.base import PiModel
 from tempi.agent.llm_context import ToolSpec
 from tempi.agent.messages import UserBlock
-from tempi.agent.tools import bash, edit, find, grep, ls, read, write
+from tempi.agent.tools import attach, bash, edit, find, grep, ls, read, write
 from tempi.agent.tools.definition import ToolDefinition, ToolEffect
 
 # The order is the one ALL_TOOLS lists and error messages name the tools in.
 TOOL_DEFINITIONS: dict[str, ToolDefinition] = {
-    module.DEFINITION.name: module.DEFINITION for module in (read, bash, edit, write, grep, find, ls)
+    module.DEFINITION.name: module.DEFINITION for module in (read, bash, edit, write, grep, find, ls, attach)
 }
 
-ALL_TOOLS: tuple[str, ...] = tuple(TOOL_DEFINITIONS)
+# pi's coding tools, which `--tools` offers; `attach` is for front ends that upload what it names.
+FRONT_END_TOOLS: tuple[str, ...] = (attach.ATTACH_TOOL,)
+ALL_TOOLS: tuple[str, ...] = tuple(name for name in TOOL_DEFINITIONS if name not in FRONT_END_TOOLS)
 DEFAULT_TOOLS: tuple[str, ...] = ("read", "bash", "edit", "write")
 
 

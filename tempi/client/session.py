@@ -217,6 +217,10 @@ class SessionClient:
     async def rename(self, name: str) -> None:
         await self.handle.signal(AgentSessionWorkflow.set_session_name, name)
 
+    async def set_system_prompt(self, text: str) -> None:
+        """The prompt of the session's next model calls (not written to the session file)."""
+        await self.handle.signal(AgentSessionWorkflow.set_system_prompt, text)
+
     async def set_auto_compaction(self, enabled: bool) -> None:
         await self.handle.signal(AgentSessionWorkflow.set_auto_compaction, enabled)
 

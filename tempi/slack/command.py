@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from tempi.agent.model_spec import THINKING_LEVELS
+from tempi.agent.tools.attach import ATTACH_TOOL
 from tempi.cli.errors import UserError
 from tempi.cli.runtime import open_runtime
 from tempi.slack.access import Access, parse_names
@@ -119,6 +120,8 @@ async def cmd_slack(argv: list[str]) -> int:
     working_dir = Path(args.working_dir).expanduser().resolve()
     working_dir.mkdir(parents=True, exist_ok=True)
     planned = plan_run(parse_args(_session_argv(args)), working_dir)
+    # mom's attach: the tool names a file, the conversation workflow uploads it.
+    planned.options.tools = [*planned.options.tools, ATTACH_TOOL]
 
     from tempi.activities.slack import SlackActivities
     from tempi.activities.slack.event_delivery import deliver

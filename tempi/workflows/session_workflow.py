@@ -282,6 +282,12 @@ class AgentSessionWorkflow:
         self.entries.record({"type": "thinking_level_change", "thinkingLevel": level})
 
     @workflow.signal
+    def set_system_prompt(self, text: str) -> None:
+        # A front end that rebuilds the prompt per run (mom re-reads memory and skills) sets it
+        # here; it rides on the config, so a continued-as-new run keeps it.
+        self.config.system_prompt = text
+
+    @workflow.signal
     def set_auto_retry(self, enabled: bool) -> None:
         self.config.retry.enabled = enabled
 

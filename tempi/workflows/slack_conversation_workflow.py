@@ -16,25 +16,31 @@ from temporalio.exceptions import ActivityError
 from tempi.workflows.slack_attachments import with_attachments
 from tempi.workflows.slack_types import (
     SLACK_ABORT,
+    SLACK_DELETE,
     SLACK_LOG_BOT,
     SLACK_OPEN_SESSION,
     SLACK_POST,
     SLACK_PROMPT,
     SLACK_STEER,
     SLACK_UPDATE,
+    SLACK_UPLOAD,
     SLACK_WAIT_RUN,
     BotLogRequest,
+    DeleteRequest,
+    FileUpload,
     LogSync,
     OpenSessionRequest,
     PostRequest,
     PromptSession,
     RunProgress,
     RunState,
+    RunUsage,
     SlackConversationInput,
     SlackMessage,
     SteerSession,
     ToolEnded,
     UpdateRequest,
+    UploadRequest,
     WaitRun,
 )
 
@@ -42,6 +48,9 @@ THINKING = "_Thinking_"
 EDIT_INTERVAL_S = 1.0
 MAIN_LIMIT = 35_000
 THREAD_LIMIT = 20_000
+# Slack keeps 40,000 characters of a message; longer answers go out in parts.
+SLACK_MAX = 40_000
+SILENT = "[SILENT]"
 SEEN_KEPT = 500
 # mom drops a channel's events beyond five waiting ones rather than pile up wake-ups.
 MAX_QUEUED_EVENTS = 5
@@ -119,6 +128,7 @@ class SlackConversationWorkflow:
         return (
             self.state.run is not None
             and self.state.run.offset is not None
+            and not self.state.run.session_done
             and self.state.session_id is not None
         )
 
@@ -238,29 +248,92 @@ class SlackConversationWorkflow:
             for started in progress.started:
                 self.tool_started_at[started.call_id] = now
                 run.lines.append(f"_→ {started.label}_")
+            run.lines.extend(f"_{t}_" for t in progress.thinking)
             run.lines.extend(t for t in progress.texts if t.strip())
             run.texts.extend(t for t in progress.texts if t.strip())
             if progress.final_text:
                 run.final_text = progress.final_text
-            for ended in progress.ended:
-                began = self.tool_started_at.pop(ended.call_id, None)
-                await self._post(tool_detail(ended, None if began is None else now - began), details_thread)
+            run.usage = run.usage.add(progress.usage)
+            run.context_tokens = progress.context_tokens or run.context_tokens
+            await self._post_details(run, progress, now, details_thread)
             if progress.started or not progress.done:
                 await self._show(run, _cut("\n".join(run.lines) or THINKING, MAIN_LIMIT) + " ...")
             if progress.done:
+                # The session's run is over while its last posts still go out: a reply now
+                # would steer nothing, so it waits for a run of its own.
+                run.session_done = True
                 await self._finish(run, progress, details_thread)
                 await self._quietly(self._log_bot(run))
                 return
 
+    async def _post_details(
+        self, run: RunState, progress: RunProgress, now: float, details_thread: str | None
+    ) -> None:
+        """Tool details and copies of thinking and text, in the order they happened."""
+        copies = list(progress.copies)
+        for index, ended in enumerate(progress.ended):
+            while copies and copies[0].after_tools <= index:
+                await self._thread_copy(run, copies.pop(0).text, details_thread)
+            began = self.tool_started_at.pop(ended.call_id, None)
+            detail = tool_detail(ended, None if began is None else now - began)
+            run.thread_posts.append(await self._post(detail, details_thread))
+            if ended.upload is not None:
+                await self._upload(ended.upload, details_thread)
+        for copy in copies:
+            await self._thread_copy(run, copy.text, details_thread)
+
+    async def _upload(self, upload: FileUpload, details_thread: str | None) -> None:
+        """What `attach` named goes up from this workflow's worker, the only one with the token."""
+        try:
+            await workflow.execute_activity(
+                SLACK_UPLOAD,
+                UploadRequest(
+                    channel=self.inp.channel,
+                    thread_ts=self.inp.reply_thread(),
+                    path=upload.path,
+                    title=upload.title,
+                    working_dir=self.inp.working_dir,
+                ),
+                start_to_close_timeout=timedelta(minutes=5),
+                retry_policy=_SLACK_RETRY,
+            )
+        except ActivityError as err:
+            await self._quietly(
+                self._post(f"_Error: could not share {upload.title}: {err.cause or err}_", details_thread)
+            )
+
+    async def _thread_copy(self, run: RunState, text: str, thread: str | None) -> None:
+        for part in split_for_slack(text):
+            run.thread_posts.append(await self._post(part, thread))
+
     async def _finish(self, run: RunState, progress: RunProgress, details_thread: str | None) -> None:
         if progress.error and not progress.aborted:
-            await self._post(f"_Error: {progress.error[:200]}_", details_thread)
+            run.thread_posts.append(await self._post(f"_Error: {progress.error[:200]}_", details_thread))
             final = "_Sorry, something went wrong_"
         elif progress.aborted:
-            final = "\n".join(run.lines) or "_Stopped_"
+            final = _cut("\n".join(run.lines) or "_Stopped_", MAIN_LIMIT)
+        elif is_silent(run.final_text):
+            await self._silence(run)
+            return
         else:
-            final = run.final_text or "\n".join(run.lines) or "_(no answer)_"
-        await self._show(run, _cut(final, MAIN_LIMIT))
+            final = main_answer(run.final_text or "\n".join(run.lines) or "_(no answer)_")
+        await self._show(run, final)
+        if run.usage.cost_total > 0:
+            summary = usage_summary(run.usage, run.context_tokens, progress.context_window)
+            run.thread_posts.append(await self._post(summary, details_thread))
+
+    async def _silence(self, run: RunState) -> None:
+        """mom's `[SILENT]`: the run's thread posts (newest first) and its main message go away."""
+        for ts in [*reversed(run.thread_posts), *([run.main_ts] if run.main_ts else [])]:
+            await self._quietly(
+                workflow.execute_activity(
+                    SLACK_DELETE,
+                    DeleteRequest(channel=self.inp.channel, ts=ts),
+                    start_to_close_timeout=_SLACK_TIMEOUT,
+                    retry_policy=_SLACK_RETRY,
+                )
+            )
+        run.thread_posts = []
 
     async def _show(self, run: RunState, text: str) -> None:
         """Edit the run's main message, once a second at most (Slack's rate for chat.update)."""
@@ -287,6 +360,8 @@ class SlackConversationWorkflow:
         return PromptSession(
             context_file=self.inp.context_file(),
             text=text,
+            working_dir=self.inp.working_dir,
+            channel=self.inp.channel,
             settings_file=self.inp.settings_file(),
             images=images,
             sync=sync,
@@ -356,4 +431,49 @@ def prompt_text(messages: list[SlackMessage]) -> str:
     *earlier, current = messages
     lines = [f"[{m.user_name}]: {m.text}" for m in earlier]
     lines.append(f"[{current.stamp}] [{current.user_name}]: {current.text}")
+    return "\n".join(lines)
+
+
+def is_silent(text: str) -> bool:
+    return text.strip().startswith(SILENT)
+
+
+def split_for_slack(text: str) -> list[str]:
+    """mom's split: parts of 40,000 - 50 characters, each but the last marked as continued."""
+    if len(text) <= SLACK_MAX:
+        return [text]
+    size = SLACK_MAX - 50
+    chunks = [text[i : i + size] for i in range(0, len(text), size)]
+    return [f"{chunk}\n_(continued {n}...)_" for n, chunk in enumerate(chunks[:-1], 1)] + chunks[-1:]
+
+
+def main_answer(text: str) -> str:
+    if len(text) <= SLACK_MAX:
+        return text
+    return text[: SLACK_MAX - 50] + "\n\n_(see thread for full response)_"
+
+
+def _tokens(count: int) -> str:
+    if count < 1000:
+        return str(count)
+    if count < 10_000:
+        return f"{count / 1000:.1f}k"
+    if count < 1_000_000:
+        return f"{round(count / 1000)}k"
+    return f"{count / 1_000_000:.1f}M"
+
+
+def usage_summary(usage: RunUsage, context_tokens: int, context_window: int) -> str:
+    """mom's usage summary, posted in the thread at the end of a run that cost something."""
+    cached = usage.cache_read > 0 or usage.cache_write > 0
+    lines = ["*Usage Summary*", f"Tokens: {usage.input:,} in, {usage.output:,} out"]
+    if cached:
+        lines.append(f"Cache: {usage.cache_read:,} read, {usage.cache_write:,} write")
+    if context_tokens and context_window:
+        percent = context_tokens / context_window * 100
+        lines.append(f"Context: {_tokens(context_tokens)} / {_tokens(context_window)} ({percent:.1f}%)")
+    cost = f"Cost: ${usage.cost_input:.4f} in, ${usage.cost_output:.4f} out"
+    if cached:
+        cost += f", ${usage.cost_cache_read:.4f} cache read, ${usage.cost_cache_write:.4f} cache write"
+    lines += [cost, f"*Total: ${usage.cost_total:.4f}*"]
     return "\n".join(lines)

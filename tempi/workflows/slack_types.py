@@ -17,6 +17,8 @@ SLACK_PROMPT = "slack.prompt"
 SLACK_WAIT_RUN = "slack.wait_run"
 SLACK_ABORT = "slack.abort"
 SLACK_LOG_BOT = "slack.log_bot"
+SLACK_DELETE = "slack.delete"
+SLACK_UPLOAD = "slack.upload"
 SLACK_STEER = "slack.steer"
 SLACK_DELIVER_EVENT = "slack.deliver_event"
 
@@ -50,6 +52,13 @@ class ToolStarted(BaseModel):
     label: str
 
 
+class FileUpload(BaseModel):
+    """A file the `attach` tool named, for the workflow to upload."""
+
+    path: str
+    title: str
+
+
 class ToolEnded(BaseModel):
     call_id: str
     tool: str
@@ -57,6 +66,34 @@ class ToolEnded(BaseModel):
     is_error: bool
     args: str = ""
     result: str = ""
+    upload: FileUpload | None = None
+
+
+class ThreadCopy(BaseModel):
+    """An assistant message's thinking (as `_..._`) or text, copied into the thread as mom does;
+    `after_tools` places it among the tool details of the same page."""
+
+    text: str
+    after_tools: int = 0
+
+
+class RunUsage(BaseModel):
+    """Tokens and dollars of a run's model calls, for mom's usage summary."""
+
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    cost_input: float = 0.0
+    cost_output: float = 0.0
+    cost_cache_read: float = 0.0
+    cost_cache_write: float = 0.0
+    cost_total: float = 0.0
+
+    def add(self, other: RunUsage) -> RunUsage:
+        return RunUsage(
+            **{name: getattr(self, name) + getattr(other, name) for name in RunUsage.model_fields}
+        )
 
 
 class RunProgress(BaseModel):
@@ -70,6 +107,12 @@ class RunProgress(BaseModel):
     final_text: str = ""
     error: str | None = None
     aborted: bool = False
+    thinking: list[str] = Field(default_factory=list)
+    copies: list[ThreadCopy] = Field(default_factory=list)
+    usage: RunUsage = Field(default_factory=RunUsage)
+    # The last answered call's context (input + output + cache), and the model's window, once done.
+    context_tokens: int = 0
+    context_window: int = 0
 
 
 class RunState(BaseModel):
@@ -83,6 +126,11 @@ class RunState(BaseModel):
     final_text: str = ""
     # The assistant's texts shown in the main message, for the channel's log.
     texts: list[str] = Field(default_factory=list)
+    # Thread posts of this run, so `[SILENT]` can take them back.
+    thread_posts: list[str] = Field(default_factory=list)
+    usage: RunUsage = Field(default_factory=RunUsage)
+    context_tokens: int = 0
+    session_done: bool = False
 
 
 class SlackConversationState(BaseModel):
@@ -128,6 +176,20 @@ class UpdateRequest(BaseModel):
     text: str
 
 
+class DeleteRequest(BaseModel):
+    channel: str
+    ts: str
+
+
+class UploadRequest(BaseModel):
+    channel: str
+    thread_ts: str | None = None
+    path: str
+    title: str
+    # Only files in here are uploaded, whatever a tool named.
+    working_dir: str
+
+
 class OpenSessionRequest(BaseModel):
     context_file: str
 
@@ -150,6 +212,9 @@ class PromptSession(BaseModel):
     # Absolute paths of images to send as image blocks.
     images: list[str] = Field(default_factory=list)
     sync: LogSync | None = None
+    # Where mom's prompt (memory, skills) for this run is read from; empty keeps the session's.
+    working_dir: str = ""
+    channel: str = ""
     # The channel's settings.json (its model and thinking level), read before each run.
     settings_file: str = ""
 

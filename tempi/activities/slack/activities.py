@@ -17,6 +17,8 @@ from temporalio.exceptions import ApplicationError
 
 from tempi.activities.slack.channel_log import LoggedMessage, append_new, iso_date, log_path
 from tempi.activities.slack.channel_settings import apply_channel_settings
+from tempi.activities.slack.directory import SlackDirectory
+from tempi.activities.slack.mom_prompt import build_mom_prompt, local_zone_name
 from tempi.activities.slack.prompt_input import load_images, unseen_log_lines
 from tempi.activities.slack.run_progress import summarize
 from tempi.activities.slack.web_client import web_client
@@ -27,20 +29,24 @@ from tempi.client.service import SessionService
 from tempi.client.session import SessionClient
 from tempi.workflows.slack_types import (
     SLACK_ABORT,
+    SLACK_DELETE,
     SLACK_LOG_BOT,
     SLACK_OPEN_SESSION,
     SLACK_POST,
     SLACK_PROMPT,
     SLACK_STEER,
     SLACK_UPDATE,
+    SLACK_UPLOAD,
     SLACK_WAIT_RUN,
     BotLogRequest,
+    DeleteRequest,
     OpenSessionRequest,
     PostRequest,
     PromptSession,
     RunProgress,
     SteerSession,
     UpdateRequest,
+    UploadRequest,
     WaitRun,
 )
 
@@ -70,6 +76,7 @@ class SlackActivities:
         self.options = options
         self._web = web
         self._labels: dict[str, tuple[str, str, str]] = {}
+        self.directory = SlackDirectory()
 
     @property
     def web(self) -> AsyncWebClient:
@@ -81,6 +88,8 @@ class SlackActivities:
         return [
             self.post,
             self.update,
+            self.delete,
+            self.upload,
             self.open_session,
             self.prompt,
             self.wait_run,
@@ -99,6 +108,39 @@ class SlackActivities:
     @activity.defn(name=SLACK_UPDATE)
     async def update(self, req: UpdateRequest) -> None:
         await _slack(self.web.chat_update(channel=req.channel, ts=req.ts, text=req.text))
+
+    @activity.defn(name=SLACK_DELETE)
+    async def delete(self, req: DeleteRequest) -> None:
+        try:
+            await _slack(self.web.chat_delete(channel=req.channel, ts=req.ts))
+        except ApplicationError as err:
+            if "message_not_found" not in str(err):
+                raise
+            # A retried delete whose first attempt went through.
+
+    @activity.defn(name=SLACK_UPLOAD)
+    async def upload(self, req: UploadRequest) -> None:
+        """Slack's three-step upload of a file the `attach` tool named; the bot token stays here."""
+        path = Path(req.path).resolve()
+        if not path.is_relative_to(Path(req.working_dir).resolve()):
+            raise ApplicationError(
+                f"{req.path} is outside the working directory; only files in it are shared",
+                type="AttachRefused",
+                non_retryable=True,
+            )
+        try:
+            content = path.read_bytes()
+        except OSError as err:
+            raise ApplicationError(f"Cannot read {req.path}: {err.strerror}", non_retryable=True) from err
+        await _slack(
+            self.web.files_upload_v2(
+                channel=req.channel,
+                thread_ts=req.thread_ts,
+                file=content,
+                filename=path.name,
+                title=req.title or path.name,
+            )
+        )
 
     async def _session(self, context_file: str) -> SessionClient:
         """The session of the conversation's pi file: running, continued, or new."""
@@ -120,11 +162,25 @@ class SlackActivities:
         if req.settings_file:
             await apply_channel_settings(session, Path(req.settings_file))
         offset = (await session.read_events(END_OF_LOG)).next_offset
+        if req.working_dir and req.channel:
+            await session.set_system_prompt(await self._mom_prompt(req.working_dir, req.channel))
         text = req.text
         if req.sync is not None:
             text = "\n".join([*unseen_log_lines(req.sync), text])
         await session.prompt(text, images=load_images(req.images))
         return offset
+
+    async def _mom_prompt(self, working_dir: str, channel: str) -> str:
+        await self.directory.refresh(self.web)
+        return build_mom_prompt(
+            working_dir=Path(working_dir),
+            channel=channel,
+            sandbox=self.options.sandbox,
+            cwd=self.options.cwd,
+            timezone=local_zone_name(),
+            users=self.directory.users,
+            channels=self.directory.channels,
+        )
 
     @activity.defn(name=SLACK_WAIT_RUN)
     async def wait_run(self, req: WaitRun) -> RunProgress:
@@ -136,7 +192,10 @@ class SlackActivities:
             if page.events:
                 await asyncio.sleep(GATHER_S)
                 page = await session.read_events(req.offset)
-                return summarize(page.events, page.next_offset, self._labels)
+                progress = summarize(page.events, page.next_offset, self._labels)
+                if progress.done:
+                    progress.context_window = (await session.state()).model.context_window
+                return progress
             if time.monotonic() >= deadline:
                 return RunProgress(next_offset=page.next_offset)
             await asyncio.sleep(POLL_S)

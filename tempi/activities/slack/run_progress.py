@@ -5,11 +5,22 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tempi.workflows.slack_types import RunProgress, ToolEnded, ToolStarted
+from tempi.agent.tools.attach import ATTACH_TOOL
+from tempi.workflows.slack_types import (
+    FileUpload,
+    RunProgress,
+    RunUsage,
+    ThreadCopy,
+    ToolEnded,
+    ToolStarted,
+)
 
 LABEL_MAX = 80
 DETAIL_MAX = 1_500
 TEXT_MAX = 35_000
+# An answer reaches Slack whole, split over messages; this only keeps one result well inside
+# Temporal's payload limit.
+ANSWER_MAX = 400_000
 
 
 def tool_label(name: str, args: dict[str, Any]) -> str:
@@ -63,25 +74,14 @@ def summarize(
                     is_error=bool(event.get("isError")),
                     args=args_text,
                     result=_clip(_text_of(event.get("result")), DETAIL_MAX),
+                    upload=None if event.get("isError") else _upload(name, event.get("result")),
                 )
             )
         elif kind == "message_end":
             message = event.get("message") or {}
             if message.get("role") != "assistant":
                 continue
-            text = _clip(_text_of(message.get("content")), TEXT_MAX)
-            reason = message.get("stopReason")
-            if reason == "error":
-                progress.error = str(message.get("errorMessage") or "the model call failed")
-            elif reason == "aborted":
-                progress.aborted = True
-            if text.strip():
-                progress.final_text = text
-                has_calls = any(
-                    isinstance(p, dict) and p.get("type") == "toolCall" for p in message.get("content") or []
-                )
-                if has_calls:
-                    progress.texts.append(text)
+            _assistant_end(progress, message)
         elif kind == "agent_end":
             progress.done = True
     return progress
@@ -92,3 +92,61 @@ def tool_args(args: dict[str, Any]) -> str:
     if isinstance(command, str):
         return _clip(command, DETAIL_MAX)
     return _clip(json.dumps(args, ensure_ascii=False, indent=1), DETAIL_MAX)
+
+
+def _parts(content: Any, kind: str) -> list[str]:
+    if not isinstance(content, list):
+        return [content] if isinstance(content, str) and kind == "text" else []
+    return [str(p.get(kind, "")) for p in content if isinstance(p, dict) and p.get("type") == kind]
+
+
+def _usage(raw: Any) -> RunUsage:
+    usage: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    raw_cost = usage.get("cost")
+    cost: dict[str, Any] = raw_cost if isinstance(raw_cost, dict) else {}
+    return RunUsage(
+        input=int(usage.get("input") or 0),
+        output=int(usage.get("output") or 0),
+        cache_read=int(usage.get("cacheRead") or 0),
+        cache_write=int(usage.get("cacheWrite") or 0),
+        cost_input=float(cost.get("input") or 0),
+        cost_output=float(cost.get("output") or 0),
+        cost_cache_read=float(cost.get("cacheRead") or 0),
+        cost_cache_write=float(cost.get("cacheWrite") or 0),
+        cost_total=float(cost.get("total") or 0),
+    )
+
+
+def _assistant_end(progress: RunProgress, message: dict[str, Any]) -> None:
+    content = message.get("content")
+    reason = message.get("stopReason")
+    if reason == "error":
+        progress.error = str(message.get("errorMessage") or "the model call failed")
+    elif reason == "aborted":
+        progress.aborted = True
+    used = _usage(message.get("usage"))
+    progress.usage = progress.usage.add(used)
+    if reason != "aborted":
+        progress.context_tokens = used.input + used.output + used.cache_read + used.cache_write
+    tools_so_far = len(progress.ended)
+    for thinking in _parts(content, "thinking"):
+        if thinking.strip():
+            progress.thinking.append(_clip(thinking, TEXT_MAX))
+            progress.copies.append(ThreadCopy(text=f"_{thinking}_", after_tools=tools_so_far))
+    text = "\n".join(_parts(content, "text"))
+    if not text.strip():
+        return
+    text = _clip(text, ANSWER_MAX)
+    progress.final_text = text
+    progress.copies.append(ThreadCopy(text=text, after_tools=tools_so_far))
+    if any(isinstance(p, dict) and p.get("type") == "toolCall" for p in content or []):
+        progress.texts.append(_clip(text, TEXT_MAX))
+
+
+def _upload(tool: str, result: Any) -> FileUpload | None:
+    if tool != ATTACH_TOOL or not isinstance(result, dict):
+        return None
+    details = result.get("details")
+    if not isinstance(details, dict) or not isinstance(details.get("path"), str):
+        return None
+    return FileUpload(path=details["path"], title=str(details.get("title") or ""))

@@ -12,6 +12,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from tempi.activities.tools.attach import run_attach
 from tempi.activities.tools.backend import (
     DirEntry,
     ExecResult,
@@ -60,6 +61,7 @@ TOOL_IMPLEMENTATIONS: dict[str, ToolRun] = {
     "grep": run_grep,
     "find": run_find,
     "ls": run_ls,
+    "attach": run_attach,
 }
 
 

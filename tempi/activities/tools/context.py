@@ -11,7 +11,7 @@ from tempi.activities.tools.backend import ExecutionBackend
 from tempi.activities.tools.local_backend import LocalBackend
 from tempi.agent.events import ToolOutput
 from tempi.agent.messages import TextContent
-from tempi.agent.tool_specs import ALL_TOOLS, ToolOutcome
+from tempi.agent.tool_specs import TOOL_DEFINITIONS, ToolOutcome
 from tempi.agent.truncation import DEFAULT_MAX_BYTES, format_size, truncate_head
 
 
@@ -28,7 +28,7 @@ class ToolContext:
     # Where edit records what it wrote, to recognise its own retry (default: spill_dir, then temp dir).
     state_dir: str | None = None
     # Tools the session has enabled; calls to any other tool are refused.
-    enabled_tools: tuple[str, ...] = ALL_TOOLS
+    enabled_tools: tuple[str, ...] = tuple(TOOL_DEFINITIONS)
     # settings.json's shellCommandPrefix: run before every bash tool command, as in pi.
     command_prefix: str | None = None
 
