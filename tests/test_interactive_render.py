@@ -14,8 +14,9 @@ from rich.console import Console, RenderableType
 from tempi.agent.model_spec import ModelSpec
 from tempi.agent.session_entries import parse_entry
 from tempi.agent.session_tree import SessionTree
+from tempi.agent.token_counts import short_tokens
 from tempi.cli.interactive.commands import find_command
-from tempi.cli.interactive.footer import AnswerUsage, FooterInfo, answers_in, short_tokens
+from tempi.cli.interactive.footer import AnswerUsage, FooterInfo, answers_in
 from tempi.cli.interactive.input_editor import InputCompleter
 from tempi.cli.interactive.picker import Picker, PickerItem
 from tempi.cli.interactive.render import Display, LiveView, bash_block, history_blocks, tool_block

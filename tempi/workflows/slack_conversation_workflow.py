@@ -13,6 +13,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
+from tempi.agent.token_counts import short_tokens
 from tempi.workflows.slack_attachments import with_attachments
 from tempi.workflows.slack_types import (
     SLACK_ABORT,
@@ -453,16 +454,6 @@ def main_answer(text: str) -> str:
     return text[: SLACK_MAX - 50] + "\n\n_(see thread for full response)_"
 
 
-def _tokens(count: int) -> str:
-    if count < 1000:
-        return str(count)
-    if count < 10_000:
-        return f"{count / 1000:.1f}k"
-    if count < 1_000_000:
-        return f"{round(count / 1000)}k"
-    return f"{count / 1_000_000:.1f}M"
-
-
 def usage_summary(usage: RunUsage, context_tokens: int, context_window: int) -> str:
     """mom's usage summary, posted in the thread at the end of a run that cost something."""
     cached = usage.cache_read > 0 or usage.cache_write > 0
@@ -471,7 +462,9 @@ def usage_summary(usage: RunUsage, context_tokens: int, context_window: int) -> 
         lines.append(f"Cache: {usage.cache_read:,} read, {usage.cache_write:,} write")
     if context_tokens and context_window:
         percent = context_tokens / context_window * 100
-        lines.append(f"Context: {_tokens(context_tokens)} / {_tokens(context_window)} ({percent:.1f}%)")
+        lines.append(
+            f"Context: {short_tokens(context_tokens)} / {short_tokens(context_window)} ({percent:.1f}%)"
+        )
     cost = f"Cost: ${usage.cost_input:.4f} in, ${usage.cost_output:.4f} out"
     if cached:
         cost += f", ${usage.cost_cache_read:.4f} cache read, ${usage.cost_cache_write:.4f} cache write"

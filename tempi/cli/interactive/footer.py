@@ -13,20 +13,8 @@ from prompt_toolkit.formatted_text import StyleAndTextTuples
 
 from tempi.agent.model_spec import ModelSpec
 from tempi.agent.session_entries import MessageEntry, SessionEntry
+from tempi.agent.token_counts import short_tokens
 from tempi.workflows.session_types import SessionStateView
-
-
-def short_tokens(count: int) -> str:
-    """pi's token counts: 999, 1.2k, 12k, 1.2M, 12M."""
-    if count < 1000:
-        return str(count)
-    if count < 10_000:
-        return f"{count / 1000:.1f}k"
-    if count < 1_000_000:
-        return f"{round(count / 1000)}k"
-    if count < 10_000_000:
-        return f"{count / 1_000_000:.1f}M"
-    return f"{round(count / 1_000_000)}M"
 
 
 @dataclass(frozen=True)
