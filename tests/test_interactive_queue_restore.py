@@ -42,17 +42,30 @@ def _transcript(screen: str) -> str:
     return "\n".join(lines[: _rules(lines)[-2]])
 
 
+def _drawn(t: Terminal, text: str, timeout: float = 30) -> str:
+    """The screen once it shows `text` with the editor drawn below it: a line printed above
+    the editor erases it for a moment, and a screen caught then has no editor to read."""
+    deadline = time.monotonic() + timeout
+    while True:
+        screen = t.screen()
+        if text in screen and len(_rules(screen.rstrip("\n").splitlines())) >= 2:
+            return screen
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{text!r} with the editor below it did not appear. Screen:\n{screen}")
+        time.sleep(0.1)
+
+
 def _wait_for_editor(t: Terminal, expected: list[str], timeout: float = 20) -> str:
     """Wait until the editor holds `expected` and nothing is shown as queued."""
     deadline = time.monotonic() + timeout
     while True:
         screen = t.screen()
-        if _editor_lines(screen) == expected and "(queued)" not in _transcript(screen):
+        drawn = len(_rules(screen.rstrip("\n").splitlines())) >= 2
+        if drawn and _editor_lines(screen) == expected and "(queued)" not in _transcript(screen):
             return screen
         if time.monotonic() > deadline:
-            raise AssertionError(
-                f"the editor holds {_editor_lines(screen)}, not {expected}. Screen:\n{screen}"
-            )
+            held = _editor_lines(screen) if drawn else "no editor"
+            raise AssertionError(f"the editor holds {held}, not {expected}. Screen:\n{screen}")
         time.sleep(0.1)
 
 
@@ -91,7 +104,7 @@ def test_alt_up_and_esc_bring_the_queued_messages_back_to_the_editor(
     t.keys("M-Up")
     t.wait_for("Restored 2 queued messages to editor")
     _wait_for_editor(t, ["steer me", "", "later please"])
-    shown = _transcript(t.wait_for("The command finished."))
+    shown = _transcript(_drawn(t, "The command finished."))
     assert "Aborted." not in shown
     assert "❯ steer me" not in shown and "❯ later please" not in shown
 
@@ -116,7 +129,7 @@ def test_alt_up_and_esc_bring_the_queued_messages_back_to_the_editor(
     t.keys("Enter")
     t.wait_for("Answer to new.", after="❯ new")
     time.sleep(2)
-    shown = _transcript(t.screen())
+    shown = _transcript(_drawn(t, "Answer to new."))
     assert "Answer to a stale queued message." not in shown
     assert "❯ stale follow-up" not in shown
     assert len(scripted_server.requests_for("interactive-dequeue")) == 4
