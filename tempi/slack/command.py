@@ -30,7 +30,8 @@ answers too) goes to WORKING_DIR/<channel>/log.jsonl in mom's format, attachment
 WORKING_DIR/events/*.json wake the bot as in mom (immediate, one-shot at a time, periodic on a
 cron in a time zone); Temporal keeps them, so a wake-up set before a crash still fires.
 WORKING_DIR/<channel>/settings.json may set that channel's defaultProvider, defaultModel and
-defaultThinkingLevel. In thread mode, a plain reply in a thread with a run going steers it.
+defaultThinkingLevel. In thread mode, a plain reply in the bot's thread steers the run going
+there, or starts a follow-up run when none is.
 
 environment:
   MOM_SLACK_APP_TOKEN   app-level token (xapp-…, scope connections:write) for Socket Mode
