@@ -5,7 +5,6 @@ through activities only."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Awaitable
 from datetime import timedelta
 
@@ -13,8 +12,19 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
-from tempi.agent.token_counts import short_tokens
 from tempi.workflows.slack_attachments import with_attachments
+from tempi.workflows.slack_text import (
+    MAIN_LIMIT,
+    cut,
+    is_silent,
+    is_slack_ts,
+    is_stop,
+    main_answer,
+    prompt_text,
+    split_for_slack,
+    tool_detail,
+    usage_summary,
+)
 from tempi.workflows.slack_types import (
     SLACK_ABORT,
     SLACK_DELETE,
@@ -35,11 +45,9 @@ from tempi.workflows.slack_types import (
     PromptSession,
     RunProgress,
     RunState,
-    RunUsage,
     SlackConversationInput,
     SlackMessage,
     SteerSession,
-    ToolEnded,
     UpdateRequest,
     UploadRequest,
     WaitRun,
@@ -47,11 +55,6 @@ from tempi.workflows.slack_types import (
 
 THINKING = "_Thinking_"
 EDIT_INTERVAL_S = 1.0
-MAIN_LIMIT = 35_000
-THREAD_LIMIT = 20_000
-# Slack keeps 40,000 characters of a message; longer answers go out in parts.
-SLACK_MAX = 40_000
-SILENT = "[SILENT]"
 SEEN_KEPT = 500
 # mom drops a channel's events beyond five waiting ones rather than pile up wake-ups.
 MAX_QUEUED_EVENTS = 5
@@ -60,28 +63,6 @@ HISTORY_EVENTS_BUDGET = 5_000
 
 _SLACK_TIMEOUT = timedelta(seconds=60)
 _SLACK_RETRY = RetryPolicy(maximum_attempts=5, initial_interval=timedelta(seconds=1))
-_MENTION = re.compile(r"<@[A-Z0-9]+(?:\|[^>]*)?>")
-
-
-def is_stop(text: str) -> bool:
-    return _MENTION.sub("", text).strip().lower() == "stop"
-
-
-def _cut(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    return text[:limit] + "\n\n_(message truncated, ask me to elaborate on specific parts)_"
-
-
-def tool_detail(ended: ToolEnded, seconds: float | None) -> str:
-    mark = "✗" if ended.is_error else "✓"
-    took = f" ({seconds:.1f}s)" if seconds is not None else ""
-    text = f"*{mark} {ended.tool}*: {ended.label}{took}"
-    if ended.args:
-        text += f"\n```{ended.args}```"
-    if ended.result:
-        text += f"\n*Result:*\n```{ended.result}```"
-    return _cut(text, THREAD_LIMIT)
 
 
 @workflow.defn(name="SlackConversationWorkflow")
@@ -258,7 +239,7 @@ class SlackConversationWorkflow:
             run.context_tokens = progress.context_tokens or run.context_tokens
             await self._post_details(run, progress, now, details_thread)
             if progress.started or not progress.done:
-                await self._show(run, _cut("\n".join(run.lines) or THINKING, MAIN_LIMIT) + " ...")
+                await self._show(run, cut("\n".join(run.lines) or THINKING, MAIN_LIMIT) + " ...")
             if progress.done:
                 # The session's run is over while its last posts still go out: a reply now
                 # would steer nothing, so it waits for a run of its own.
@@ -312,7 +293,7 @@ class SlackConversationWorkflow:
             run.thread_posts.append(await self._post(f"_Error: {progress.error[:200]}_", details_thread))
             final = "_Sorry, something went wrong_"
         elif progress.aborted:
-            final = _cut("\n".join(run.lines) or "_Stopped_", MAIN_LIMIT)
+            final = cut("\n".join(run.lines) or "_Stopped_", MAIN_LIMIT)
         elif is_silent(run.final_text):
             await self._silence(run)
             return
@@ -371,11 +352,11 @@ class SlackConversationWorkflow:
     def _newest_ts(self, run: RunState) -> str:
         """The newest Slack ts of the run's messages; a run an event started has none, so the
         log up to now goes along, as mom's sync does before an event's run."""
-        stamps = [m.ts for m in run.messages if _is_slack_ts(m.ts)]
+        stamps = [m.ts for m in run.messages if is_slack_ts(m.ts)]
         return max(stamps, key=float) if stamps else f"{workflow.now().timestamp():.6f}"
 
     def _synced_up_to(self, ts: str) -> None:
-        if _is_slack_ts(ts) and (not self.state.synced_ts or float(ts) > float(self.state.synced_ts)):
+        if is_slack_ts(ts) and (not self.state.synced_ts or float(ts) > float(self.state.synced_ts)):
             self.state.synced_ts = ts
 
     async def _log_bot(self, run: RunState) -> None:
@@ -420,53 +401,3 @@ class SlackConversationWorkflow:
             start_to_close_timeout=_SLACK_TIMEOUT,
             retry_policy=_SLACK_RETRY,
         )
-
-
-def _is_slack_ts(ts: str) -> bool:
-    head, _, tail = ts.partition(".")
-    return head.isdigit() and tail.isdigit()
-
-
-def prompt_text(messages: list[SlackMessage]) -> str:
-    """mom's prompt: earlier messages as `[userName]: text`, the current one stamped."""
-    *earlier, current = messages
-    lines = [f"[{m.user_name}]: {m.text}" for m in earlier]
-    lines.append(f"[{current.stamp}] [{current.user_name}]: {current.text}")
-    return "\n".join(lines)
-
-
-def is_silent(text: str) -> bool:
-    return text.strip().startswith(SILENT)
-
-
-def split_for_slack(text: str) -> list[str]:
-    """mom's split: parts of 40,000 - 50 characters, each but the last marked as continued."""
-    if len(text) <= SLACK_MAX:
-        return [text]
-    size = SLACK_MAX - 50
-    chunks = [text[i : i + size] for i in range(0, len(text), size)]
-    return [f"{chunk}\n_(continued {n}...)_" for n, chunk in enumerate(chunks[:-1], 1)] + chunks[-1:]
-
-
-def main_answer(text: str) -> str:
-    if len(text) <= SLACK_MAX:
-        return text
-    return text[: SLACK_MAX - 50] + "\n\n_(see thread for full response)_"
-
-
-def usage_summary(usage: RunUsage, context_tokens: int, context_window: int) -> str:
-    """mom's usage summary, posted in the thread at the end of a run that cost something."""
-    cached = usage.cache_read > 0 or usage.cache_write > 0
-    lines = ["*Usage Summary*", f"Tokens: {usage.input:,} in, {usage.output:,} out"]
-    if cached:
-        lines.append(f"Cache: {usage.cache_read:,} read, {usage.cache_write:,} write")
-    if context_tokens and context_window:
-        percent = context_tokens / context_window * 100
-        lines.append(
-            f"Context: {short_tokens(context_tokens)} / {short_tokens(context_window)} ({percent:.1f}%)"
-        )
-    cost = f"Cost: ${usage.cost_input:.4f} in, ${usage.cost_output:.4f} out"
-    if cached:
-        cost += f", ${usage.cost_cache_read:.4f} cache read, ${usage.cost_cache_write:.4f} cache write"
-    lines += [cost, f"*Total: ${usage.cost_total:.4f}*"]
-    return "\n".join(lines)
