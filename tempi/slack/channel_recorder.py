@@ -1,6 +1,6 @@
 """Writes what people say in Slack to the channels' log.jsonl, as mom does: every channel
 message the bot can see (not only those that start a run), attachments downloaded with the
-bot token next to it, and at start the messages that came while no gateway listened."""
+bot token next to it, and at start what people said while no gateway listened."""
 
 from __future__ import annotations
 
@@ -87,21 +87,20 @@ class ChannelRecorder:
         return entry.attachments
 
     async def _entry(self, channel: str, message: dict[str, Any]) -> LoggedMessage:
+        """A person's message as a log line (the bot's lines are the workflow's to write)."""
         ts = str(message["ts"])
         thread_ts = message.get("thread_ts")
         attachments = await self._download_all(channel, message.get("files") or [], ts)
-        is_bot = message.get("user") == self.bot_user_id
-        user_name, display_name = (None, None) if is_bot else await self.names(str(message["user"]))
+        user_name, display_name = await self.names(str(message["user"]))
         return LoggedMessage(
             date=ts_date(ts),
             ts=ts,
             thread_ts=str(thread_ts) if thread_ts and thread_ts != ts else None,
-            user="bot" if is_bot else str(message["user"]),
+            user=str(message["user"]),
             user_name=user_name,
             display_name=display_name,
             text=mention_as_name(str(message.get("text") or ""), self.bot_user_id, self.bot_name),
             attachments=attachments,
-            is_bot=is_bot,
         )
 
     async def _download_all(
@@ -170,6 +169,8 @@ class ChannelRecorder:
         return len(append_new(path, entries))
 
     def _backfilled(self, message: dict[str, Any]) -> bool:
-        if message.get("user") == self.bot_user_id:
-            return True  # the bot's own answers belong in the log
+        # Unlike mom, the bot's own posts are not backfilled: each run's workflow logs what it
+        # answered once the run ends, even across a crash. A copy taken here could only repeat
+        # that line or, caught while another (or a restarted) gateway's run still edits it,
+        # keep a half-posted answer.
         return _is_person_message(message, self.bot_user_id)
