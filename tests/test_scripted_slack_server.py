@@ -386,6 +386,23 @@ async def test_envelopes_are_spread_over_open_connections() -> None:
         ]
 
 
+async def test_an_envelope_one_connection_leaves_unacked_is_redelivered_to_another() -> None:
+    # Two gateways, one of them stuck: Slack retries an event on the app's other connection.
+    async with ScriptedSlackServer(ack_timeout=0.3) as slack:
+        alice = slack.add_user("alice")
+        dm = slack.open_dm(alice)
+        async with socket_client(slack, ack=False) as stuck, socket_client(slack) as live:
+            await slack.wait_for_connections(2)
+            for n in range(4):
+                slack.user_says(alice, dm, f"message {n}")
+                await slack.idle()
+        assert stuck.events()  # some first attempts went to the stuck connection
+        assert sorted(e["text"] for e in live.events()) == [f"message {n}" for n in range(4)]
+        assert slack.hub.given_up == [] and slack.acks == 4
+        retried = [r for r in live.requests if r.retry_attempt]
+        assert [r.retry_attempt for r in retried] == [1] * len(stuck.requests)
+
+
 async def test_bot_posts_come_back_as_bot_events() -> None:
     async with ScriptedSlackServer() as slack:
         general = slack.add_channel("general")
