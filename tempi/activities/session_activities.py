@@ -42,7 +42,7 @@ from tempi.agent.messages import AssistantMessage, ImageContent, TextContent, To
 from tempi.agent.model_spec import ModelSpec, ThinkingLevel
 from tempi.agent.partial_message import compact_delta
 from tempi.agent.session_entries import MessageEntry
-from tempi.agent.tool_specs import tool_specs
+from tempi.agent.tool_specs import labelled, tool_specs
 from tempi.config.errors import ConfigError
 from tempi.config.settings import images_blocked, provider_retries, shell_command_prefix
 from tempi.store.live_channel import LiveWriter, remove_live_files
@@ -195,10 +195,11 @@ def build_llm_context(store: SessionStore, inp: LlmCallInput) -> LlmContext:
     session = store.load(Path(inp.file.session_path))
     context = session.tree.build_context(inp.leaf_id)
     messages = to_llm_messages(context.messages)
+    specs = [*tool_specs(inp.tools), *inp.extra_tools]
     return LlmContext(
         system_prompt=inp.system_prompt,
         messages=without_images(messages) if images_blocked(Path(inp.file.cwd)) else messages,
-        tools=[*tool_specs(inp.tools), *inp.extra_tools],
+        tools=labelled(specs) if inp.tool_labels else specs,
     )
 
 

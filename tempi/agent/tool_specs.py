@@ -47,6 +47,30 @@ def tool_specs(names: Sequence[str]) -> list[ToolSpec]:
     return [TOOL_DEFINITIONS[name].spec.model_copy(deep=True) for name in names]
 
 
+LABEL = "label"
+LABEL_SCHEMA: dict[str, Any] = {
+    "type": "string",
+    "description": "A few words on what this call does, shown to the people following along",
+}
+
+
+def labelled(specs: Sequence[ToolSpec]) -> list[ToolSpec]:
+    """The specs with a required `label` first in each (mom's tools all take one); tools
+    ignore it, and a spec that already has a label keeps its own."""
+    out = []
+    for spec in specs:
+        params = spec.parameters
+        if params.get("type") != "object" or LABEL in params.get("properties", {}):
+            out.append(spec)
+            continue
+        required = [LABEL, *params.get("required", [])]
+        properties = {LABEL: LABEL_SCHEMA, **params.get("properties", {})}
+        out.append(
+            spec.model_copy(update={"parameters": {**params, "properties": properties, "required": required}})
+        )
+    return out
+
+
 def tool_effect(name: str) -> ToolEffect:
     """The declared effect of a call to `name`.
 

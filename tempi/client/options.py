@@ -39,6 +39,7 @@ class SessionOptions(PiModel):
     thinking_level: ThinkingLevel = "off"
     system_prompt: str = ""
     tools: list[str] = Field(default_factory=list)
+    tool_labels: bool = False
     tool_execution: Literal["parallel", "sequential"] = "parallel"
     sandbox: SandboxKind = "local"
     sandbox_image: str = DEFAULT_SANDBOX_IMAGE

@@ -123,6 +123,8 @@ async def cmd_slack(argv: list[str]) -> int:
     planned = plan_run(parse_args(_session_argv(args)), working_dir)
     # mom's attach: the tool names a file, the conversation workflow uploads it.
     planned.options.tools = [*planned.options.tools, ATTACH_TOOL]
+    # mom's tools all take a `label`, which the main message shows as `_→ label_`.
+    planned.options.tool_labels = True
 
     from tempi.activities.slack import SlackActivities
     from tempi.activities.slack.event_delivery import deliver

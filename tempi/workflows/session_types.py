@@ -59,6 +59,8 @@ class SessionConfig(PiModel):
     thinking_level: ThinkingLevel = "off"
     system_prompt: str = ""
     tools: list[str] = Field(default_factory=list)
+    # Every tool takes a `label` for people (mom's tools do; `tempi slack` shows it).
+    tool_labels: bool = False
     tool_execution: Literal["parallel", "sequential"] = "parallel"
     sandbox: SandboxKind = "local"
     sandbox_image: str = DEFAULT_SANDBOX_IMAGE
@@ -203,6 +205,7 @@ class LlmCallInput(PiModel):
     system_prompt: str
     tools: list[str]
     extra_tools: list[ToolSpec] = Field(default_factory=list)  # specs the workflow owns (task)
+    tool_labels: bool = False
 
 
 class LlmCallResult(PiModel):

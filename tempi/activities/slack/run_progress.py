@@ -21,6 +21,8 @@ TEXT_MAX = 35_000
 # An answer reaches Slack whole, split over messages; this only keeps one result well inside
 # Temporal's payload limit.
 ANSWER_MAX = 400_000
+# What the session's auto_retry_end says when a stop ended the wait before a retry.
+RETRY_CANCELLED = "Retry cancelled"
 
 
 def tool_label(name: str, args: dict[str, Any]) -> str:
@@ -84,14 +86,49 @@ def summarize(
             _assistant_end(progress, message)
         elif kind == "agent_end":
             progress.done = True
+        elif kind == "agent_start":
+            progress.done = False
+        elif kind == "auto_retry_start":
+            # The failed call is asked again: its error is not the run's end.
+            progress.error, progress.done = None, False
+            _notice(progress, f"_Retrying ({event.get('attempt')}/{event.get('maxAttempts')})..._")
+        elif kind == "auto_retry_end" and not event.get("success"):
+            # No agent_end follows: the last attempt's came before, or a stop cut the wait.
+            progress.done = True
+            progress.aborted = progress.aborted or event.get("finalError") == RETRY_CANCELLED
+            progress.error = str(event.get("finalError") or progress.error or "the model call failed")
+        elif kind == "compaction_start":
+            # A threshold compaction follows the run's agent_end; the run is over once it is.
+            progress.done = False
+            _notice(progress, "_Compacting context..._")
+        elif kind == "compaction_end":
+            _compaction_end(progress, event)
     return progress
+
+
+def _notice(progress: RunProgress, text: str) -> None:
+    progress.copies.append(ThreadCopy(text=text, after_tools=len(progress.ended)))
+
+
+def _compaction_end(progress: RunProgress, event: dict[str, Any]) -> None:
+    if event.get("reason") == "threshold":
+        progress.done = True
+    elif event.get("reason") == "overflow":
+        if event.get("willRetry"):
+            progress.error = None
+        else:
+            # No new call follows a failed recovery: the run ended with the overflow.
+            progress.done = True
+            progress.error = str(event.get("errorMessage") or progress.error or "the context overflowed")
 
 
 def tool_args(args: dict[str, Any]) -> str:
     command = args.get("command")
     if isinstance(command, str):
         return _clip(command, DETAIL_MAX)
-    return _clip(json.dumps(args, ensure_ascii=False, indent=1), DETAIL_MAX)
+    # The label already heads the detail line.
+    shown = {key: value for key, value in args.items() if key != "label"}
+    return _clip(json.dumps(shown, ensure_ascii=False, indent=1), DETAIL_MAX)
 
 
 def _parts(content: Any, kind: str) -> list[str]:

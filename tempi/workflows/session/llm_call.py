@@ -70,6 +70,7 @@ class LlmCaller:
                 extra_tools=[task_tool_spec(self.subagents.agents())]
                 if TASK_TOOL in self.config.tools
                 else [],
+                tool_labels=self.config.tool_labels,
             )
             task = asyncio.ensure_future(self.activities.execute(act.CALL_LLM, inp, LlmCallResult))
             try:
