@@ -45,23 +45,29 @@ def _not_found(path: str) -> FileNotFoundError:
     return FileNotFoundError(errno.ENOENT, "No such file or directory", path)
 
 
+# Commands use bash where the image has it, else sh (a user's Alpine container).
+_ANY_SHELL = 'if command -v bash >/dev/null 2>&1; then exec bash -c "$1"; fi; exec sh -c "$1"'
+
+
 class DockerBackend:
     """Runs tools inside the sandbox container `container` (a docker SDK Container), as
-    the numeric uid:gid its `tempi.user` label names, else as the container's own user."""
+    `user` (numeric uid:gid) if given, else the one its `tempi.user` label names, else the
+    container's own user. `any_shell`: the image may lack bash (a container the user made)."""
 
-    def __init__(self, container: Any) -> None:
+    def __init__(self, container: Any, *, user: str | None = None, any_shell: bool = False) -> None:
         self._api = container.client.api
         self._id: str = container.id
         config = container.attrs.get("Config") or {}
         env = config.get("Env") or []
         self._home = next((item[len("HOME=") :] for item in env if item.startswith("HOME=")), "/")
-        user = (config.get("Labels") or {}).get(USER_LABEL) or config.get("User") or ""
+        user = user or (config.get("Labels") or {}).get(USER_LABEL) or config.get("User") or ""
         uid, _, gid = user.partition(":")
         if not (uid.isdigit() and gid.isdigit()):
             raise SandboxError(f"The sandbox user must be a numeric uid:gid, not {user!r}")
-        self._target = ExecTarget(self._api, self._id, user)
+        self._target = ExecTarget(self._api, self._id, user, posix_only=any_shell)
         # Files are written as the user commands run as, so those commands can change them.
         self._owner = Owner(int(uid), int(gid))
+        self._any_shell = any_shell
 
     @property
     def container_id(self) -> str:
@@ -170,6 +176,8 @@ class DockerBackend:
         return entries
 
     def shell_argv(self, command: str) -> list[str]:
+        if self._any_shell:
+            return ["sh", "-c", _ANY_SHELL, "tempi-shell", command]
         return ["bash", "-c", command]
 
     def ripgrep_argv(self) -> list[str]:
