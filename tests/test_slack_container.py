@@ -13,10 +13,12 @@ from typing import Any
 import docker.errors
 import pytest
 
+from tempi.testing.scripted_llm import ScriptedLLMServer
 from tempi.testing.slack_server import ScriptedSlackServer
 from tests.conftest import run_tempi, tempi_env
 from tests.docker_support import docker_client, sandbox_image  # noqa: F401 (fixtures)
 from tests.test_slack_gateway import gateway_env, running_gateway, slack, wait_for  # noqa: F401 (fixtures)
+from tests.test_slack_prompt import system_prompts
 
 pytestmark = pytest.mark.slow
 
@@ -86,6 +88,7 @@ async def test_tools_run_in_the_users_container_which_keeps_what_they_leave(
     gateway_env: dict[str, str],  # noqa: F811
     workdir: Path,
     user_container: Any,
+    scripted_server: ScriptedLLMServer,
 ) -> None:
     name = user_container.name
     args = ["--sandbox", f"container:{name}"]
@@ -100,6 +103,10 @@ async def test_tools_run_in_the_users_container_which_keeps_what_they_leave(
     # and what it wrote there is on the host.
     assert any("*Result:*\n```/workspace\n0" in t for t in _thread_texts(slack, general, first))
     assert (workdir / "report.md").read_text() == "weekly numbers"
+    # mom's prompt names the workspace where the tools see it.
+    prompt = system_prompts(scripted_server, CONTAINER_SCENARIO)[0]
+    assert "Wake yourself up with JSON files in /workspace/events/" in prompt
+    assert str(workdir) not in prompt
     # attach named /workspace/report.md; the upload read it from the host side.
     [shared] = [m for m in slack.bot_messages(general) if m.file_ids]
     assert slack.file_content(shared.file_ids[0]) == b"weekly numbers"
