@@ -44,7 +44,7 @@ def scenario() -> tuple[str, dict[str, Any]]:
             {"text": "First run done."},
             _bash("cat /opt/made-by-run-1"),
             {"text": "Second run done."},
-            _bash("echo still-here"),
+            _bash("echo started; sleep 60"),
             {"text": "Third run done."},
         ],
     }
@@ -117,12 +117,16 @@ async def test_tools_run_in_the_users_container_which_keeps_what_they_leave(
         await wait_for(lambda: _answered(slack, general, "Second run done."), "the second answer")
         assert any("*Result:*\n```tool-v1" in t for t in _thread_texts(slack, general, second))
 
-        # The user removes the container mid-conversation: the next tool call says so.
-        user_container.remove(force=True)
+        # The user removes the container while a command runs: the tool says so, the run ends.
         slack.user_says(alice, general, f"{bot} one more", thread_ts=second)
-        await wait_for(lambda: _answered(slack, general, "Third run done."), "the third answer")
+        await wait_for(
+            lambda: any(any("sleep 60" in t for t in m.texts) for m in slack.bot_messages(general)),
+            "the long command to start",
+        )
+        user_container.remove(force=True)
+        await wait_for(lambda: _answered(slack, general, "Third run done."), "the third answer", timeout=40)
     failed = [t for t in _thread_texts(slack, general, second) if t.startswith("*✗ bash*")]
-    assert failed and f"no container {name}" in failed[0] and "docker run -d --name" in failed[0], failed
+    assert failed and f"docker run -d --name {name} -v" in failed[0], failed
     # tempi never made, stopped or removed a container of its own for this.
     assert user_container.client.containers.list(all=True, filters={"name": name}) == []
 

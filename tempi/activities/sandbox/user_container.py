@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import posixpath
+from collections.abc import Sequence
 from typing import Any
 
 import docker.errors
@@ -21,6 +22,8 @@ from tempi.activities.sandbox.docker_backend import DockerBackend
 from tempi.activities.sandbox.docker_exec import ExecTarget, run_to_completion
 from tempi.activities.sandbox.errors import SandboxError, SandboxUnavailableError
 from tempi.activities.sandbox.lifecycle import _client, _engine_name
+from tempi.activities.tools.backend import ExecResult, OutputSink
+from tempi.activities.tools.errors import ToolError
 
 
 class UserContainer(BaseModel):
@@ -70,10 +73,19 @@ def _running(client: Any, name_or_id: str, shown: str, working_dir: str) -> Any:
         ) from None
     except docker.errors.APIError as error:
         raise SandboxUnavailableError(f"Cannot look up the container {shown}: {error.explanation}") from None
-    if container.status != "running":
-        # Starting it is the user's call: it is their container.
+    status = container.status
+    # Starting it is the user's call: it is their container.
+    if status in ("removing", "dead"):
         raise SandboxUnavailableError(
-            f"The container {shown} is {container.status}; start it with `docker start {shown}`"
+            f"The container {shown} was removed; make one again with `{create_hint(shown, working_dir)}`"
+        )
+    if status == "paused":
+        raise SandboxUnavailableError(
+            f"The container {shown} is paused; resume it with `docker unpause {shown}`"
+        )
+    if status != "running":
+        raise SandboxUnavailableError(
+            f"The container {shown} is {status}; start it with `docker start {shown}`"
         )
     return container
 
@@ -115,9 +127,38 @@ async def attach_user_container(name: str, working_dir: str, *, client: Any | No
     return await asyncio.to_thread(find_user_container, name, working_dir, client=client)
 
 
+class UserContainerBackend(DockerBackend):
+    """A command that fails because the user stopped or removed the container says so,
+    rather than showing only the exit code the kill left."""
+
+    def __init__(self, client: Any, container: Any, name: str, working_dir: str) -> None:
+        super().__init__(container, user=_numeric_user(container), any_shell=True)
+        self._check = (client, container.id, name, working_dir)
+
+    async def exec(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str,
+        on_output: OutputSink,
+        timeout: float | None = None,
+        abort: asyncio.Event | None = None,
+        merge_stderr: bool = True,
+    ) -> ExecResult:
+        result = await super().exec(
+            argv, cwd=cwd, on_output=on_output, timeout=timeout, abort=abort, merge_stderr=merge_stderr
+        )
+        if result.exit_code != 0 and not result.aborted:
+            try:
+                await asyncio.to_thread(_running, *self._check)
+            except SandboxError as err:
+                raise ToolError(f"The command stopped: {err}") from None
+        return result
+
+
 def _open(client: Any, container_id: str, name: str, working_dir: str) -> tuple[DockerBackend, str]:
     container = _running(client, container_id, name, working_dir)
-    backend = DockerBackend(container, user=_numeric_user(container), any_shell=True)
+    backend = UserContainerBackend(client, container, name, working_dir)
     return backend, _mount_point(container, name, working_dir)
 
 
