@@ -34,6 +34,16 @@ _LIST_SCRIPT = (
     'if [ ! -e "$1" ]; then exit 3; elif [ ! -d "$1" ]; then exit 4; fi; '
     'exec find -L "$1" -mindepth 1 -maxdepth 1 -printf "%Y\\t%f\\0"'
 )
+# The same without GNU find (busybox): POSIX sh, symlinks followed by the tests.
+_POSIX_LIST_SCRIPT = (
+    'if [ ! -e "$1" ]; then exit 3; elif [ ! -d "$1" ]; then exit 4; fi; '
+    'if find "$1" -maxdepth 0 -printf "" >/dev/null 2>&1; then '
+    'exec find -L "$1" -mindepth 1 -maxdepth 1 -printf "%Y\\t%f\\0"; fi; '
+    'for p in "$1"/* "$1"/.[!.]* "$1"/..?*; do '
+    '[ -e "$p" ] || [ -L "$p" ] || continue; '
+    'if [ -d "$p" ]; then k=d; elif [ -f "$p" ]; then k=f; else k=o; fi; '
+    'printf "%s\\t%s\\0" "$k" "${p##*/}"; done'
+)
 _FIND_KINDS: dict[str, EntryKind] = {"d": "dir", "f": "file"}
 
 # The user tools run as. Sandboxes keep their main process as a different user, so
@@ -150,13 +160,16 @@ class DockerBackend:
         tar = file_tar(missing, temp_name, data, mode, self._owner)
         await asyncio.to_thread(put_tar, self._api, self._id, existing, tar)
         temp_path = posixpath.join(existing, *missing, temp_name)
-        moved = await self.run(["mv", "-f", "-T", "--", temp_path, target])
+        # -T (never into a directory) is GNU's; `target` was checked not to be one.
+        no_dir = [] if self._any_shell else ["-T"]
+        moved = await self.run(["mv", "-f", *no_dir, "--", temp_path, target])
         if moved.exit_code != 0:
             await self.run(["rm", "-f", "--", temp_path])
             raise archive_os_error(0, moved.stderr.decode("utf-8", errors="replace"), path)
 
     async def list_dir(self, path: str) -> list[DirEntry]:
-        result = await self.run(["sh", "-c", _LIST_SCRIPT, "tempi-ls", path])
+        script = _POSIX_LIST_SCRIPT if self._any_shell else _LIST_SCRIPT
+        result = await self.run(["sh", "-c", script, "tempi-ls", path])
         if result.exit_code == 3:
             raise _not_found(path)
         if result.exit_code == 4:
