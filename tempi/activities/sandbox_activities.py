@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from tempi.activities.sandbox import (
     SandboxError,
@@ -20,6 +21,7 @@ from tempi.activities.sandbox import (
     open_backend,
     workspace_patch,
 )
+from tempi.activities.sandbox.user_container import attach_user_container
 from tempi.store.sidecar import sidecar_dir
 from tempi.workflows import activity_names as names
 from tempi.workflows.session_types import (
@@ -55,6 +57,15 @@ def copy_workspace(source: str, target: Path) -> str:
 class SandboxActivities:
     @activity.defn(name=names.CREATE_SANDBOX)
     async def create(self, inp: SandboxCreateInput) -> SandboxCreated:
+        if inp.container:
+            try:
+                found = await attach_user_container(inp.container, inp.workspace)
+            except SandboxError as err:
+                # Retrying cannot start the user's container; they must.
+                raise ApplicationError(str(err), type="SandboxUnavailable", non_retryable=True) from None
+            return SandboxCreated(
+                container_id=found.container_id, task_queue=found.task_queue, workspace=found.workdir
+            )
         workspace = inp.workspace
         if inp.copy_from:
             target = sidecar_dir(inp.session_path, inp.session_id) / "workspace"

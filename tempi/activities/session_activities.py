@@ -31,6 +31,7 @@ from tempi.activities.llm import StreamOptions, classify_error, retry_after_ms, 
 from tempi.activities.llm.contract import SDK_RETRIES
 from tempi.activities.llm.unicode_guard import holds_lone_surrogate
 from tempi.activities.sandbox import WORKSPACE_DIR, SandboxUnavailableError, open_backend
+from tempi.activities.sandbox.user_container import open_user_container
 from tempi.activities.tools import ExecutionBackend, LocalBackend, ToolContext, execute_tool
 from tempi.activities.tools.bash import run_command
 from tempi.activities.tools.bwrap_backend import BwrapBackend
@@ -109,7 +110,11 @@ def _now_iso() -> str:
 
 async def make_backend(ref: SessionFileRef) -> tuple[ExecutionBackend, str]:
     """Where the session's tools act, and their working directory there: this machine, a
-    bubblewrap sandbox over the cwd, or the session's docker container."""
+    bubblewrap sandbox over the cwd, the session's docker container, or the user's."""
+    if ref.sandbox == "container":
+        if ref.container_id is None or ref.container_name is None:
+            raise SandboxUnavailableError("The session's container was not looked up")
+        return await open_user_container(ref.container_id, ref.container_name, ref.cwd)
     if ref.sandbox == "docker":
         if ref.container_id is None:
             raise SandboxUnavailableError("The session's sandbox was not created")
@@ -119,8 +124,13 @@ async def make_backend(ref: SessionFileRef) -> tuple[ExecutionBackend, str]:
     return LocalBackend(), ref.cwd
 
 
-def _sandbox_lost(call: ToolCall, timestamp_ms: int, err: SandboxUnavailableError) -> ToolCallResult:
-    text = f"The sandbox is gone ({err}); a fresh one starts with the next tool call. Files changed in it may be lost."
+def _sandbox_lost(
+    call: ToolCall, timestamp_ms: int, err: SandboxUnavailableError, user_container: bool
+) -> ToolCallResult:
+    if user_container:
+        text = f"Cannot run the tool: {err}"
+    else:
+        text = f"The sandbox is gone ({err}); a fresh one starts with the next tool call. Files changed in it may be lost."
     message = ToolResultMessage(
         tool_call_id=call.id,
         tool_name=call.name,
@@ -322,7 +332,7 @@ class SessionActivities:
         try:
             backend, cwd = await make_backend(inp.file)
         except SandboxUnavailableError as err:
-            return _sandbox_lost(call, inp.timestamp_ms, err)
+            return _sandbox_lost(call, inp.timestamp_ms, err, inp.file.sandbox == "container")
         live = LiveWriter(
             live_path(inp.file.session_path, inp.file.session_id, call.id), activity.info().attempt
         )
@@ -336,6 +346,7 @@ class SessionActivities:
             spill_dir=str(sidecar_dir(inp.file.session_path, inp.file.session_id) / "output"),
             state_dir=str(sidecar_dir(inp.file.session_path, inp.file.session_id)),
             command_prefix=shell_command_prefix(Path(inp.file.cwd)),
+            host_cwd=inp.file.cwd if inp.file.sandbox in ("docker", "container") else None,
         )
         task = asyncio.create_task(execute_tool(call.name, call.arguments, ctx))
         try:

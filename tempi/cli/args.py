@@ -62,9 +62,15 @@ def _version() -> str:
 
 
 def _sandbox_arg(value: str) -> str:
-    kind = value.split(":", 1)[0]
-    if kind not in ("local", "bwrap", "docker") or (kind != "docker" and ":" in value):
-        raise argparse.ArgumentTypeError(f"{value!r}: use local, bwrap, docker or docker:IMAGE")
+    kind, colon, rest = value.partition(":")
+    if (
+        kind not in ("local", "bwrap", "docker", "container")
+        or (kind in ("local", "bwrap") and colon)
+        or (kind == "container" and not rest)
+    ):
+        raise argparse.ArgumentTypeError(
+            f"{value!r}: use local, bwrap, docker, docker:IMAGE or container:NAME"
+        )
     return value
 
 
@@ -129,10 +135,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--sandbox",
         type=_sandbox_arg,
         default=None,  # None: not chosen, so resuming a running session keeps its sandbox
-        metavar="local|bwrap|docker[:IMAGE]",
+        metavar="local|bwrap|docker[:IMAGE]|container:NAME",
         help="where tools act: local (this machine), bwrap (no network, only the working directory "
-        "writable) or docker (a container per session, the working directory at /workspace; "
-        "default image tempi-sandbox:latest, see deploy/sandbox/)",
+        "writable), docker (a container per session, the working directory at /workspace; "
+        "default image tempi-sandbox:latest, see deploy/sandbox/) or container:NAME (your own "
+        "running container NAME, which mounts the working directory and keeps what tools install; "
+        "tempi never starts, stops or removes it)",
     )
     prompt.add_argument(
         "-nc", "--no-context-files", action="store_true", help="do not add AGENTS.md / CLAUDE.md files"

@@ -201,6 +201,19 @@ def fixed_options(args: argparse.Namespace) -> list[str]:
     ]
 
 
+def check_user_container(name: str, cwd: Path) -> None:
+    """`--sandbox container:NAME`: the container must run and mount the working directory
+    before anything starts, so a typo or a stopped container is said now, not at the first
+    tool call."""
+    from tempi.activities.sandbox import SandboxError
+    from tempi.activities.sandbox.user_container import find_user_container
+
+    try:
+        find_user_container(name, str(cwd))
+    except SandboxError as err:
+        raise UserError(f"--sandbox container:{name}: {err}") from None
+
+
 def plan_run(args: argparse.Namespace, cwd: Path) -> PlannedRun:
     try:
         settings = load_settings(cwd)
@@ -257,7 +270,9 @@ def plan_run(args: argparse.Namespace, cwd: Path) -> PlannedRun:
         skills=skills_prompt_section(skills) if "read" in tools else "",
     )
     retry = settings.retry
-    sandbox = args.sandbox or "local"
+    kind, _, detail = (args.sandbox or "local").partition(":")
+    if kind == "container":
+        check_user_container(detail, cwd)
     options = SessionOptions(
         cwd=str(cwd),
         model=selection.model,
@@ -273,8 +288,9 @@ def plan_run(args: argparse.Namespace, cwd: Path) -> PlannedRun:
         steering_mode=settings.steering_mode,
         follow_up_mode=settings.follow_up_mode,
         agents=agents,
-        sandbox=cast(SandboxKind, sandbox.split(":", 1)[0]),  # args.py accepts only the kinds
-        sandbox_image=sandbox.split(":", 1)[1] if ":" in sandbox else DEFAULT_SANDBOX_IMAGE,
+        sandbox=cast(SandboxKind, kind),  # args.py accepts only the kinds
+        sandbox_image=detail if kind == "docker" and detail else DEFAULT_SANDBOX_IMAGE,
+        sandbox_container=detail if kind == "container" else None,
         compaction=CompactionPolicy(
             enabled=settings.compaction.enabled,
             reserve_tokens=settings.compaction.reserve_tokens,

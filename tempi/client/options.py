@@ -44,6 +44,7 @@ class SessionOptions(PiModel):
     sandbox: SandboxKind = "local"
     sandbox_image: str = DEFAULT_SANDBOX_IMAGE
     sandbox_network: bool = False
+    sandbox_container: str | None = None
     sandbox_pickup_s: float = 60.0
     steering_mode: QueueMode = "one-at-a-time"
     follow_up_mode: QueueMode = "one-at-a-time"

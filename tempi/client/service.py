@@ -136,6 +136,8 @@ class SessionService:
 
 
 def _sandbox_of(config: SessionConfig) -> str:
+    if config.sandbox == "container":
+        return f"container:{config.sandbox_container}"
     return f"docker:{config.sandbox_image}" if config.sandbox == "docker" else config.sandbox
 
 

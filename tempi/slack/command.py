@@ -61,7 +61,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
         default="thread",
         help="one session per thread (default) or one per channel",
     )
-    p.add_argument("--sandbox", help="where tools run: local, bwrap, docker or docker:IMAGE (default local)")
+    p.add_argument(
+        "--sandbox",
+        help="where tools run: local, bwrap, docker, docker:IMAGE, or container:NAME, your own running "
+        "container that mounts WORKING_DIR and keeps what tools install (mom's docker:NAME; "
+        "e.g. `docker run -d --name NAME -v WORKING_DIR:/workspace alpine sleep infinity`) (default local)",
+    )
     p.add_argument("--provider", help="model provider for new sessions")
     p.add_argument("--model", help="model id or provider/id for new sessions")
     p.add_argument("--thinking", choices=THINKING_LEVELS, help="thinking level for new sessions")

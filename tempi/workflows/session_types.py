@@ -24,7 +24,7 @@ from tempi.agent.model_spec import ModelSpec, ThinkingLevel
 from tempi.agent.subagents import AgentDefinition
 
 QueueMode = Literal["one-at-a-time", "all"]
-SandboxKind = Literal["local", "bwrap", "docker"]
+SandboxKind = Literal["local", "bwrap", "docker", "container"]
 DEFAULT_SANDBOX_IMAGE = "tempi-sandbox:latest"
 ErrorKind = Literal["retryable", "overflow", "fatal"]
 
@@ -65,6 +65,8 @@ class SessionConfig(PiModel):
     sandbox: SandboxKind = "local"
     sandbox_image: str = DEFAULT_SANDBOX_IMAGE
     sandbox_network: bool = False
+    # sandbox "container": the name of the user's own container the tools run in.
+    sandbox_container: str | None = None
     # A sandbox host that picks nothing up for this long is taken to be gone.
     sandbox_pickup_s: float = 60.0
     # A subagent's docker sandbox works on a copy of this folder and returns a patch.
@@ -189,6 +191,7 @@ class SessionFileRef(PiModel):
     cwd: str
     sandbox: SandboxKind = "local"
     container_id: str | None = None  # the docker sandbox, once it exists
+    container_name: str | None = None  # sandbox "container": the user's container
     parent_session: str | None = None
     header_timestamp: str | None = None
     existing_file: bool = False
@@ -358,6 +361,8 @@ class SandboxCreateInput(PiModel):
     workspace: str  # host folder mounted at /workspace
     copy_from: str | None = None
     network: bool = False
+    # Set: find this container of the user's instead of making one.
+    container: str | None = None
 
 
 class SandboxCreated(PiModel):

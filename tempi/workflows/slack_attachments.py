@@ -19,3 +19,12 @@ def with_attachments(text: str, messages: list[SlackMessage], working_dir: str) 
     if others:
         text += "\n\n<slack_attachments>\n" + "\n".join(others) + "\n</slack_attachments>"
     return text, [p for p in paths if is_image(p)]
+
+
+def attachments_seen_from(text: str, working_dir: str, tool_dir: str) -> str:
+    """The prompt with its attachment paths as the tools see them (`working_dir` mounted at
+    `tool_dir` in a container); images were read on the host already."""
+    head, marker, block = text.rpartition("<slack_attachments>\n")
+    if not marker:
+        return text
+    return head + marker + block.replace(f"{working_dir}/", f"{tool_dir.rstrip('/')}/")

@@ -34,6 +34,16 @@ _LIST_SCRIPT = (
     'if [ ! -e "$1" ]; then exit 3; elif [ ! -d "$1" ]; then exit 4; fi; '
     'exec find -L "$1" -mindepth 1 -maxdepth 1 -printf "%Y\\t%f\\0"'
 )
+# The same without GNU find (busybox): POSIX sh, symlinks followed by the tests.
+_POSIX_LIST_SCRIPT = (
+    'if [ ! -e "$1" ]; then exit 3; elif [ ! -d "$1" ]; then exit 4; fi; '
+    'if find "$1" -maxdepth 0 -printf "" >/dev/null 2>&1; then '
+    'exec find -L "$1" -mindepth 1 -maxdepth 1 -printf "%Y\\t%f\\0"; fi; '
+    'for p in "$1"/* "$1"/.[!.]* "$1"/..?*; do '
+    '[ -e "$p" ] || [ -L "$p" ] || continue; '
+    'if [ -d "$p" ]; then k=d; elif [ -f "$p" ]; then k=f; else k=o; fi; '
+    'printf "%s\\t%s\\0" "$k" "${p##*/}"; done'
+)
 _FIND_KINDS: dict[str, EntryKind] = {"d": "dir", "f": "file"}
 
 # The user tools run as. Sandboxes keep their main process as a different user, so
@@ -45,23 +55,29 @@ def _not_found(path: str) -> FileNotFoundError:
     return FileNotFoundError(errno.ENOENT, "No such file or directory", path)
 
 
+# Commands use bash where the image has it, else sh (a user's Alpine container).
+_ANY_SHELL = 'if command -v bash >/dev/null 2>&1; then exec bash -c "$1"; fi; exec sh -c "$1"'
+
+
 class DockerBackend:
     """Runs tools inside the sandbox container `container` (a docker SDK Container), as
-    the numeric uid:gid its `tempi.user` label names, else as the container's own user."""
+    `user` (numeric uid:gid) if given, else the one its `tempi.user` label names, else the
+    container's own user. `any_shell`: the image may lack bash (a container the user made)."""
 
-    def __init__(self, container: Any) -> None:
+    def __init__(self, container: Any, *, user: str | None = None, any_shell: bool = False) -> None:
         self._api = container.client.api
         self._id: str = container.id
         config = container.attrs.get("Config") or {}
         env = config.get("Env") or []
         self._home = next((item[len("HOME=") :] for item in env if item.startswith("HOME=")), "/")
-        user = (config.get("Labels") or {}).get(USER_LABEL) or config.get("User") or ""
+        user = user or (config.get("Labels") or {}).get(USER_LABEL) or config.get("User") or ""
         uid, _, gid = user.partition(":")
         if not (uid.isdigit() and gid.isdigit()):
             raise SandboxError(f"The sandbox user must be a numeric uid:gid, not {user!r}")
-        self._target = ExecTarget(self._api, self._id, user)
+        self._target = ExecTarget(self._api, self._id, user, posix_only=any_shell)
         # Files are written as the user commands run as, so those commands can change them.
         self._owner = Owner(int(uid), int(gid))
+        self._any_shell = any_shell
 
     @property
     def container_id(self) -> str:
@@ -144,13 +160,16 @@ class DockerBackend:
         tar = file_tar(missing, temp_name, data, mode, self._owner)
         await asyncio.to_thread(put_tar, self._api, self._id, existing, tar)
         temp_path = posixpath.join(existing, *missing, temp_name)
-        moved = await self.run(["mv", "-f", "-T", "--", temp_path, target])
+        # -T (never into a directory) is GNU's; `target` was checked not to be one.
+        no_dir = [] if self._any_shell else ["-T"]
+        moved = await self.run(["mv", "-f", *no_dir, "--", temp_path, target])
         if moved.exit_code != 0:
             await self.run(["rm", "-f", "--", temp_path])
             raise archive_os_error(0, moved.stderr.decode("utf-8", errors="replace"), path)
 
     async def list_dir(self, path: str) -> list[DirEntry]:
-        result = await self.run(["sh", "-c", _LIST_SCRIPT, "tempi-ls", path])
+        script = _POSIX_LIST_SCRIPT if self._any_shell else _LIST_SCRIPT
+        result = await self.run(["sh", "-c", script, "tempi-ls", path])
         if result.exit_code == 3:
             raise _not_found(path)
         if result.exit_code == 4:
@@ -170,6 +189,8 @@ class DockerBackend:
         return entries
 
     def shell_argv(self, command: str) -> list[str]:
+        if self._any_shell:
+            return ["sh", "-c", _ANY_SHELL, "tempi-shell", command]
         return ["bash", "-c", command]
 
     def ripgrep_argv(self) -> list[str]:

@@ -72,6 +72,32 @@ exit 1
 """
 
 
+# The same in POSIX sh (busybox, dash). It forks (tr, grep) to read each environ, so a
+# call that filled the pids limit may outlast it; images with bash avoid that.
+_POSIX_KILL_SCRIPT = r"""
+marker="TEMPI_EXEC_ID=$1"
+read -r init_stat < /proc/1/stat
+set -- ${init_stat##*) }
+init_group=$3
+round=0
+while [ "$round" -lt 200 ]; do
+  round=$((round + 1))
+  found=
+  for dir in /proc/[0-9]*; do
+    tr '\0' '\n' 2>/dev/null < "$dir/environ" | grep -qxF "$marker" || continue
+    found=yes
+    read -r stat 2>/dev/null < "$dir/stat" || continue
+    set -- ${stat##*) }
+    group=$3
+    if [ "$group" -gt 1 ] && [ "$group" != "$init_group" ]; then kill -9 "-$group" 2>/dev/null; fi
+    kill -9 "${dir#/proc/}" 2>/dev/null
+  done
+  [ -n "$found" ] || exit 0
+done
+exit 1
+"""
+
+
 @dataclass(frozen=True)
 class ExecTarget:
     """Where programs run: a container, and the uid:gid they run as."""
@@ -79,6 +105,8 @@ class ExecTarget:
     api: Any
     container_id: str
     user: str
+    # The image may have no bash (a user's Alpine container): the kill uses POSIX sh.
+    posix_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -123,7 +151,8 @@ def kill_marked(target: ExecTarget, marker: str) -> None:
     """SIGKILL everything started by the exec with this marker (blocking)."""
     # Best effort: a container that is gone has nothing left to kill.
     with contextlib.suppress(SandboxUnavailableError, docker.errors.APIError):
-        run_to_completion(target, ["bash", "-c", _KILL_SCRIPT, "tempi-kill", marker])
+        script, shell = (_POSIX_KILL_SCRIPT, "sh") if target.posix_only else (_KILL_SCRIPT, "bash")
+        run_to_completion(target, [shell, "-c", script, "tempi-kill", marker])
 
 
 def _close_stream(sock: Any) -> None:

@@ -15,6 +15,8 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from tempi.activities.sandbox import SandboxError
+from tempi.activities.sandbox.user_container import attach_user_container
 from tempi.activities.slack.channel_log import LoggedMessage, append_new, iso_date, log_path
 from tempi.activities.slack.channel_settings import apply_channel_settings
 from tempi.activities.slack.directory import SlackDirectory
@@ -27,6 +29,7 @@ from tempi.client.forking import iso_now
 from tempi.client.options import SessionOptions
 from tempi.client.service import SessionService
 from tempi.client.session import SessionClient
+from tempi.workflows.slack_attachments import attachments_seen_from
 from tempi.workflows.slack_types import (
     SLACK_ABORT,
     SLACK_DELETE,
@@ -162,15 +165,28 @@ class SlackActivities:
         if req.settings_file:
             await apply_channel_settings(session, Path(req.settings_file))
         offset = (await session.read_events(END_OF_LOG)).next_offset
+        tool_dir = await self._tool_dir(req.working_dir) if req.working_dir else None
         if req.working_dir and req.channel:
-            await session.set_system_prompt(await self._mom_prompt(req.working_dir, req.channel))
+            await session.set_system_prompt(await self._mom_prompt(req.working_dir, req.channel, tool_dir))
         text = req.text
+        if tool_dir and req.working_dir and tool_dir != req.working_dir:
+            text = attachments_seen_from(text, req.working_dir, tool_dir)
         if req.sync is not None:
             text = "\n".join([*unseen_log_lines(req.sync), text])
         await session.prompt(text, images=load_images(req.images))
         return offset
 
-    async def _mom_prompt(self, working_dir: str, channel: str) -> str:
+    async def _tool_dir(self, working_dir: str) -> str:
+        """Where the tools see the working directory: its mount in the user's container."""
+        name = self.options.sandbox_container
+        if self.options.sandbox != "container" or not name:
+            return working_dir
+        try:
+            return (await attach_user_container(name, working_dir)).workdir
+        except SandboxError:
+            return working_dir  # the tool calls themselves say what is wrong
+
+    async def _mom_prompt(self, working_dir: str, channel: str, tool_dir: str | None) -> str:
         await self.directory.refresh(self.web)
         return build_mom_prompt(
             working_dir=Path(working_dir),
@@ -180,6 +196,7 @@ class SlackActivities:
             timezone=local_zone_name(),
             users=self.directory.users,
             channels=self.directory.channels,
+            workspace_path=tool_dir,
         )
 
     @activity.defn(name=SLACK_WAIT_RUN)

@@ -74,6 +74,11 @@ def local_zone_name() -> str:
 
 
 def _environment(sandbox: str, cwd: str) -> str:
+    if sandbox == "container":
+        return (
+            "Your commands run in a long-lived Docker container that keeps what you install.\n"
+            "- Install what you need with the container's package manager; record it in SYSTEM.md"
+        )
     if sandbox == "docker":
         return (
             "Your commands run in a Docker container.\n"
@@ -96,8 +101,11 @@ def build_mom_prompt(
     timezone: str,
     users: Sequence[SlackUser] = (),
     channels: Sequence[SlackChannel] = (),
+    workspace_path: str | None = None,
 ) -> str:
-    ws = str(working_dir)
+    """`workspace_path`: where tools see `working_dir` (its mount in a container), which
+    the paths the prompt names must use."""
+    ws = workspace_path or str(working_dir)
     here = f"{ws}/{channel}"
     channel_ids = "\n".join(f"{c.id}\t#{c.name}" for c in channels) or "(no channels loaded)"
     user_ids = "\n".join(f"{u.id}\t@{u.name}\t{u.display_name}" for u in users) or "(no users loaded)"

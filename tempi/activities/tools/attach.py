@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import posixpath
 from typing import Any
 
@@ -27,4 +28,7 @@ async def run_attach(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     if info.kind != "file":
         raise ToolError(f"Not a file: {shown} (share one file at a time)")
     title = str(args.get("title") or "").strip() or posixpath.basename(path)
+    if ctx.host_cwd is not None:
+        # The uploader reads the host side of the mount.
+        path = os.path.join(ctx.host_cwd, posixpath.relpath(path, ctx.cwd))
     return text_outcome(f"Attached file: {title}", details={"path": path, "title": title})

@@ -31,6 +31,9 @@ class ToolContext:
     enabled_tools: tuple[str, ...] = tuple(TOOL_DEFINITIONS)
     # settings.json's shellCommandPrefix: run before every bash tool command, as in pi.
     command_prefix: str | None = None
+    # When tools act in a container: the host folder mounted at `cwd` there, so a file
+    # `attach` names can be found on the host by the front end that uploads it.
+    host_cwd: str | None = None
 
 
 def text_outcome(text: str, details: Any = None, is_error: bool = False) -> ToolOutcome:

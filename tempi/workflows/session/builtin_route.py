@@ -52,6 +52,8 @@ class BuiltinToolRoute:
         try:
             self.queue = await self.sandbox.queue()
         except ActivityError as err:
+            if self.config.sandbox == "container":
+                return f"Cannot run tools in the container: {cause(err)}"
             return f"Could not start the docker sandbox: {cause(err)}"
         return None
 

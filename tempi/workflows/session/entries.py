@@ -44,6 +44,7 @@ class EntryWriter:
             parent_session=config.parent_session,
             header_timestamp=config.created_at,
             sandbox=config.sandbox,
+            container_name=config.sandbox_container,
             existing_file=config.existing_file,
         )
 

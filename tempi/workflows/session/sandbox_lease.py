@@ -1,5 +1,7 @@
 """The session's docker sandbox: created with the first tool call that needs it, forgotten
-when its host is gone (the next call starts a fresh one), finished when the session ends."""
+when its host is gone (the next call starts a fresh one), finished when the session ends.
+With `--sandbox container:NAME` the user's own container is looked up instead, and left
+as it is when the session ends."""
 
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ class SandboxLease:
     async def queue(self) -> str | None:
         """The task queue of the host running this session's container, creating it first;
         None when tools run on the main queue."""
-        if self.config.sandbox != "docker":
+        if self.config.sandbox not in ("docker", "container"):
             return None
         if self.state.sandbox is None:
             created: SandboxCreated = await self.activities.execute(
@@ -47,6 +49,9 @@ class SandboxLease:
                     workspace=self.config.cwd,
                     copy_from=self.config.workspace_copy_from,
                     network=self.config.sandbox_network,
+                    # The user's own container is only looked up, on the main queue's
+                    # worker's engine; its tools then go to that host's queue.
+                    container=self.config.sandbox_container if self.config.sandbox == "container" else None,
                 ),
                 SandboxCreated,
             )
@@ -61,6 +66,9 @@ class SandboxLease:
     async def finish(self, want_patch: bool) -> str | None:
         """Remove the session's container (a subagent's patch is collected first)."""
         sandbox = self.state.sandbox
+        if self.config.sandbox == "container":
+            self.forget()  # the user's container outlives every session
+            return None
         if sandbox is None:
             return None
         try:
