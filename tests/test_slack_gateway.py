@@ -53,7 +53,7 @@ def scenario() -> tuple[str, dict[str, Any]]:
 
 @pytest.fixture
 def gateway_args() -> list[str]:
-    return []
+    return ["--sandbox", "host"]  # mom's name for running tools on this machine
 
 
 @contextlib.asynccontextmanager

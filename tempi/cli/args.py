@@ -62,6 +62,8 @@ def _version() -> str:
 
 
 def _sandbox_arg(value: str) -> str:
+    if value == "host":
+        return "local"  # mom's word for it
     kind, colon, rest = value.partition(":")
     if (
         kind not in ("local", "bwrap", "docker", "container")
@@ -69,7 +71,7 @@ def _sandbox_arg(value: str) -> str:
         or (kind == "container" and not rest)
     ):
         raise argparse.ArgumentTypeError(
-            f"{value!r}: use local, bwrap, docker, docker:IMAGE or container:NAME"
+            f"{value!r}: use local (or host), bwrap, docker, docker:IMAGE or container:NAME"
         )
     return value
 

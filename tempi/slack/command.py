@@ -63,7 +63,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     )
     p.add_argument(
         "--sandbox",
-        help="where tools run: local, bwrap, docker, docker:IMAGE, or container:NAME, your own running "
+        help="where tools run: host (this machine; also called local), bwrap, docker, docker:IMAGE, or container:NAME, your own running "
         "container that mounts WORKING_DIR and keeps what tools install (mom's docker:NAME; "
         "e.g. `docker run -d --name NAME -v WORKING_DIR:/workspace alpine sleep infinity`) (default local)",
     )

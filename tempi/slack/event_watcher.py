@@ -16,6 +16,7 @@ from temporalio.client import (
     Client,
     Schedule,
     ScheduleActionStartWorkflow,
+    ScheduleAlreadyRunningError,
     ScheduleOverlapPolicy,
     SchedulePolicy,
     ScheduleSpec,
@@ -191,9 +192,14 @@ class EventWatcher:
         try:
             current = await handle.describe()
         except RPCError:
-            await self.temporal.create_schedule(schedule_id, schedule)
-            log.info("events/%s: periodic %s (%s)", fire.file, event.schedule, event.timezone)
-            return
+            try:
+                await self.temporal.create_schedule(schedule_id, schedule)
+            except ScheduleAlreadyRunningError:
+                # Another gateway watching this directory made it first; it may be of an older file.
+                current = await handle.describe()
+            else:
+                log.info("events/%s: periodic %s (%s)", fire.file, event.schedule, event.timezone)
+                return
         if current.schedule.state.note == fire.digest:
             return
 
