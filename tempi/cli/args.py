@@ -38,6 +38,7 @@ more commands (tempi COMMAND --help):
   tempi stop ID                                         end its workflow (the file stays)
   tempi server [status|stop]                            the shared background server
   tempi worker                                          a worker for TEMPORAL_ADDRESS
+  tempi pipeline run SPEC.yaml --dry-run                a refactor spec's shards (see tempi pipeline --help)
 
 Sessions run in Temporal workflows: closing this terminal does not stop a running session.
 

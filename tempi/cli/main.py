@@ -183,6 +183,10 @@ def _dispatch(argv: list[str]) -> int:
         from tempi.slack.command import cmd_slack
 
         return asyncio.run(cmd_slack(argv[1:]))
+    if argv and argv[0] == "pipeline":
+        from tempi.cli.pipeline_command import cmd_pipeline
+
+        return cmd_pipeline(argv[1:])
     if argv and argv[0] in SUBCOMMANDS:
         name, rest = argv[0], argv[1:]
         if name == "server":

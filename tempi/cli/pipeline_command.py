@@ -1,0 +1,216 @@
+"""`tempi pipeline`: refactor a repository shard by shard from a spec file.
+
+Built so far: the spec and its schema, and `run --dry-run` (base commit, pipeline id,
+shards and their first prompt, with no model request and no change to the repository)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from tempi.agent.model_registry import ModelSelectionError, select_model
+from tempi.agent.thinking_levels import DEFAULT_THINKING_LEVEL, clamp_level
+from tempi.config.api_keys import has_configured_key
+from tempi.config.errors import ConfigError
+from tempi.config.models_json import load_model_registry
+from tempi.config.settings import load_settings
+from tempi.pipeline.loading import SpecError, load_spec
+from tempi.pipeline.plan import PipelinePlan, plan_pipeline
+from tempi.pipeline.spec import PipelineSpec, json_schema
+from tempi.pipeline.targets import TargetError, discover
+from tempi.pipeline.values import format_duration
+
+EXIT_USAGE = 2  # a spec or usage error
+EXIT_CONFIG = 3  # a configuration error (no model, a broken models.json)
+
+NOT_BUILT = "not built yet: only `tempi pipeline run SPEC --dry-run` and `tempi pipeline schema` are"
+
+DESCRIPTION = """\
+Run one coding-agent task over many files of a repository, shard by shard, from a spec
+file (YAML). Each shard works at the spec's base commit; verified shards become one commit
+each on the output branch. The same command run again resumes the same pipeline.
+
+Built so far: `run SPEC --dry-run` and `schema`. A real run, status, attach, wait, cancel
+and list are not built yet; they exit with code 2 and say so.
+"""
+
+EXAMPLES = """\
+examples:
+  tempi pipeline schema > pipeline.schema.json          the spec's JSON Schema (for editors)
+  tempi pipeline run examples/pipeline/migrate-old-api.yaml --dry-run
+                                                        the base commit, id, shards and first prompts
+
+exit codes: 0 ok; 2 spec or usage error (or a command not built yet); 3 configuration error
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="tempi pipeline",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    run = sub.add_parser(
+        "run",
+        help="run a pipeline from its spec (only --dry-run is built so far)",
+        description="Run the pipeline SPEC describes, or resume it if it ran before. "
+        "Only --dry-run is built so far; without it the command exits with code 2.",
+        epilog="exit codes: 0 ok; 2 spec or usage error; 3 configuration error",
+    )
+    run.add_argument("spec", metavar="SPEC.yaml", help="the pipeline spec (see `tempi pipeline schema`)")
+    run.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the base commit, the pipeline id and the shards with their first prompt; "
+        "no model request, no change to the repository",
+    )
+    run.add_argument("--detach", action="store_true", help="start it and exit (not built yet)")
+    run.add_argument("--fresh", action="store_true", help="a new run instead of resuming (not built yet)")
+    run.add_argument(
+        "--concurrency", type=_positive, metavar="N", help="shards at work at once (overrides the spec)"
+    )
+    run.add_argument("--json", metavar="FILE", help="write the JSON summary here (not built yet)")
+    run.add_argument("--junit", metavar="FILE", help="write JUnit XML here (not built yet)")
+    run.add_argument(
+        "--mode",
+        choices=["text", "json"],
+        default="text",
+        help="text: readable lines; json: one JSON document (with --dry-run, the plan)",
+    )
+    sub.add_parser("schema", help="print the spec's JSON Schema")
+    for name, what in (
+        ("status", "a pipeline's progress"),
+        ("attach", "follow a running pipeline"),
+        ("wait", "wait for a pipeline to finish"),
+        ("cancel", "cancel a pipeline"),
+    ):
+        cmd = sub.add_parser(name, help=f"{what} (not built yet)", description=f"{what}: {NOT_BUILT}.")
+        cmd.add_argument("pipeline", metavar="ID", nargs="?", help="a pipeline id")
+    sub.add_parser("list", help="the pipelines on this server (not built yet)")
+    return p
+
+
+def _positive(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{value!r}: give a positive whole number, e.g. 4")
+    return n
+
+
+def cmd_pipeline(argv: list[str]) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    if args.command == "schema":
+        print(json.dumps(json_schema(), indent=2))
+        return 0
+    if args.command == "run":
+        return _run(args)
+    print(f"tempi pipeline {args.command}: {NOT_BUILT}.", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        spec = load_spec(Path(args.spec))
+    except SpecError as err:
+        for problem in err.problems:
+            print(f"tempi pipeline: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    if not args.dry_run:
+        print("tempi pipeline run: only --dry-run is built so far", file=sys.stderr)
+        return EXIT_USAGE
+    cwd = Path.cwd()
+    try:
+        discovery = discover(spec, cwd)
+    except TargetError as err:
+        print(f"tempi pipeline: {args.spec}: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        model = _model_line(spec, Path(discovery.root))
+    except ModelSelectionError as err:
+        print(f"tempi pipeline: {args.spec}: model: {err}", file=sys.stderr)
+        return EXIT_USAGE if spec.model else EXIT_CONFIG
+    except ConfigError as err:
+        print(f"tempi pipeline: {err}", file=sys.stderr)
+        return EXIT_CONFIG
+    plan = plan_pipeline(spec, discovery, args.concurrency)
+    if args.mode == "json":
+        print(json.dumps({"model": model, **plan.model_dump(mode="json")}, indent=2))
+    else:
+        _print_plan(spec, plan, model, args.spec)
+    return 0
+
+
+def _model_line(spec: PipelineSpec, root: Path) -> str:
+    """The model a shard would use, chosen as `tempi --model` chooses it."""
+    registry = load_model_registry()
+    settings = load_settings(root)
+    selection = select_model(
+        registry,
+        None,
+        spec.model,
+        default_provider=settings.default_provider,
+        default_model=settings.default_model,
+        key_available=lambda p: has_configured_key(p, registry),
+    )
+    level = clamp_level(
+        selection.model,
+        selection.thinking_level or settings.default_thinking_level or DEFAULT_THINKING_LEVEL,
+    )
+    return f"{selection.model.provider}/{selection.model.id}, thinking {level}"
+
+
+def _print_plan(spec: PipelineSpec, plan: PipelinePlan, model: str, spec_path: str) -> None:
+    d = plan.discovery
+    t = spec.targets
+    source = (
+        f"command {t.command!r}"
+        if t.command is not None
+        else "glob " + ", ".join(t.globs) + (f" excluding {', '.join(t.exclude)}" if t.exclude else "")
+    )
+    size = t.shard_size
+    grouping = f"by {t.group_by}" + (f", at most {size} per shard" if size else ", a whole directory per shard")
+    lines = [
+        f"tempi pipeline: dry run of {spec.name} ({spec_path})",
+        f"pipeline id  {plan.pipeline_id}",
+        f"repository   {d.root}",
+        f"base         {d.base} = {d.base_commit}",
+        f"model        {model}",
+        f"sandbox      {spec.sandbox}",
+    ]
+    if spec.setup:
+        lines.append(f"setup        {'; '.join(spec.setup)}")
+    lines += [
+        f"targets      {len(d.targets)} ({source})",
+        f"shards       {len(plan.shards)} ({grouping}), {plan.concurrency} at a time",
+        "steps        "
+        + ", ".join(s.name + (f" (max {s.max_turns} turns)" if s.max_turns else "") for s in spec.steps),
+    ]
+    if spec.verify is not None:
+        repairs = spec.verify.repair.attempts if spec.verify.repair else 0
+        lines.append(
+            f"verify       {spec.verify.command} (timeout {format_duration(spec.verify.timeout)}, "
+            f"{repairs} repair{'s' if repairs != 1 else ''})"
+        )
+    lines.append(f"output       branch {plan.branch}" + (f", patch {spec.output.patch}" if spec.output.patch else ""))
+    count = len(plan.shards)
+    for planned in plan.shards:
+        shard = planned.shard
+        lines.append(f"shard {shard.index}/{count} {shard.id}: {' '.join(shard.files)}")
+        prompt = planned.first_prompt.splitlines() or [""]
+        lines.append(f"  {spec.steps[0].name}: {prompt[0]}")
+        lines += [f"    {line}" for line in prompt[1:]]
+    if not plan.shards:
+        lines.append("no targets: nothing would run; check targets in the spec")
+    lines.append("dry run: no model was asked and nothing in the repository changed")
+    print("\n".join(lines))
