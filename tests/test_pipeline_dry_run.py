@@ -60,8 +60,19 @@ def test_dry_run_shows_the_shards_and_asks_no_model(
     assert scripted_server.requests_for("pipeline-dry-run") == []
     assert _repo_state(repo) == before
 
-    again = run_tempi(["pipeline", "run", "pipeline.yaml", "--dry-run"], cwd=repo, env=tempi_env(home, None))
-    assert again.stdout.splitlines()[1] == out.splitlines()[1]  # the same id: a rerun resumes it
+    # Again, as JSON: the same id (so a rerun resumes the same pipeline) and the same shards.
+    again = run_tempi(
+        ["pipeline", "run", "pipeline.yaml", "--dry-run", "--mode", "json"],
+        cwd=repo,
+        env=tempi_env(home, None),
+    )
+    assert again.returncode == 0, again.stderr
+    plan = json.loads(again.stdout)
+    assert f"pipeline id  {plan['pipeline_id']}\n" in out
+    assert [s["shard"]["files"] for s in plan["shards"]] == [[m] for m in MODULES]
+    assert plan["shards"][0]["first_prompt"] == f"Migrate {MODULES[0]} from old_api to new_api."
+    assert scripted_server.requests_for("pipeline-dry-run") == []
+    assert _repo_state(repo) == before
 
 
 def test_spec_errors_and_unbuilt_parts_exit_2_with_the_reason(tmp_path: Path) -> None:

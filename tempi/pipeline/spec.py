@@ -212,7 +212,9 @@ class PipelineSpec(SpecModel):
         for step in steps:
             if step.name in seen:
                 raise PydanticCustomError(
-                    "step_names", "two steps are named {name}; give each step its own name", {"name": step.name}
+                    "step_names",
+                    "two steps are named {name}; give each step its own name",
+                    {"name": step.name},
                 )
             seen.add(step.name)
         return steps

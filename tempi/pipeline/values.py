@@ -90,7 +90,6 @@ def _model_ref(value: Any) -> str:
     )
 
 
-
 def _sandbox_ref(value: Any) -> str:
     if isinstance(value, str):
         kind, colon, image = value.partition(":")
