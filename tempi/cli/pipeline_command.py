@@ -29,8 +29,9 @@ NOT_BUILT = "not built yet: only `tempi pipeline run SPEC --dry-run` and `tempi 
 
 DESCRIPTION = """\
 Run one coding-agent task over many files of a repository, shard by shard, from a spec
-file (YAML). Each shard works at the spec's base commit; verified shards become one commit
-each on the output branch. The same command run again resumes the same pipeline.
+file (YAML). The plan: each shard works at the spec's base commit, verified shards become
+one commit each on the output branch, and the same command run again resumes the pipeline
+(its id comes from the spec's name, the spec and the base commit).
 
 Built so far: `run SPEC --dry-run` and `schema`. A real run, status, attach, wait, cancel
 and list are not built yet; they exit with code 2 and say so.
@@ -58,7 +59,7 @@ def _parser() -> argparse.ArgumentParser:
         "run",
         help="run a pipeline from its spec (only --dry-run is built so far)",
         description="Run the pipeline SPEC describes, or resume it if it ran before. "
-        "Only --dry-run is built so far; without it the command exits with code 2.",
+        "Only --dry-run is built so far; without it the command exits with code 2 and runs nothing.",
         epilog="exit codes: 0 ok; 2 spec or usage error; 3 configuration error",
     )
     run.add_argument("spec", metavar="SPEC.yaml", help="the pipeline spec (see `tempi pipeline schema`)")
@@ -179,7 +180,9 @@ def _print_plan(spec: PipelineSpec, plan: PipelinePlan, model: str, spec_path: s
         else "glob " + ", ".join(t.globs) + (f" excluding {', '.join(t.exclude)}" if t.exclude else "")
     )
     size = t.shard_size
-    grouping = f"by {t.group_by}" + (f", at most {size} per shard" if size else ", a whole directory per shard")
+    grouping = f"by {t.group_by}" + (
+        f", at most {size} per shard" if size else ", a whole directory per shard"
+    )
     lines = [
         f"tempi pipeline: dry run of {spec.name} ({spec_path})",
         f"pipeline id  {plan.pipeline_id}",
@@ -202,7 +205,9 @@ def _print_plan(spec: PipelineSpec, plan: PipelinePlan, model: str, spec_path: s
             f"verify       {spec.verify.command} (timeout {format_duration(spec.verify.timeout)}, "
             f"{repairs} repair{'s' if repairs != 1 else ''})"
         )
-    lines.append(f"output       branch {plan.branch}" + (f", patch {spec.output.patch}" if spec.output.patch else ""))
+    lines.append(
+        f"output       branch {plan.branch}" + (f", patch {spec.output.patch}" if spec.output.patch else "")
+    )
     count = len(plan.shards)
     for planned in plan.shards:
         shard = planned.shard
