@@ -2,13 +2,15 @@
 
 Its tools: `lookup` (read-only) answers from a table and says whether the secret it was
 given in its environment arrived; `record` (neither read-only nor idempotent) appends a
-line to a file; `picture` returns an image; `whoami` returns the process id."""
+line to a file; `picture` returns an image; `whoami` returns the process id; `crash`
+kills the server in the middle of the call."""
 
 from __future__ import annotations
 
 import argparse
 import base64
 import os
+import signal
 from pathlib import Path
 
 from mcp.server.mcpserver import MCPServer
@@ -44,12 +46,21 @@ def build(name: str) -> MCPServer:
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     def picture() -> list[TextContent | ImageContent]:
         """A one-pixel picture."""
-        return [TextContent(type="text", text="a pixel"), ImageContent(type="image", data=PIXEL, mime_type="image/png")]
+        return [
+            TextContent(type="text", text="a pixel"),
+            ImageContent(type="image", data=PIXEL, mime_type="image/png"),
+        ]
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     def whoami() -> str:
         """The server's process id."""
         return str(os.getpid())
+
+    @server.tool()
+    def crash() -> str:
+        """Kill the server in the middle of the call."""
+        os.kill(os.getpid(), signal.SIGKILL)
+        return "unreachable"
 
     return server
 

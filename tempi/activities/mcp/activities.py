@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mcp.types import Tool
 from temporalio import activity
 
 from tempi.activities.mcp.connections import McpConnections, McpUnavailableError, describe_error
@@ -27,6 +26,9 @@ from tempi.config.errors import ConfigError
 from tempi.config.mcp_json import McpServer, load_mcp_servers, resolve_server
 from tempi.workflows import activity_names as names
 from tempi.workflows.session_types import McpCallInput, McpListInput, ToolCallResult
+
+if TYPE_CHECKING:
+    from mcp.types import Tool
 
 MAX_LIST_PAGES = 50
 

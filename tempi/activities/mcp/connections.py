@@ -11,14 +11,12 @@ import asyncio
 import contextlib
 import hashlib
 import os
-from typing import Any
-
-from mcp import Client
-from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
+from typing import TYPE_CHECKING, Any
 
 from tempi.config.mcp_json import ResolvedServer
+
+if TYPE_CHECKING:
+    from mcp import Client
 
 CONNECT_TIMEOUT_S = 30.0
 # What servers print on stderr is theirs, not the worker log's.
@@ -35,6 +33,11 @@ def server_key(server: ResolvedServer) -> str:
 
 
 def _transport(server: ResolvedServer) -> Any:
+    # The mcp package is imported on first use: every `tempi` start builds a worker.
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
     if server.command:
         # The server gets the worker's environment and its own `env` on top, as other MCP
         # hosts do: servers need PATH and HOME, and their keys come from `env`.
@@ -71,6 +74,8 @@ class McpConnection:
         return self.client
 
     async def _hold(self) -> None:
+        from mcp import Client
+
         try:
             async with Client(_transport(self.server)) as client:
                 self.client = client

@@ -4,18 +4,21 @@ read), images kept as image blocks, other blocks described in text."""
 from __future__ import annotations
 
 import json
-from typing import Any
-
-from mcp import types as mcp_types
+from typing import TYPE_CHECKING, Any
 
 from tempi.agent.messages import ImageContent, TextContent
 from tempi.agent.truncation import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, format_size, truncate_head
+
+if TYPE_CHECKING:
+    from mcp import types as mcp_types
 
 Block = TextContent | ImageContent
 
 
 def result_blocks(result: mcp_types.CallToolResult) -> tuple[list[Block], dict[str, Any]]:
     """The blocks the model gets and the details kept beside them."""
+    from mcp import types as mcp_types
+
     texts: list[str] = []
     images: list[Block] = []
     for block in result.content:
