@@ -7,7 +7,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from tempi.agent.messages import ImageContent, TextContent
-from tempi.agent.truncation import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, format_size, truncate_head
+from tempi.agent.truncation import DEFAULT_MAX_BYTES, format_size, truncate_head
 
 if TYPE_CHECKING:
     from mcp import types as mcp_types
@@ -51,10 +51,6 @@ def _cut(text: str) -> tuple[str, dict[str, Any]]:
         kept = text.encode("utf-8")[:DEFAULT_MAX_BYTES].decode("utf-8", "ignore")
         note = f"[Output truncated: showing the first {format_size(DEFAULT_MAX_BYTES)} of {format_size(cut.total_bytes)}]"
         return f"{kept}\n\n{note}", {"truncation": cut.to_json_dict()}
-    limit = (
-        f"{DEFAULT_MAX_LINES} lines"
-        if cut.truncated_by == "lines"
-        else f"the {format_size(DEFAULT_MAX_BYTES)} limit"
-    )
-    note = f"[Output truncated: showing {cut.output_lines} of {cut.total_lines} lines ({limit})]"
+    why = "" if cut.truncated_by == "lines" else f" ({format_size(DEFAULT_MAX_BYTES)} limit)"
+    note = f"[Output truncated: showing {cut.output_lines} of {cut.total_lines} lines{why}]"
     return f"{cut.content}\n\n{note}", {"truncation": cut.to_json_dict()}
