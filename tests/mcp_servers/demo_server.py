@@ -1,7 +1,7 @@
 """A small MCP server the tests start: over stdio, or streamable HTTP with `--http PORT`.
 
 Its tools: `lookup` (read-only) answers from a table and says whether the secret it was
-given in its environment arrived; `record` (neither read-only nor idempotent) appends a
+given in its environment arrived (and whether a worker key leaked in); `record` (neither read-only nor idempotent) appends a
 line to a file; `picture` returns an image; `whoami` returns the process id; `crash`
 kills the server in the middle of the call."""
 
@@ -32,7 +32,11 @@ def build(name: str) -> MCPServer:
     def lookup(key: str) -> str:
         """Look a word up in the server's table."""
         secret_ok = os.environ.get("DEMO_SECRET") == os.environ.get("DEMO_SECRET_EXPECTED", "")
-        return f"{name} says {key} means {key.upper()}; secret {'ok' if secret_ok else 'missing'}"
+        leaked = "MOCK_API_KEY" in os.environ  # a key of the worker's, not given in `env`
+        return (
+            f"{name} says {key} means {key.upper()}; secret {'ok' if secret_ok else 'missing'}"
+            f"{'; worker key leaked' if leaked else ''}"
+        )
 
     @server.tool()
     def record(line: str) -> str:

@@ -13,6 +13,7 @@ import hashlib
 import os
 from typing import TYPE_CHECKING, Any
 
+from tempi.activities.tools.tool_env import tool_environment
 from tempi.config.mcp_json import ResolvedServer
 
 if TYPE_CHECKING:
@@ -39,10 +40,13 @@ def _transport(server: ResolvedServer) -> Any:
     from mcp.shared._httpx_utils import create_mcp_http_client
 
     if server.command:
-        # The server gets the worker's environment and its own `env` on top, as other MCP
-        # hosts do: servers need PATH and HOME, and their keys come from `env`.
+        # The server starts from the tools' scrubbed environment (PATH, HOME, locale, what
+        # TEMPI_TOOL_ENV lets through), never the worker's keys; what it needs comes from `env`.
         params = StdioServerParameters(
-            command=server.command, args=server.args, env={**os.environ, **server.env}, cwd=server.cwd
+            command=server.command,
+            args=server.args,
+            env={**tool_environment(os.environ), **server.env},
+            cwd=server.cwd,
         )
         return stdio_client(params, errlog=_SERVER_STDERR)
     assert server.url
