@@ -271,3 +271,16 @@ async def test_a_bad_mcp_json_names_the_file_and_the_problem(
         with pytest.raises(UserError) as err:
             await cmd_mcp(["list"])
         assert str(config) in str(err.value) and problem in str(err.value), err.value
+
+
+def test_a_run_with_a_bad_mcp_json_stops_before_starting_and_names_the_file(
+    tmp_path: Path, scripted_server: ScriptedLLMServer
+) -> None:
+    home, work = tmp_path / "home", tmp_path / "project"
+    (work / ".tempi").mkdir(parents=True)
+    write_models_json(home, scripted_server, "mcp-bad")
+    (work / ".tempi" / "mcp.json").write_text('{"mcpServers": {"docs": {"args": ["x"]}}}')
+    proc = run_tempi(["--model", "mock/mock-model", "-p", "hi"], cwd=work, env=tempi_env(home, None))
+    assert proc.returncode == 1
+    assert str(work / ".tempi" / "mcp.json") in proc.stderr and "server 'docs'" in proc.stderr
+    assert "give either `command`" in proc.stderr and "Traceback" not in proc.stderr
