@@ -248,7 +248,7 @@ async def test_mcp_list_shows_servers_their_state_and_tools(
     assert "  mcp__local__lookup [read-only]  Look a word up in the server's table." in out
     assert "  mcp__web__record  Append a line to the server's log file." in out
     assert "down  (http: http://127.0.0.1:9/mcp" in out and "state: error:" in out
-    assert "uses ${MCP_TEST_UNSET}, which is not set in the worker's environment" in out
+    assert "uses ${MCP_TEST_UNSET}, which is not set in this terminal's environment" in out
     assert SECRET not in out
 
 

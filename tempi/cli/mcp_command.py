@@ -53,7 +53,8 @@ async def cmd_mcp(argv: list[str]) -> int:
 
 async def _probe(connections: McpConnections, server: McpServer, cwd: Path) -> list[McpTool] | str:
     try:
-        return await list_server_tools(connections, server, cwd)
+        # Sessions resolve ${VAR} on their worker; this command, in the terminal's process.
+        return await list_server_tools(connections, server, cwd, "this terminal's environment")
     except (ConfigError, McpUnavailableError) as err:
         return str(err)
 

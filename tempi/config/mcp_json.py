@@ -127,10 +127,13 @@ def _read_file(path: Path, base: Path) -> list[McpServer]:
     return servers
 
 
-def expand_vars(value: str, where: str, environ: dict[str, str] | None = None) -> str:
+WORKER_ENV = "the worker's environment"
+
+
+def expand(value: str, where: str, env_label: str = WORKER_ENV) -> str:
     """`${NAME}` and `${NAME:-default}` filled from the environment; a missing variable
     without a default is an error naming it and where it is used."""
-    env = os.environ if environ is None else environ
+    env = os.environ
 
     def fill(match: re.Match[str]) -> str:
         name, default = match.group(1), match.group(2)
@@ -138,14 +141,19 @@ def expand_vars(value: str, where: str, environ: dict[str, str] | None = None) -
             return env[name]
         if default is not None:
             return default
-        raise ConfigError(f"{where} uses ${{{name}}}, which is not set in the worker's environment")
+        raise ConfigError(f"{where} uses ${{{name}}}, which is not set in {env_label}")
 
     return _VAR.sub(fill, value)
 
 
-def resolve_server(server: McpServer, session_cwd: Path) -> ResolvedServer:
+def resolve_server(server: McpServer, session_cwd: Path, env_label: str = WORKER_ENV) -> ResolvedServer:
+    """`env_label` says whose environment the variables come from, for the error."""
     e = server.entry
     at = f"MCP server {server.name!r} ({server.source})"
+
+    def expand_vars(value: str, where: str) -> str:
+        return expand(value, where, env_label)
+
     cwd = expand_path(expand_vars(e.cwd, f"{at} cwd"), Path(server.base_dir)) if e.cwd else session_cwd
     return ResolvedServer(
         name=server.name,

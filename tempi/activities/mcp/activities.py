@@ -23,7 +23,7 @@ from tempi.activities.session_activities import (
 from tempi.agent.mcp_tools import McpServerProblem, McpTool, McpToolList, mcp_tool_name
 from tempi.agent.messages import TextContent, ToolResultMessage
 from tempi.config.errors import ConfigError
-from tempi.config.mcp_json import McpServer, load_mcp_servers, resolve_server
+from tempi.config.mcp_json import WORKER_ENV, McpServer, load_mcp_servers, resolve_server
 from tempi.workflows import activity_names as names
 from tempi.workflows.session_types import McpCallInput, McpListInput, ToolCallResult
 
@@ -46,9 +46,11 @@ def tool_from_listing(server: str, tool: Tool) -> McpTool:
     )
 
 
-async def list_server_tools(connections: McpConnections, server: McpServer, cwd: Path) -> list[McpTool]:
+async def list_server_tools(
+    connections: McpConnections, server: McpServer, cwd: Path, env_label: str = WORKER_ENV
+) -> list[McpTool]:
     """The server's tools; raises ConfigError or McpUnavailableError saying why not."""
-    resolved = resolve_server(server, cwd)
+    resolved = resolve_server(server, cwd, env_label)
     client = await connections.client(resolved)
     tools: list[McpTool] = []
     cursor: str | None = None
