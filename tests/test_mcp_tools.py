@@ -4,8 +4,11 @@ scripted model calls their tools, and `tempi mcp list`."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -22,6 +25,7 @@ from tempi.cli.mcp_command import cmd_mcp
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tempi.workflows.session_types import workflow_id_for
 from tests.conftest import run_tempi, tempi_env, write_models_json
+from tests.session_harness import scripted_model, start_session, unique_queue
 
 DEMO_SERVER = Path(__file__).parent / "mcp_servers" / "demo_server.py"
 SECRET = "s3cr3t-mcp-value-7f2c"
@@ -244,7 +248,7 @@ async def test_mcp_list_shows_servers_their_state_and_tools(
     out = capsys.readouterr().out
     assert code == 1  # a server is down
     assert "local  (stdio: " in out and "web  (http: " in out
-    assert out.count("state: connected, 5 tools") == 2
+    assert out.count("state: connected, 7 tools") == 2
     assert "  mcp__local__lookup [read-only]  Look a word up in the server's table." in out
     assert "  mcp__web__record  Append a line to the server's log file." in out
     assert "down  (http: http://127.0.0.1:9/mcp" in out and "state: error:" in out
@@ -284,3 +288,77 @@ def test_a_run_with_a_bad_mcp_json_stops_before_starting_and_names_the_file(
     assert proc.returncode == 1
     assert str(work / ".tempi" / "mcp.json") in proc.stderr and "server 'docs'" in proc.stderr
     assert "give either `command`" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def _start_worker(home: Path, address: str, queue: str, log: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tempi", "worker", "--task-queue", queue],
+        env=tempi_env(home, address),
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+    )
+
+
+@pytest.mark.slow
+async def test_after_a_lost_worker_a_read_only_tool_runs_again_and_a_changing_one_does_not(
+    tmp_path: Path, temporal_address: str, temporal_client: Client, scripted_server: ScriptedLLMServer
+) -> None:
+    scenario = "mcp-worker-lost"
+    scripted_server.add_scenario(
+        scenario,
+        [
+            {
+                "tool_calls": [
+                    {**_call("mcp__local__slow_lookup", key="a"), "id": "look"},
+                    {**_call("mcp__local__slow_record", line="b"), "id": "rec"},
+                ]
+            },
+            {"text": "Both answered."},
+        ],
+    )
+    home, work = tmp_path / "home", tmp_path / "work"
+    write_models_json(home, scripted_server, scenario)
+    calls, gate = tmp_path / "calls.log", tmp_path / "gate"
+    (work / ".tempi").mkdir(parents=True)
+    (work / ".tempi" / "mcp.json").write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "local": {
+                        "command": sys.executable,
+                        "args": [str(DEMO_SERVER)],
+                        "env": {"DEMO_LOG": str(calls), "DEMO_GATE": str(gate)},
+                    }
+                }
+            }
+        )
+    )
+    queue = unique_queue()
+    worker_log = tmp_path / "worker.log"
+    worker = _start_worker(home, temporal_address, queue, worker_log)
+    try:
+        s = await start_session(
+            temporal_client, tmp_path, scripted_model(scripted_server, scenario), task_queue=queue
+        )
+        assert s.config.mcp
+        await s.prompt("Look a up and record b.")
+        deadline = time.monotonic() + 60
+        while not (calls.exists() and len(calls.read_text().splitlines()) == 2):
+            assert time.monotonic() < deadline, "the tools were not called"
+            await asyncio.sleep(0.05)
+        os.kill(worker.pid, signal.SIGKILL)
+        worker.wait()
+        gate.touch()
+        worker = _start_worker(home, temporal_address, queue, worker_log)
+        await s.run_to_idle(timeout=120)
+    finally:
+        worker.kill()
+        worker.wait()
+
+    assert sorted(calls.read_text().splitlines()) == ["lookup a", "lookup a", "record b"]
+    entries = [json.loads(line) for line in Path(s.config.session_path).read_text().splitlines()]
+    results = _tool_results(entries)
+    assert not results["look"]["isError"] and _text(results["look"]) == "finished lookup a"
+    assert results["rec"]["isError"] and "may or may not have run" in _text(results["rec"])
+    final = [e for e in s.events if e["type"] == "message_end"][-1]["message"]
+    assert final["content"][0]["text"] == "Both answered."

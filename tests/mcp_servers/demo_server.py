@@ -3,11 +3,13 @@
 Its tools: `lookup` (read-only) answers from a table and says whether the secret it was
 given in its environment arrived (and whether a worker key leaked in); `record` (neither read-only nor idempotent) appends a
 line to a file; `picture` returns an image; `whoami` returns the process id; `crash`
-kills the server in the middle of the call."""
+kills the server in the middle of the call; `slow_lookup` (read-only) and `slow_record` note
+the call in $DEMO_LOG and answer when $DEMO_GATE exists."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import base64
 import os
 import signal
@@ -59,6 +61,23 @@ def build(name: str) -> MCPServer:
     def whoami() -> str:
         """The server's process id."""
         return str(os.getpid())
+
+    async def note_then_wait(line: str) -> str:
+        with Path(os.environ["DEMO_LOG"]).open("a") as f:
+            f.write(line + "\n")
+        while not Path(os.environ["DEMO_GATE"]).exists():
+            await asyncio.sleep(0.05)
+        return f"finished {line}"
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    async def slow_lookup(key: str) -> str:
+        """Note the call in the log, then answer once the gate file exists."""
+        return await note_then_wait(f"lookup {key}")
+
+    @server.tool()
+    async def slow_record(line: str) -> str:
+        """Note the call in the log (a change), then answer once the gate file exists."""
+        return await note_then_wait(f"record {line}")
 
     @server.tool()
     def crash() -> str:
