@@ -1,10 +1,11 @@
-"""What the model gets from an MCP tool's answer: pi's truncation limits, images as images."""
+"""What the model gets from an MCP tool: names the model APIs accept, pi's truncation limits, images as images."""
 
 from __future__ import annotations
 
 from mcp import types
 
 from tempi.activities.mcp.results import result_blocks
+from tempi.agent.mcp_tools import mcp_tool_name
 from tempi.agent.messages import ImageContent, TextContent
 
 
@@ -38,3 +39,9 @@ def test_structured_only_answer_is_given_as_json() -> None:
     answer = types.CallToolResult(content=[], structured_content={"count": 3})
     blocks, details = result_blocks(answer)
     assert blocks == [TextContent(text='{"count": 3}')] and details == {}
+
+
+def test_tool_names_are_ones_the_model_apis_accept() -> None:
+    assert mcp_tool_name("docs", "search") == "mcp__docs__search"
+    assert mcp_tool_name("docs", "get.page v2") == "mcp__docs__get_page_v2"
+    assert len(mcp_tool_name("docs", "x" * 100)) == 64

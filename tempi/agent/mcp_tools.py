@@ -3,6 +3,7 @@ it, the schema, and whether the server says a call may be repeated. No I/O."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import Field
@@ -14,8 +15,14 @@ from tempi.agent.tools.definition import ToolEffect
 MCP_PREFIX = "mcp__"
 
 
+# What the model APIs accept as a tool name (OpenAI's and Anthropic's rule).
+_NOT_IN_NAME = re.compile(r"[^A-Za-z0-9_-]")
+MAX_NAME = 64
+
+
 def mcp_tool_name(server: str, tool: str) -> str:
-    return f"{MCP_PREFIX}{server}__{tool}"
+    """The name the model calls; characters the model APIs refuse become `_`."""
+    return _NOT_IN_NAME.sub("_", f"{MCP_PREFIX}{server}__{tool}")[:MAX_NAME]
 
 
 class McpTool(PiModel):
