@@ -6,10 +6,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from tempi.agent.mcp_tools import McpTool
 from tempi.agent.messages import TextContent, ToolCall, ToolResultMessage
 from tempi.agent.model_spec import ModelSpec
 from tempi.agent.tool_specs import tool_effect
-from tempi.workflows.session.activity_options import INFRA_RETRY, RUN_ONCE, tool_options
+from tempi.workflows.session.activity_options import INFRA_RETRY, RUN_ONCE, mcp_tool_options, tool_options
 from tempi.workflows.session.tool_routes import RouteResult, ToolRoutes, ToolSlot
 from tempi.workflows.session.tool_scheduler import ToolScheduler
 from tempi.workflows.session_types import SessionConfig
@@ -125,3 +126,24 @@ def test_only_calls_that_run_commands_are_never_retried() -> None:
     assert tool_options(tool_effect("bash")).retry == RUN_ONCE
     assert tool_options(tool_effect("task")).retry == RUN_ONCE
     assert tool_options(tool_effect("read")).retry == tool_options(tool_effect("edit")).retry == INFRA_RETRY
+
+
+async def test_mcp_tools_run_on_their_route_without_being_named_in_the_tool_list() -> None:
+    builtin, mcp = RecordingRoute("builtin"), RecordingRoute("mcp", tools={"mcp__docs__search"})
+    routes = ToolRoutes(builtin)
+    routes.register(mcp, own_tools=True)
+    calls = [ToolCall(id="a", name="mcp__docs__search"), ToolCall(id="b", name="mcp__docs__gone")]
+    results = await scheduler(routes, ["read"]).run(calls, slots(2))
+
+    assert text(results[0]) == "mcp ran a"
+    assert results[1].message.is_error and "Unknown tool 'mcp__docs__gone'" in text(results[1])
+
+
+def test_mcp_tools_retry_only_when_their_server_marks_them_read_only_or_idempotent() -> None:
+    def retry(**hints: bool) -> object:
+        tool = McpTool(name="mcp__s__t", server="s", tool="t", **hints)
+        return mcp_tool_options(tool.effect).retry
+
+    assert retry(read_only=True) == INFRA_RETRY
+    assert retry(idempotent=True) == INFRA_RETRY
+    assert retry() == RUN_ONCE

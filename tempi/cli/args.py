@@ -8,7 +8,7 @@ from importlib import metadata
 from tempi.agent.model_spec import THINKING_LEVELS
 from tempi.agent.tool_specs import ALL_TOOLS
 
-SUBCOMMANDS = ("sessions", "attach", "steer", "follow-up", "abort", "stop", "server", "worker")
+SUBCOMMANDS = ("sessions", "mcp", "attach", "steer", "follow-up", "abort", "stop", "server", "worker")
 
 EXAMPLES = """\
 examples:
@@ -31,6 +31,7 @@ examples:
 
 more commands (tempi COMMAND --help):
   tempi sessions list | show ID | export ID             sessions on this machine
+  tempi mcp list                                        MCP servers (mcp.json), their state and tools
   tempi attach ID                                       watch a running session live
   tempi steer ID "stop, do X instead"                   redirect it from any terminal
   tempi follow-up ID "then do Y"                        queue work for when it finishes

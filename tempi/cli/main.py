@@ -197,6 +197,10 @@ def _dispatch(argv: list[str]) -> int:
             from tempi.cli.sessions_command import cmd_sessions
 
             return asyncio.run(cmd_sessions(rest))
+        if name == "mcp":
+            from tempi.cli.mcp_command import cmd_mcp
+
+            return asyncio.run(cmd_mcp(rest))
         from tempi.cli.remote_cmd import cmd_remote
 
         return asyncio.run(cmd_remote(rest, name))

@@ -31,6 +31,7 @@ from tempi.config.agents import load_agents
 from tempi.config.api_keys import DEFAULT_API_KEY_ENV, has_configured_key
 from tempi.config.enabled_models import enabled_patterns
 from tempi.config.errors import ConfigError
+from tempi.config.mcp_json import load_mcp_servers
 from tempi.config.models_json import load_model_registry
 from tempi.config.paths import models_json_path, pi_agent_dir, tempi_home
 from tempi.config.resources import load_prompt_templates, load_skills
@@ -245,6 +246,11 @@ def plan_run(args: argparse.Namespace, cwd: Path) -> PlannedRun:
     apply_api_key(args, selection.model.provider, registry)
     try:
         agents = load_agents(tempi_home(), cwd, registry)
+    except ConfigError as err:
+        raise UserError(str(err)) from err
+    try:
+        # A broken mcp.json is reported now, naming the file, rather than by the worker later.
+        load_mcp_servers(cwd)
     except ConfigError as err:
         raise UserError(str(err)) from err
     tools = _tools(args, agents)

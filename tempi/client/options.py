@@ -15,6 +15,7 @@ from tempi.agent.model_spec import ModelSpec, ThinkingLevel
 from tempi.agent.subagents import AgentDefinition
 from tempi.agent.thinking_levels import clamp_level
 from tempi.client.forking import iso_now
+from tempi.config.mcp_json import mcp_configured
 from tempi.store.catalog import session_file_name
 from tempi.store.loading import LoadedSession
 from tempi.workflows.session_types import (
@@ -53,10 +54,16 @@ class SessionOptions(PiModel):
     agents: list[AgentDefinition] = Field(default_factory=list)
     history_event_budget: int = 20_000
     history_bytes_budget: int = 8_000_000
+    # MCP servers' tools: None offers them when an mcp.json is found (tempi's home or the
+    # project's .tempi/), False never.
+    mcp: bool | None = None
 
     def fields(self) -> dict[str, object]:
         # Attribute values as they are (models stay models), for SessionConfig's constructor.
         return {name: getattr(self, name) for name in type(self).model_fields}
+
+    def mcp_for(self, cwd: str) -> bool:
+        return self.mcp if self.mcp is not None else mcp_configured(Path(cwd))
 
 
 def new_config(
@@ -84,6 +91,7 @@ def new_config(
             "session_path": str(path),
             "created_at": created,
             "parent_session": parent_session,
+            "mcp": options.mcp_for(options.cwd),
         }
     )
 
@@ -116,5 +124,6 @@ def resumed_config(
             "session_path": str(path),
             "resume_leaf_id": loaded.tree.leaf_id,
             "existing_file": True,
+            "mcp": options.mcp_for(loaded.header.cwd or options.cwd),
         }
     )

@@ -14,6 +14,7 @@ from temporalio.client import Client
 from temporalio.worker import Interceptor, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from tempi.activities.mcp.activities import McpActivities
 from tempi.activities.sandbox_activities import SandboxActivities
 from tempi.activities.session_activities import CredentialResolver, SessionActivities
 from tempi.store.session_store import SessionStore
@@ -54,7 +55,8 @@ def build_worker(
         client,
         task_queue=task_queue,
         workflows=WORKFLOWS,
-        activities=[*activities.all(), SandboxActivities().create],
+        # One set of MCP connections per worker: servers start once and serve every session.
+        activities=[*activities.all(), *McpActivities().all(), SandboxActivities().create],
         workflow_runner=workflow_runner(),
         max_concurrent_activities=200,
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,

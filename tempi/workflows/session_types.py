@@ -12,6 +12,7 @@ from pydantic import Field
 
 from tempi.agent.base import PiModel
 from tempi.agent.llm_context import ToolSpec
+from tempi.agent.mcp_tools import McpTool, McpToolList
 from tempi.agent.messages import (
     AssistantMessage,
     ImageContent,
@@ -84,6 +85,8 @@ class SessionConfig(PiModel):
     # Past this many history events a run continues as new at the next prompt or turn boundary.
     history_event_budget: int = 20_000
     history_bytes_budget: int = 8_000_000
+    # An mcp.json was found: the session lists its servers' tools when it starts.
+    mcp: bool = False
 
 
 class SessionStats(PiModel):
@@ -131,6 +134,8 @@ class CarriedState(PiModel):
     handoff: RunHandoff | None = None
     entry_id_seed: int | None = None
     entry_ids_made: int = 0
+    # The MCP tools listed when the session started (None: not listed yet).
+    mcp_tools: McpToolList | None = None
 
 
 class SessionInput(PiModel):
@@ -219,6 +224,20 @@ class LlmCallResult(PiModel):
 
 class ToolCallInput(PiModel):
     file: SessionFileRef
+    tool_call: ToolCall
+    entry_id: str
+    parent_id: str
+    entry_timestamp: str
+    timestamp_ms: int
+
+
+class McpListInput(PiModel):
+    cwd: str  # the session's: the project's .tempi/mcp.json is found from it
+
+
+class McpCallInput(PiModel):
+    file: SessionFileRef
+    tool: McpTool
     tool_call: ToolCall
     entry_id: str
     parent_id: str

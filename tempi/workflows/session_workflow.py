@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
     from tempi.workflows.session.entries import EntryWriter, now_ms
     from tempi.workflows.session.event_log import EventLog
     from tempi.workflows.session.llm_call import LlmCaller
+    from tempi.workflows.session.mcp_route import McpToolRoute, McpTools
     from tempi.workflows.session.queues import MessageQueues
     from tempi.workflows.session.run_control import RunControl
     from tempi.workflows.session.sandbox_lease import SandboxLease
@@ -86,6 +87,8 @@ class AgentSessionWorkflow:
         # Tools from extensions or MCP servers register their routes here.
         routes = ToolRoutes(BuiltinToolRoute(cfg, self.control, self.entries, self.sandbox, activities))
         routes.register(TaskToolRoute(self.subagents))
+        mcp = McpTools(cfg, self.state, activities)
+        routes.register(McpToolRoute(mcp, self.control, self.entries, activities), own_tools=True)
         port = WorkflowPort(
             config=cfg,
             state=self.state,
@@ -93,7 +96,9 @@ class AgentSessionWorkflow:
             entries=self.entries,
             queues=self.queues,
             control=self.control,
-            llm=LlmCaller(cfg, self.state, self.log, self.entries, self.control, self.subagents, activities),
+            llm=LlmCaller(
+                cfg, self.state, self.log, self.entries, self.control, self.subagents, activities, mcp
+            ),
             routes=routes,
             compactor=self.compactor,
             user_bash=self.user_bash,

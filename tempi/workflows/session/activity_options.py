@@ -46,6 +46,9 @@ ACTIVITY_OPTIONS: dict[str, ActivityOptions] = {
     act.RUN_TOOL: ActivityOptions(TOOL_TIMEOUT, INFRA_RETRY, TOOL_HEARTBEAT, WAIT_CANCELLED),
     act.RUN_USER_BASH: ActivityOptions(TOOL_TIMEOUT, RUN_ONCE, TOOL_HEARTBEAT, WAIT_CANCELLED),
     act.FLUSH_ENTRIES: ActivityOptions(STORE_TIMEOUT, INFRA_RETRY),
+    # Listing starts each server once; a server that does not answer is reported, not retried.
+    act.LIST_MCP_TOOLS: ActivityOptions(timedelta(minutes=2), INFRA_RETRY),
+    act.CALL_MCP_TOOL: ActivityOptions(TOOL_TIMEOUT, INFRA_RETRY, TOOL_HEARTBEAT, WAIT_CANCELLED),
     act.CREATE_SANDBOX: ActivityOptions(
         timedelta(minutes=5), RetryPolicy(maximum_attempts=3, initial_interval=timedelta(seconds=2))
     ),
@@ -61,6 +64,10 @@ TOOL_RETRY: dict[ToolEffect, RetryPolicy] = {
 
 def tool_options(effect: ToolEffect) -> ActivityOptions:
     return replace(ACTIVITY_OPTIONS[act.RUN_TOOL], retry=TOOL_RETRY[effect])
+
+
+def mcp_tool_options(effect: ToolEffect) -> ActivityOptions:
+    return replace(ACTIVITY_OPTIONS[act.CALL_MCP_TOOL], retry=TOOL_RETRY[effect])
 
 
 class Activities:

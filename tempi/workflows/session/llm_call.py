@@ -17,6 +17,7 @@ with workflow.unsafe.imports_passed_through():
     from tempi.workflows.session.activity_options import Activities
     from tempi.workflows.session.entries import EntryWriter, now_ms
     from tempi.workflows.session.event_log import EventLog
+    from tempi.workflows.session.mcp_route import McpTools
     from tempi.workflows.session.run_control import RunControl
     from tempi.workflows.session.subagent_runner import SubagentRunner
     from tempi.workflows.session.texts import aborted_message, error_message
@@ -33,6 +34,7 @@ class LlmCaller:
         control: RunControl,
         subagents: SubagentRunner,
         activities: Activities,
+        mcp: McpTools | None = None,
     ) -> None:
         self.config = config
         self.state = state
@@ -41,8 +43,11 @@ class LlmCaller:
         self.control = control
         self.subagents = subagents
         self.activities = activities
+        self.mcp = mcp
 
     async def call(self) -> LlmCallResult:
+        if self.mcp is not None:
+            await self.mcp.ensure_listed()
         entry_id = self.entries.new_id()
         started_ms = now_ms()
         model = self.state.model
@@ -67,9 +72,10 @@ class LlmCaller:
                 thinking_level=self.state.thinking_level,
                 system_prompt=self.config.system_prompt,
                 tools=[t for t in self.config.tools if t != TASK_TOOL],
-                extra_tools=[task_tool_spec(self.subagents.agents())]
-                if TASK_TOOL in self.config.tools
-                else [],
+                extra_tools=[
+                    *([task_tool_spec(self.subagents.agents())] if TASK_TOOL in self.config.tools else []),
+                    *(self.mcp.specs() if self.mcp is not None else []),
+                ],
                 tool_labels=self.config.tool_labels,
             )
             task = asyncio.ensure_future(self.activities.execute(act.CALL_LLM, inp, LlmCallResult))

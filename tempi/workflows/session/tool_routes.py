@@ -45,9 +45,18 @@ class ToolRoutes:
     def __init__(self, builtin: ToolRoute) -> None:
         self.builtin = builtin
         self.registered: list[ToolRoute] = []
+        # Routes whose tools come from outside the session's tool list (MCP servers).
+        self.own_tools: list[ToolRoute] = []
 
-    def register(self, route: ToolRoute) -> None:
+    def register(self, route: ToolRoute, *, own_tools: bool = False) -> None:
+        """`own_tools`: the route's tools are the session's even though `tools` does not name
+        them (it handles exactly the tools it brings)."""
         self.registered.append(route)
+        if own_tools:
+            self.own_tools.append(route)
+
+    def brings(self, tool_name: str) -> bool:
+        return any(r.handles(tool_name) for r in self.own_tools)
 
     def route_for(self, tool_name: str) -> ToolRoute:
         return next((r for r in self.registered if r.handles(tool_name)), self.builtin)

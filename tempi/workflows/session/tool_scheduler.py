@@ -56,7 +56,7 @@ class ToolScheduler:
                 },
                 call.id,
             )
-            if call.name not in self.config.tools:
+            if call.name not in self.config.tools and not self.routes.brings(call.name):
                 available = ", ".join(self.config.tools) or "none"
                 results[i] = self._answer(call, f"Unknown tool {call.name!r}. Available tools: {available}.")
             else:

@@ -1,0 +1,1 @@
+"""MCP servers on the worker: their connections, their tools' results, the activities."""
