@@ -233,4 +233,9 @@ class SlackActivities:
 
     @activity.defn(name=SLACK_STEER)
     async def steer(self, req: SteerSession) -> None:
-        await self.service.get(req.session_id).steer(req.text)
+        text = req.text
+        if req.working_dir:
+            tool_dir = await self._tool_dir(req.working_dir)
+            if tool_dir != req.working_dir:
+                text = attachments_seen_from(text, req.working_dir, tool_dir)
+        await self.service.get(req.session_id).steer(text, images=load_images(req.images))
