@@ -210,3 +210,54 @@ async def test_api_key_never_enters_workflow_history(
     assert API_KEY not in decoded
     # ...while the key did reach the provider.
     assert scripted_server.requests_for("key-check")[0].headers["authorization"] == f"Bearer {API_KEY}"
+
+
+async def test_earlier_messages_join_a_prompt_each_as_its_own_message_with_one_model_call(
+    tmp_path: Path, temporal_client: Client, scripted_server: ScriptedLLMServer
+) -> None:
+    """mom's log sync: lines said before a prompt join the context as user messages of their
+    own, and only the prompt runs the model."""
+    scripted_server.add_scenario(
+        "earlier-messages", {"turns": [{"text": "first answer"}, {"text": "second answer"}]}
+    )
+    queue = unique_queue()
+    async with running_worker(temporal_client, tmp_path / "sessions", queue):
+        s = await start_session(
+            temporal_client, tmp_path, scripted_model(scripted_server, "earlier-messages"), task_queue=queue
+        )
+        await s.prompt("[carol]: what now?", before=["[alice]: deploy at 3", "[bob]: ok"])
+        await s.run_to_idle()
+        # Once the file exists, earlier messages are written ahead of the prompt all the same.
+        await s.prompt("[carol]: and then?", before=["[dave]: lunch first"])
+        await s.run_to_idle()
+        state = await s.session.state()
+
+    requests = [r.body for r in scripted_server.requests_for("earlier-messages")]
+    assert len(requests) == 2  # no model call for the earlier messages
+
+    def users(body: dict) -> list[str]:
+        return [
+            m["content"]
+            if isinstance(m["content"], str)
+            else "".join(p.get("text", "") for p in m["content"])
+            for m in body["messages"]
+            if m["role"] == "user"
+        ]
+
+    assert users(requests[0]) == ["[alice]: deploy at 3", "[bob]: ok", "[carol]: what now?"]
+    assert users(requests[1])[3:] == ["[dave]: lunch first", "[carol]: and then?"]
+    entries = _entries(s.config.session_path)
+    _assert_single_chain(entries)
+    said = [
+        (e["message"]["role"], e["message"]["content"][0]["text"]) for e in entries if e["type"] == "message"
+    ]
+    assert said == [
+        ("user", "[alice]: deploy at 3"),
+        ("user", "[bob]: ok"),
+        ("user", "[carol]: what now?"),
+        ("assistant", "first answer"),
+        ("user", "[dave]: lunch first"),
+        ("user", "[carol]: and then?"),
+        ("assistant", "second answer"),
+    ]
+    assert state.message_count == 7

@@ -1,26 +1,40 @@
-"""Beyond mom in `tempi slack`: a reply in a bot's thread steers the run or follows up, allow-lists say
+"""Beyond mom in `tempi slack`: a reply in a bot's thread steers the run (its images too) or follows up, allow-lists say
 who may use the bot and where, only a run's owner or an admin may stop it, and a channel's
 settings.json picks its model and thinking level."""
 
 from __future__ import annotations
 
+import base64
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
-from tempi.testing.slack_server import BotMessage, ScriptedSlackServer
+from tempi.testing.slack_server import Attachment, BotMessage, ScriptedSlackServer
 from tests import test_slack_gateway as base
 from tests.test_slack_gateway import bash_then_answer, main_messages, running_gateway, wait_for
+from tests.test_slack_log import PNG, see_images
 
 pytestmark = pytest.mark.slow
 
 # The gateway tests' fixtures: a scripted Slack server and a real `tempi slack` process.
 slack = base.slack
 gateway_env = base.gateway_env
-gateway = base.gateway
+
+
+@pytest.fixture
+async def gateway(
+    tmp_path: Path, slack: ScriptedSlackServer, gateway_env: dict[str, str], gateway_args: list[str]
+) -> AsyncIterator[Path]:
+    """The gateway tests' `tempi slack`, with a model that takes images."""
+    see_images(Path(gateway_env["TEMPI_HOME"]) / "models.json")
+    workdir = tmp_path / "mom"
+    async with running_gateway(slack, tmp_path, gateway_env, workdir, gateway_args):
+        yield workdir
+
 
 ANSWER = "Done, and I used staging too."
 FOLLOW_UP_ANSWER = "Staging is at version 2."
@@ -56,7 +70,8 @@ async def test_a_reply_in_the_thread_steers_the_run_or_follows_up(
     asked = slack.user_says(alice, general, f"<@{slack.bot_user_id}> deploy please")
     await wait_for(lambda: working(slack, general), "the tool label")
 
-    slack.user_says(bob, general, "use the staging server too", thread_ts=asked)
+    picture = Attachment("staging.png", PNG, "image/png")
+    slack.user_says(bob, general, "use the staging server too", thread_ts=asked, files=[picture])
     await wait_for(
         lambda: any(m.text == ANSWER for m in main_messages(slack, general)), "the answer of the steered run"
     )
@@ -64,8 +79,12 @@ async def test_a_reply_in_the_thread_steers_the_run_or_follows_up(
     # The reply reached the running session before its next model call: no busy reply, no second run.
     assert replies(slack, general, "_Already working") == []
     assert len(main_messages(slack, general)) == 1
-    last_request = str(scripted_server.requests_for("slack-steer")[-1].body)
-    assert "[bob]: use the staging server too" in last_request
+    last_request = scripted_server.requests_for("slack-steer")[-1].body
+    [steering] = [m for m in last_request["messages"] if "[bob]: use the staging server too" in str(m)]
+    # The reply's picture reached the model with it, as an image block.
+    assert [p["image_url"]["url"] for p in steering["content"] if p.get("type") == "image_url"] == [
+        "data:image/png;base64," + base64.b64encode(PNG).decode()
+    ]
     context = (gateway / general / "threads" / asked / "context.jsonl").read_text()
     assert "[bob]: use the staging server too" in context
 

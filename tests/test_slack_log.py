@@ -115,6 +115,11 @@ def logged(channel_dir: Path, text: str) -> bool:
     return log.exists() and text in log.read_text()
 
 
+def text_of(content: str | list[dict[str, Any]]) -> str:
+    """A request message's text, whether the provider sent a string or parts."""
+    return content if isinstance(content, str) else "".join(p.get("text", "") for p in content)
+
+
 def see_images(models_json: Path) -> None:
     """The scripted model takes images, or pi would leave them out of its requests."""
     models = json.loads(models_json.read_text())
@@ -176,14 +181,17 @@ async def test_the_channel_log_and_context_are_in_moms_formats(
 
     # The image reached the model as an image block, the other file as a path.
     first_request = scripted_server.requests_for(SCENARIO)[0].body
-    user_parts = [m for m in first_request["messages"] if m["role"] == "user"][-1]["content"]
+    *earlier, asking = [m for m in first_request["messages"] if m["role"] == "user"]
+    # What alice said before the mention came as a message of its own, as mom syncs the log.
+    assert [text_of(m["content"]) for m in earlier] == ["[alice]: morning all,\nthe deploy is at 3"]
+    user_parts = asking["content"]
     images = [p for p in user_parts if p.get("type") == "image_url"]
     assert [i["image_url"]["url"] for i in images] == [
         "data:image/png;base64," + base64.b64encode(PNG).decode()
     ]
     [text_part] = [p["text"] for p in user_parts if p.get("type") == "text"]
     assert f"<slack_attachments>\n{workdir.resolve()}/{general}/attachments/{stamp}_notes.txt\n" in text_part
-    assert text_part.startswith("[alice]: morning all,\nthe deploy is at 3\n[")
+    assert re.match(r"\[[^]]+\] \[bob\]: what is in the picture", text_part), text_part
 
     log = workdir / general / "log.jsonl"
     # Key order is mom's (JSON.stringify of its object literals).

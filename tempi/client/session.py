@@ -84,10 +84,15 @@ class SessionClient:
         *,
         images: Sequence[ImageContent] = (),
         streaming_behavior: StreamingBehavior | None = None,
+        before: Sequence[str] = (),
     ) -> None:
         """Start a run, or with a behaviour queue the message if one is going. Returns once
-        the session accepted it, before any event of the run."""
-        request = PromptRequest(message=text, images=list(images), streaming_behavior=streaming_behavior)
+        the session accepted it, before any event of the run. `before`: user messages that
+        join the context ahead of `text`, each its own, with no model call of their own
+        (only when the prompt starts a run)."""
+        request = PromptRequest(
+            message=text, images=list(images), streaming_behavior=streaming_behavior, before=list(before)
+        )
         await _refusable(self.handle.execute_update(AgentSessionWorkflow.prompt, request))
 
     async def steer(self, text: str, *, images: Sequence[ImageContent] = ()) -> None:

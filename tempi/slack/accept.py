@@ -65,6 +65,6 @@ def thread_reply(event: dict[str, Any], bot_user_id: str) -> Accepted | None:
     if event.get("subtype") not in (None, "file_share") or not thread_ts or thread_ts == ts:
         return None
     text = str(event.get("text") or "")
-    if f"<@{bot_user_id}>" in text or not text.strip():
+    if f"<@{bot_user_id}>" in text or not (text.strip() or event.get("files")):
         return None
     return Accepted(channel, ts, str(thread_ts), str(user), strip_mentions(text), is_dm=False)

@@ -137,7 +137,7 @@ class SlackGateway:
             log.info("not answering %s in %s: it predates this gateway", accepted.ts, accepted.channel)
             return
         try:
-            await (self.steer(accepted) if steer else self.dispatch(accepted, attachments))
+            await (self.steer(accepted, attachments) if steer else self.dispatch(accepted, attachments))
         except Exception:
             log.exception("could not hand a Slack message to its conversation workflow")
 
@@ -189,14 +189,14 @@ class SlackGateway:
             attachments=[a.local for a in attachments or []],
         )
 
-    async def steer(self, msg: Accepted) -> None:
+    async def steer(self, msg: Accepted, attachments: list[LoggedAttachment] | None = None) -> None:
         """A plain thread reply goes to that thread's conversation only if one exists: it
         steers the run going there, or follows up when none is; it never starts a conversation."""
         handle = self.temporal.get_workflow_handle(
             conversation_workflow_id(self.working_dir, msg.channel, msg.thread_ts)
         )
         try:
-            await handle.signal("message", await self._message(msg, steer=True))
+            await handle.signal("message", await self._message(msg, steer=True, attachments=attachments))
         except RPCError as err:
             if err.status != RPCStatusCode.NOT_FOUND:
                 raise

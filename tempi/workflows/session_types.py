@@ -147,6 +147,10 @@ class PromptRequest(PiModel):
     message: str
     images: list[ImageContent] = Field(default_factory=list)
     streaming_behavior: Literal["steer", "followUp"] | None = None
+    # Text user messages that join the context ahead of this one, each its own message and
+    # without a model call of its own (mom's channel-log lines the session has not seen).
+    # Only with a prompt that starts a run.
+    before: list[str] = Field(default_factory=list)
 
 
 class EventsPage(PiModel):

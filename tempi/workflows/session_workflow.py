@@ -171,6 +171,14 @@ class AgentSessionWorkflow:
 
     @workflow.update
     async def prompt(self, req: PromptRequest) -> None:
+        # Earlier messages go straight into the tree, as mom appends its log lines to the
+        # session before prompting: the run's first model call sees them, and no event
+        # announces them.
+        for text in req.before:
+            self.entries.record_message(
+                UserMessage(content=[TextContent(text=text)], timestamp=now_ms()).to_json_dict()
+            )
+            self.state.message_count += 1
         self.queues.submit(self._user_message(req), req.streaming_behavior, streaming=self.control.streaming)
 
     @prompt.validator
@@ -181,6 +189,11 @@ class AgentSessionWorkflow:
             raise ValueError(
                 "The agent is already working. Send the message as steering or a follow-up "
                 "(streamingBehavior 'steer' or 'followUp'), or wait for the run to end."
+            )
+        if req.before and (self.control.streaming or self.queues.has_prompts()):
+            raise ValueError(
+                "Earlier messages go only with a prompt that starts a run, and the agent is "
+                "working. Send them in the message itself, or wait for the run to end."
             )
 
     @workflow.update

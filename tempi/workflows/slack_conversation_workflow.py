@@ -116,9 +116,15 @@ class SlackConversationWorkflow:
 
     async def _steer(self, msg: SlackMessage) -> None:
         assert self.state.session_id is not None
+        text, images = with_attachments(prompt_text([msg]), [msg], self.inp.working_dir)
         await workflow.execute_activity(
             SLACK_STEER,
-            SteerSession(session_id=self.state.session_id, text=prompt_text([msg])),
+            SteerSession(
+                session_id=self.state.session_id,
+                text=text,
+                images=images,
+                working_dir=self.inp.working_dir,
+            ),
             start_to_close_timeout=_SLACK_TIMEOUT,
             retry_policy=_SLACK_RETRY,
         )

@@ -232,6 +232,10 @@ class BotLogRequest(BaseModel):
 class SteerSession(BaseModel):
     session_id: str
     text: str
+    # Absolute paths of the reply's images, sent as image blocks as a prompt's are.
+    images: list[str] = Field(default_factory=list)
+    # The conversation's working directory, so attachment paths read as the tools see them.
+    working_dir: str = ""
 
 
 class SlackEventFire(BaseModel):

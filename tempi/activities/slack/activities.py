@@ -171,9 +171,9 @@ class SlackActivities:
         text = req.text
         if tool_dir and req.working_dir and tool_dir != req.working_dir:
             text = attachments_seen_from(text, req.working_dir, tool_dir)
-        if req.sync is not None:
-            text = "\n".join([*unseen_log_lines(req.sync), text])
-        await session.prompt(text, images=load_images(req.images))
+        # mom adds each unseen log line to the session as a message of its own.
+        before = unseen_log_lines(req.sync) if req.sync is not None else []
+        await session.prompt(text, images=load_images(req.images), before=before)
         return offset
 
     async def _tool_dir(self, working_dir: str) -> str:
@@ -233,4 +233,9 @@ class SlackActivities:
 
     @activity.defn(name=SLACK_STEER)
     async def steer(self, req: SteerSession) -> None:
-        await self.service.get(req.session_id).steer(req.text)
+        text = req.text
+        if req.working_dir:
+            tool_dir = await self._tool_dir(req.working_dir)
+            if tool_dir != req.working_dir:
+                text = attachments_seen_from(text, req.working_dir, tool_dir)
+        await self.service.get(req.session_id).steer(text, images=load_images(req.images))

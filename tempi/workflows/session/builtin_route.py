@@ -22,6 +22,7 @@ with workflow.unsafe.imports_passed_through():
         ABORTED_TEXT,
         LOST_BASH_TEXT,
         sandbox_host_gone,
+        sandbox_unavailable,
         synthetic_result,
     )
     from tempi.workflows.session.tool_routes import RouteResult, ToolSlot
@@ -52,9 +53,7 @@ class BuiltinToolRoute:
         try:
             self.queue = await self.sandbox.queue()
         except ActivityError as err:
-            if self.config.sandbox == "container":
-                return f"Cannot run tools in the container: {cause(err)}"
-            return f"Could not start the docker sandbox: {cause(err)}"
+            return sandbox_unavailable(cause(err), self.sandbox.user_container())
         return None
 
     async def run(self, call: ToolCall, slot: ToolSlot) -> RouteResult:
@@ -83,7 +82,9 @@ class BuiltinToolRoute:
                 return self._failed(call, ABORTED_TEXT)
             if queue and never_started(err):
                 self.sandbox.forget()
-                return self._failed(call, sandbox_host_gone(self.config.sandbox_pickup_s))
+                return self._failed(
+                    call, sandbox_host_gone(self.config.sandbox_pickup_s, self.sandbox.user_container())
+                )
             if is_disk_full(err):
                 return self._failed(call, cause(err))
             if effect == "executes":

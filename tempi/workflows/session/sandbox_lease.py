@@ -34,6 +34,10 @@ class SandboxLease:
         if state.sandbox is not None:
             file_ref.container_id = state.sandbox.container_id
 
+    def user_container(self) -> str | None:
+        """The name of the user's own container (`--sandbox container:NAME`), if tools run there."""
+        return self.config.sandbox_container if self.config.sandbox == "container" else None
+
     async def queue(self) -> str | None:
         """The task queue of the host running this session's container, creating it first;
         None when tools run on the main queue."""
@@ -51,7 +55,7 @@ class SandboxLease:
                     network=self.config.sandbox_network,
                     # The user's own container is only looked up, on the main queue's
                     # worker's engine; its tools then go to that host's queue.
-                    container=self.config.sandbox_container if self.config.sandbox == "container" else None,
+                    container=self.user_container(),
                 ),
                 SandboxCreated,
             )

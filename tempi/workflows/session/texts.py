@@ -22,11 +22,30 @@ LOST_BASH_TEXT = (
 )
 
 
-def sandbox_host_gone(pickup_s: float) -> str:
+def sandbox_host_gone(pickup_s: float, container: str | None = None) -> str:
+    """A tool call no sandbox worker took; `container` names the user's own container
+    (`--sandbox container:NAME`), which tempi never replaces with a fresh one."""
+    if container is not None:
+        return (
+            f"The worker serving the container {container} did not pick this up within {pickup_s:g} s, "
+            f"so it is probably gone. The next tool call looks {container} up again: check that it "
+            f"still runs (`docker ps --filter name={container}`) and that a tempi worker runs on its host."
+        )
     return (
         f"The sandbox's host did not pick this up within {pickup_s:g} s, so its worker is probably "
         "gone. A fresh sandbox starts with the next tool call, from the workspace as last saved."
     )
+
+
+def sandbox_unavailable(reason: str, container: str | None = None) -> str:
+    """Why no tool or `!cmd` could run: the docker sandbox did not start, or the user's own
+    container (`--sandbox container:NAME`) could not be used."""
+    if container is None:
+        return f"Could not start the docker sandbox: {reason}"
+    text = f"Cannot run in the container {container}: {reason}"
+    if "`docker " not in reason:  # the lookup's own reasons already say which command fixes them
+        text += f" (check that it runs: `docker ps --filter name={container}`)"
+    return text
 
 
 def synthetic_result(call: ToolCall, text: str, now_ms: int) -> ToolResultMessage:

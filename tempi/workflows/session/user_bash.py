@@ -16,6 +16,7 @@ with workflow.unsafe.imports_passed_through():
     from tempi.workflows.session.entries import EntryWriter, now_ms
     from tempi.workflows.session.run_control import RunControl
     from tempi.workflows.session.sandbox_lease import SandboxLease
+    from tempi.workflows.session.texts import sandbox_unavailable
     from tempi.workflows.session_types import BashRequest, BashResult, CarriedState, UserBashInput
 
 
@@ -42,7 +43,7 @@ class UserBash:
             queue = await self.sandbox.queue()
         except ActivityError as err:
             raise ApplicationError(
-                f"Could not start the docker sandbox: {cause(err)}", non_retryable=True
+                sandbox_unavailable(cause(err), self.sandbox.user_container()), non_retryable=True
             ) from err
         self.running = asyncio.ensure_future(
             self.activities.execute(
