@@ -46,6 +46,7 @@ from tempi.agent.session_entries import MessageEntry
 from tempi.agent.tool_specs import labelled, tool_specs
 from tempi.config.errors import ConfigError
 from tempi.config.settings import images_blocked, provider_retries, shell_command_prefix
+from tempi.extensions.hooks import context_for, hooked
 from tempi.store.live_channel import LiveWriter, remove_live_files
 from tempi.store.session_store import SessionStore
 from tempi.store.sidecar import live_path, pending_path, sidecar_dir
@@ -348,7 +349,11 @@ class SessionActivities:
             command_prefix=shell_command_prefix(Path(inp.file.cwd)),
             host_cwd=inp.file.cwd if inp.file.sandbox in ("docker", "container") else None,
         )
-        task = asyncio.create_task(execute_tool(call.name, call.arguments, ctx))
+        task = asyncio.create_task(
+            hooked(
+                inp.extensions, context_for(inp.file), call, lambda args: execute_tool(call.name, args, ctx)
+            )
+        )
         try:
             async with Heartbeater():
                 outcome = await asyncio.shield(task)

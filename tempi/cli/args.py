@@ -158,6 +158,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     prompt.add_argument("-ns", "--no-skills", action="store_true", help="no skills but those of --skill")
     prompt.add_argument(
+        "-e",
+        "--extension",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="load a Python extension module or package (repeatable)",
+    )
+    prompt.add_argument(
+        "-ne",
+        "--no-extensions",
+        action="store_true",
+        help="no extensions from ~/.tempi/extensions or .tempi/extensions, only those of --extension",
+    )
+    prompt.add_argument(
         "--prompt-template",
         action="append",
         default=[],

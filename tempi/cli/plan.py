@@ -37,6 +37,8 @@ from tempi.config.paths import models_json_path, pi_agent_dir, tempi_home
 from tempi.config.resources import load_prompt_templates, load_skills
 from tempi.config.settings import Settings, load_settings
 from tempi.config.settings_edit import read_global_settings
+from tempi.extensions.discovery import discover_extensions
+from tempi.extensions.loader import check_extensions
 from tempi.workers.temporal_client import configured_address
 from tempi.workflows.session_types import (
     DEFAULT_SANDBOX_IMAGE,
@@ -253,6 +255,11 @@ def plan_run(args: argparse.Namespace, cwd: Path) -> PlannedRun:
         load_mcp_servers(cwd)
     except ConfigError as err:
         raise UserError(str(err)) from err
+    extensions = discover_extensions(cwd, args.extension, discover=not args.no_extensions)
+    for problem in check_extensions(extensions):
+        # A broken extension is not fatal: the session runs without it.
+        print(f"tempi: {problem.error}; the session goes on without it", file=sys.stderr)
+        extensions.remove(problem.extension)
     tools = _tools(args, agents)
     # pi's default is "medium", clamped to what the model accepts ("off" for one that cannot think).
     thinking = clamp_level(
@@ -294,6 +301,7 @@ def plan_run(args: argparse.Namespace, cwd: Path) -> PlannedRun:
         steering_mode=settings.steering_mode,
         follow_up_mode=settings.follow_up_mode,
         agents=agents,
+        extensions=extensions,
         sandbox=cast(SandboxKind, kind),  # args.py accepts only the kinds
         sandbox_image=detail if kind == "docker" and detail else DEFAULT_SANDBOX_IMAGE,
         sandbox_container=detail if kind == "container" else None,

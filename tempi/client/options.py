@@ -16,6 +16,7 @@ from tempi.agent.subagents import AgentDefinition
 from tempi.agent.thinking_levels import clamp_level
 from tempi.client.forking import iso_now
 from tempi.config.mcp_json import mcp_configured
+from tempi.extensions.discovery import discover_extensions
 from tempi.store.catalog import session_file_name
 from tempi.store.loading import LoadedSession
 from tempi.workflows.session_types import (
@@ -57,6 +58,9 @@ class SessionOptions(PiModel):
     # MCP servers' tools: None offers them when an mcp.json is found (tempi's home or the
     # project's .tempi/), False never.
     mcp: bool | None = None
+    # Python extensions (absolute paths): None uses those found in tempi's home and the
+    # project's .tempi/extensions/.
+    extensions: list[str] | None = None
 
     def fields(self) -> dict[str, object]:
         # Attribute values as they are (models stay models), for SessionConfig's constructor.
@@ -64,6 +68,9 @@ class SessionOptions(PiModel):
 
     def mcp_for(self, cwd: str) -> bool:
         return self.mcp if self.mcp is not None else mcp_configured(Path(cwd))
+
+    def extensions_for(self, cwd: str) -> list[str]:
+        return self.extensions if self.extensions is not None else discover_extensions(Path(cwd), [])
 
 
 def new_config(
@@ -92,6 +99,7 @@ def new_config(
             "created_at": created,
             "parent_session": parent_session,
             "mcp": options.mcp_for(options.cwd),
+            "extensions": options.extensions_for(options.cwd),
         }
     )
 
@@ -125,5 +133,6 @@ def resumed_config(
             "resume_leaf_id": loaded.tree.leaf_id,
             "existing_file": True,
             "mcp": options.mcp_for(loaded.header.cwd or options.cwd),
+            "extensions": options.extensions_for(loaded.header.cwd or options.cwd),
         }
     )

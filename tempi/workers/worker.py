@@ -14,6 +14,7 @@ from temporalio.client import Client
 from temporalio.worker import Interceptor, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from tempi.activities.extension_activities import ExtensionActivities
 from tempi.activities.mcp.activities import McpActivities
 from tempi.activities.sandbox_activities import SandboxActivities
 from tempi.activities.session_activities import CredentialResolver, SessionActivities
@@ -56,7 +57,12 @@ def build_worker(
         task_queue=task_queue,
         workflows=WORKFLOWS,
         # One set of MCP connections per worker: servers start once and serve every session.
-        activities=[*activities.all(), *McpActivities().all(), SandboxActivities().create],
+        activities=[
+            *activities.all(),
+            *McpActivities().all(),
+            *ExtensionActivities().all(),
+            SandboxActivities().create,
+        ],
         workflow_runner=workflow_runner(),
         max_concurrent_activities=200,
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,

@@ -23,6 +23,7 @@ from tempi.agent.messages import (
 )
 from tempi.agent.model_spec import ModelSpec, ThinkingLevel
 from tempi.agent.subagents import AgentDefinition
+from tempi.extensions.models import ExtensionProblem, ExtensionSetup, ExtensionTool
 
 QueueMode = Literal["one-at-a-time", "all"]
 SandboxKind = Literal["local", "bwrap", "docker", "container"]
@@ -87,6 +88,8 @@ class SessionConfig(PiModel):
     history_bytes_budget: int = 8_000_000
     # An mcp.json was found: the session lists its servers' tools when it starts.
     mcp: bool = False
+    # Python extensions (absolute paths to their modules), loaded by the workers.
+    extensions: list[str] = Field(default_factory=list)
 
 
 class SessionStats(PiModel):
@@ -136,6 +139,12 @@ class CarriedState(PiModel):
     entry_ids_made: int = 0
     # The MCP tools listed when the session started (None: not listed yet).
     mcp_tools: McpToolList | None = None
+    # What the extensions registered, loaded when the session started (None: not yet).
+    extension_setup: ExtensionSetup | None = None
+    # The system prompt the extensions' before_agent_start gave the run numbered
+    # `extension_prompt_run` (None: the configured one).
+    extension_system_prompt: str | None = None
+    extension_prompt_run: int = 0
 
 
 class SessionInput(PiModel):
@@ -233,6 +242,34 @@ class ToolCallInput(PiModel):
     parent_id: str
     entry_timestamp: str
     timestamp_ms: int
+    extensions: list[str] = Field(default_factory=list)  # their tool_call/tool_result hooks run
+
+
+class ExtensionSetupInput(PiModel):
+    extensions: list[str]
+
+
+class ExtensionCallInput(PiModel):
+    file: SessionFileRef
+    tool: ExtensionTool
+    tool_call: ToolCall
+    entry_id: str
+    parent_id: str
+    entry_timestamp: str
+    timestamp_ms: int
+    extensions: list[str]
+
+
+class AgentStartInput(PiModel):
+    file: SessionFileRef
+    extensions: list[str]
+    prompt: str
+    system_prompt: str
+
+
+class AgentStartResult(PiModel):
+    system_prompt: str
+    problems: list[ExtensionProblem] = Field(default_factory=list)
 
 
 class McpListInput(PiModel):

@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from tempi.workflows.session.compactor import Compactor
     from tempi.workflows.session.entries import EntryWriter, now_ms
     from tempi.workflows.session.event_log import EventLog
+    from tempi.workflows.session.extension_route import ExtensionToolRoute, ExtensionTools
     from tempi.workflows.session.llm_call import LlmCaller
     from tempi.workflows.session.mcp_route import McpToolRoute, McpTools
     from tempi.workflows.session.queues import MessageQueues
@@ -85,10 +86,17 @@ class AgentSessionWorkflow:
         self.compactor = Compactor(cfg, self.state, self.log, self.entries, self.control, activities)
         self.user_bash = UserBash(self.state, self.entries, self.sandbox, self.control, activities)
         # Tools from extensions or MCP servers register their routes here.
-        routes = ToolRoutes(BuiltinToolRoute(cfg, self.control, self.entries, self.sandbox, activities))
+        extensions = ExtensionTools(cfg, self.state, self.log, self.entries, activities)
+        routes = ToolRoutes(
+            BuiltinToolRoute(cfg, self.control, self.entries, self.sandbox, activities, extensions)
+        )
         routes.register(TaskToolRoute(self.subagents))
         mcp = McpTools(cfg, self.state, activities)
         routes.register(McpToolRoute(mcp, self.control, self.entries, activities), own_tools=True)
+        extensions = ExtensionTools(cfg, self.state, self.log, self.entries, activities)
+        routes.register(
+            ExtensionToolRoute(extensions, self.control, self.entries, activities), own_tools=True
+        )
         port = WorkflowPort(
             config=cfg,
             state=self.state,
@@ -97,7 +105,15 @@ class AgentSessionWorkflow:
             queues=self.queues,
             control=self.control,
             llm=LlmCaller(
-                cfg, self.state, self.log, self.entries, self.control, self.subagents, activities, mcp
+                cfg,
+                self.state,
+                self.log,
+                self.entries,
+                self.control,
+                self.subagents,
+                activities,
+                mcp,
+                extensions,
             ),
             routes=routes,
             compactor=self.compactor,

@@ -49,6 +49,10 @@ ACTIVITY_OPTIONS: dict[str, ActivityOptions] = {
     # Listing starts each server once; a server that does not answer is reported, not retried.
     act.LIST_MCP_TOOLS: ActivityOptions(timedelta(minutes=2), INFRA_RETRY),
     act.CALL_MCP_TOOL: ActivityOptions(TOOL_TIMEOUT, INFRA_RETRY, TOOL_HEARTBEAT, WAIT_CANCELLED),
+    # Loading runs the extensions' factories: code tempi did not write, so a short bound.
+    act.LOAD_EXTENSIONS: ActivityOptions(timedelta(minutes=2), INFRA_RETRY),
+    act.EXTENSIONS_BEFORE_AGENT_START: ActivityOptions(timedelta(minutes=2), INFRA_RETRY),
+    act.CALL_EXTENSION_TOOL: ActivityOptions(TOOL_TIMEOUT, INFRA_RETRY, TOOL_HEARTBEAT, WAIT_CANCELLED),
     act.CREATE_SANDBOX: ActivityOptions(
         timedelta(minutes=5), RetryPolicy(maximum_attempts=3, initial_interval=timedelta(seconds=2))
     ),
@@ -68,6 +72,10 @@ def tool_options(effect: ToolEffect) -> ActivityOptions:
 
 def mcp_tool_options(effect: ToolEffect) -> ActivityOptions:
     return replace(ACTIVITY_OPTIONS[act.CALL_MCP_TOOL], retry=TOOL_RETRY[effect])
+
+
+def extension_tool_options(effect: ToolEffect) -> ActivityOptions:
+    return replace(ACTIVITY_OPTIONS[act.CALL_EXTENSION_TOOL], retry=TOOL_RETRY[effect])
 
 
 class Activities:

@@ -16,6 +16,7 @@ with workflow.unsafe.imports_passed_through():
     from tempi.workflows.session.activity_errors import cause, is_disk_full, never_started
     from tempi.workflows.session.activity_options import Activities, tool_options
     from tempi.workflows.session.entries import EntryWriter, now_ms
+    from tempi.workflows.session.extension_route import ExtensionTools
     from tempi.workflows.session.run_control import RunControl
     from tempi.workflows.session.sandbox_lease import SandboxLease
     from tempi.workflows.session.texts import (
@@ -37,8 +38,10 @@ class BuiltinToolRoute:
         entries: EntryWriter,
         sandbox: SandboxLease,
         activities: Activities,
+        extensions: ExtensionTools | None = None,
     ) -> None:
         self.config = config
+        self.extensions = extensions
         self.control = control
         self.entries = entries
         self.sandbox = sandbox
@@ -67,6 +70,7 @@ class BuiltinToolRoute:
             parent_id=slot.parent_id,
             entry_timestamp=iso_timestamp(started_ms),
             timestamp_ms=started_ms,
+            extensions=self.extensions.active() if self.extensions is not None else [],
         )
         effect = tool_effect(call.name)
         queue = self.queue

@@ -17,6 +17,7 @@ with workflow.unsafe.imports_passed_through():
     from tempi.workflows.session.activity_options import Activities
     from tempi.workflows.session.entries import EntryWriter, now_ms
     from tempi.workflows.session.event_log import EventLog
+    from tempi.workflows.session.extension_route import ExtensionTools
     from tempi.workflows.session.mcp_route import McpTools
     from tempi.workflows.session.run_control import RunControl
     from tempi.workflows.session.subagent_runner import SubagentRunner
@@ -35,6 +36,7 @@ class LlmCaller:
         subagents: SubagentRunner,
         activities: Activities,
         mcp: McpTools | None = None,
+        extensions: ExtensionTools | None = None,
     ) -> None:
         self.config = config
         self.state = state
@@ -44,10 +46,15 @@ class LlmCaller:
         self.subagents = subagents
         self.activities = activities
         self.mcp = mcp
+        self.extensions = extensions
 
     async def call(self) -> LlmCallResult:
         if self.mcp is not None:
             await self.mcp.ensure_listed()
+        system_prompt = self.config.system_prompt
+        if self.extensions is not None:
+            await self.extensions.ensure_loaded()
+            system_prompt = await self.extensions.system_prompt(self._prompt_text())
         entry_id = self.entries.new_id()
         started_ms = now_ms()
         model = self.state.model
@@ -70,11 +77,12 @@ class LlmCaller:
                 entry_timestamp=iso_timestamp(started_ms),
                 model=model,
                 thinking_level=self.state.thinking_level,
-                system_prompt=self.config.system_prompt,
+                system_prompt=system_prompt,
                 tools=[t for t in self.config.tools if t != TASK_TOOL],
                 extra_tools=[
                     *([task_tool_spec(self.subagents.agents())] if TASK_TOOL in self.config.tools else []),
                     *(self.mcp.specs() if self.mcp is not None else []),
+                    *(self.extensions.specs() if self.extensions is not None else []),
                 ],
                 tool_labels=self.config.tool_labels,
             )
@@ -95,3 +103,14 @@ class LlmCaller:
         if result.message.stop_reason != "error":
             self.state.last_assistant_text = result.message.text()
         return result
+
+    def _prompt_text(self) -> str:
+        """The text of the newest user message about to be written: the run's prompt."""
+        for item in reversed(self.entries.outbox):
+            message = (item.entry or {}).get("message") or {}
+            if message.get("role") == "user":
+                content = message.get("content")
+                if isinstance(content, str):
+                    return content
+                return "".join(b.get("text", "") for b in content or [] if isinstance(b, dict))
+        return ""

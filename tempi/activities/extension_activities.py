@@ -1,0 +1,142 @@
+"""The extensions' activities: load them when a session starts (what they registered
+crosses history, never their code), run before_agent_start, call a tool one registered. The
+tool_call and tool_result hooks run inside whichever activity runs the tool (`hooked`)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from temporalio import activity
+
+from tempi.activities.session_activities import (
+    WORKER_STOPPED_TOOL_TEXT,
+    Heartbeater,
+    encodable,
+    find_parked,
+    for_history,
+    park_entry,
+)
+from tempi.agent.messages import ToolResultMessage
+from tempi.agent.tool_specs import ToolOutcome
+from tempi.extensions.hooks import (
+    BeforeAgentStartEvent,
+    blocked_outcome,
+    context_for,
+    hooked,
+    run_before_agent_start,
+    run_registered_tool,
+)
+from tempi.extensions.loader import load_all
+from tempi.extensions.models import ExtensionCommand, ExtensionProblem, ExtensionSetup, ExtensionTool
+from tempi.store.live_channel import LiveWriter
+from tempi.store.sidecar import live_path
+from tempi.workflows import activity_names as names
+from tempi.workflows.session_types import (
+    AgentStartInput,
+    AgentStartResult,
+    ExtensionCallInput,
+    ExtensionSetupInput,
+    ToolCallResult,
+)
+
+
+def setup_of(paths: list[str]) -> ExtensionSetup:
+    """What the extensions registered; the first of two tools with one name wins."""
+    loaded, problems = load_all(paths)
+    setup = ExtensionSetup(problems=problems)
+    for ext in loaded:
+        for tool in ext.tools.values():
+            if setup.find(tool.name) is not None:
+                setup.problems.append(
+                    ExtensionProblem(
+                        extension=ext.path, error=f"tool {tool.name!r} is registered by an earlier extension"
+                    )
+                )
+                continue
+            setup.tools.append(
+                ExtensionTool(
+                    name=tool.name,
+                    description=tool.description,
+                    parameters=tool.parameters,
+                    declared_effect=tool.effect,
+                    extension=ext.path,
+                )
+            )
+        setup.commands += [
+            ExtensionCommand(name=c.name, description=c.description, extension=ext.path)
+            for c in ext.commands.values()
+        ]
+    return setup
+
+
+class ExtensionActivities:
+    def all(self) -> list[Any]:
+        return [self.load_extensions, self.before_agent_start, self.call_extension_tool]
+
+    @activity.defn(name=names.LOAD_EXTENSIONS)
+    async def load_extensions(self, inp: ExtensionSetupInput) -> ExtensionSetup:
+        return setup_of(inp.extensions)
+
+    @activity.defn(name=names.EXTENSIONS_BEFORE_AGENT_START)
+    async def before_agent_start(self, inp: AgentStartInput) -> AgentStartResult:
+        extensions, problems = load_all(inp.extensions)
+        change = await run_before_agent_start(
+            extensions, BeforeAgentStartEvent(inp.prompt, inp.system_prompt), context_for(inp.file)
+        )
+        return AgentStartResult(system_prompt=change.system_prompt, problems=[*problems, *change.problems])
+
+    @activity.defn(name=names.CALL_EXTENSION_TOOL)
+    async def call_extension_tool(self, inp: ExtensionCallInput) -> ToolCallResult:
+        parked = find_parked(inp.file, inp.entry_id)
+        if parked is not None:
+            return ToolCallResult(message=for_history(ToolResultMessage.model_validate(parked["message"])))
+        call = inp.tool_call
+        live = LiveWriter(
+            live_path(inp.file.session_path, inp.file.session_id, call.id), activity.info().attempt
+        )
+
+        def update(partial: Any) -> None:
+            text = partial if isinstance(partial, str) else str(partial)
+            live.write({"partialResult": {"content": [{"type": "text", "text": text}]}})
+
+        async def run(args: dict[str, Any]) -> ToolOutcome:
+            extensions, problems = load_all([inp.tool.extension])
+            if problems:
+                return blocked_outcome(f"The tool {call.name} cannot run on this worker: {problems[0].error}")
+            done = await run_registered_tool(extensions, call.name, args, update)
+            return ToolOutcome.model_validate(
+                {"content": done.content, "details": done.details, "is_error": done.is_error}
+            )
+
+        task = asyncio.create_task(hooked(inp.extensions, context_for(inp.file), call, run))
+        try:
+            async with Heartbeater():
+                outcome = await asyncio.shield(task)
+        except asyncio.CancelledError:
+            task.cancel()
+            stopped = WORKER_STOPPED_TOOL_TEXT if activity.is_worker_shutdown() else "Aborted by the user."
+            outcome = blocked_outcome(stopped)
+        finally:
+            live.close()
+        message = encodable(
+            ToolResultMessage(
+                tool_call_id=call.id,
+                tool_name=call.name,
+                content=outcome.content,
+                details=outcome.details if outcome.details is not None else {},
+                is_error=outcome.is_error,
+                timestamp=inp.timestamp_ms,
+            )
+        )
+        park_entry(
+            inp.file,
+            {
+                "type": "message",
+                "id": inp.entry_id,
+                "parentId": inp.parent_id,
+                "timestamp": inp.entry_timestamp,
+                "message": message.to_json_dict(),
+            },
+        )
+        return ToolCallResult(message=for_history(message))

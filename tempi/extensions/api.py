@@ -1,0 +1,115 @@
+"""The object an extension's factory receives (`def extension(tempi): ...`): it subscribes
+handlers to a session's events and registers tools and commands. One is made per loaded
+module, on the worker (or the terminal) that loads it."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, get_args
+
+from pydantic import BaseModel
+
+from tempi.extensions.models import DeclaredEffect
+
+# pi's events that tempi delivers; a handler for another name is refused when it is added,
+# so a typo is not a hook that silently never runs.
+EVENTS = ("tool_call", "tool_result", "before_agent_start")
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_COMMAND_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_:-]*$")
+
+Handler = Callable[[Any, "ExtensionContext"], Any]
+Update = Callable[[Any], None]
+Execute = Callable[[Any, Update], Awaitable[Any]]
+
+
+class ExtensionError(Exception):
+    """An extension used the API wrongly; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class ExtensionContext:
+    """The session a hook or tool runs for."""
+
+    cwd: str
+    session_id: str
+    session_file: str
+
+
+@dataclass(frozen=True)
+class RegisteredTool:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    execute: Execute
+    effect: DeclaredEffect
+    # When the parameters were given as a pydantic model, execute receives an instance.
+    model: type[BaseModel] | None = None
+
+
+@dataclass(frozen=True)
+class RegisteredCommand:
+    name: str
+    description: str
+    handler: Callable[..., Any] | None
+
+
+@dataclass
+class ExtensionAPI:
+    path: str
+    handlers: dict[str, list[Handler]] = field(default_factory=dict)
+    tools: dict[str, RegisteredTool] = field(default_factory=dict)
+    commands: dict[str, RegisteredCommand] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.path.rstrip("/").rsplit("/", 1)[-1].removesuffix(".py")
+
+    def on(self, event: str, handler: Handler) -> None:
+        if event not in EVENTS:
+            raise ExtensionError(f"tempi has no event {event!r} for extensions; it has {', '.join(EVENTS)}")
+        if not callable(handler):
+            raise ExtensionError(f"the handler for {event!r} must be a function (event, ctx)")
+        self.handlers.setdefault(event, []).append(handler)
+
+    def register_tool(
+        self,
+        name: str,
+        description: str,
+        parameters: dict[str, Any] | type[BaseModel],
+        execute: Execute,
+        effect: DeclaredEffect = "execute",
+    ) -> None:
+        """A tool the model can call. `execute(args, update)` is async; `update(text)` shows
+        progress. `effect` says whether a call may be repeated after a lost worker: "read"
+        and "idempotent" may, "write" and "execute" run at most once."""
+        if not _TOOL_NAME.match(name):
+            raise ExtensionError(
+                f"tool name {name!r} may hold only letters, digits, '_' and '-' (at most 64)"
+            )
+        if effect not in get_args(DeclaredEffect):
+            raise ExtensionError(
+                f"tool {name!r}: effect {effect!r} is not one of {', '.join(get_args(DeclaredEffect))}"
+            )
+        if not callable(execute):
+            raise ExtensionError(f"tool {name!r}: execute must be an async function (args, update)")
+        model: type[BaseModel] | None = None
+        if isinstance(parameters, type) and issubclass(parameters, BaseModel):
+            model, schema = parameters, parameters.model_json_schema()
+        elif isinstance(parameters, dict):
+            schema = parameters
+        else:
+            raise ExtensionError(
+                f"tool {name!r}: parameters must be a JSON schema (dict) or a pydantic model"
+            )
+        if name in self.tools:
+            raise ExtensionError(f"tool {name!r} is registered twice")
+        self.tools[name] = RegisteredTool(name, description, schema, execute, effect, model)
+
+    def register_command(
+        self, name: str, description: str = "", handler: Callable[..., Any] | None = None
+    ) -> None:
+        if not _COMMAND_NAME.match(name):
+            raise ExtensionError(f"command name {name!r}: use letters, digits, '_', ':' and '-'")
+        self.commands[name] = RegisteredCommand(name, description, handler)

@@ -1,0 +1,55 @@
+"""What crosses workflow history about extensions: their paths, the tools they register
+(name, schema, effect), load problems, and what a hook decided. No code, no I/O."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from tempi.agent.base import PiModel
+from tempi.agent.llm_context import ToolSpec
+from tempi.agent.tools.definition import ToolEffect
+
+# What an extension declares about a tool it registers.
+DeclaredEffect = Literal["read", "write", "execute", "idempotent"]
+
+
+class ExtensionTool(PiModel):
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    declared_effect: DeclaredEffect = "execute"
+    extension: str  # the path of the extension that registered it
+
+    @property
+    def effect(self) -> ToolEffect:
+        """Reads and idempotent calls may run again after a lost worker; a write or a
+        command of code tempi did not write may not be safe to repeat, so it runs once."""
+        return "reads" if self.declared_effect in ("read", "idempotent") else "executes"
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(name=self.name, description=self.description, parameters=self.parameters)
+
+
+class ExtensionCommand(PiModel):
+    name: str
+    description: str = ""
+    extension: str
+
+
+class ExtensionProblem(PiModel):
+    extension: str
+    error: str
+
+
+class ExtensionSetup(PiModel):
+    """What the session's extensions registered, as loaded on a worker when the session
+    started, and the ones that failed to load."""
+
+    tools: list[ExtensionTool] = Field(default_factory=list)
+    commands: list[ExtensionCommand] = Field(default_factory=list)
+    problems: list[ExtensionProblem] = Field(default_factory=list)
+
+    def find(self, name: str) -> ExtensionTool | None:
+        return next((t for t in self.tools if t.name == name), None)

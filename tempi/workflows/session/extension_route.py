@@ -1,0 +1,171 @@
+"""Python extensions in a session: loaded once by an activity before the session's first
+model call (what they registered is kept in the carried state), their before_agent_start
+hooks run by an activity at the start of each run, their tools offered beside the builtin
+ones and called on their own route, with the retry their declared effect allows. Their
+tool_call and tool_result hooks run inside the tool activities, never here."""
+
+from __future__ import annotations
+
+import asyncio
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, CancelledError
+
+with workflow.unsafe.imports_passed_through():
+    from tempi.agent.llm_context import ToolSpec
+    from tempi.agent.messages import ToolCall
+    from tempi.agent.session_entries import iso_timestamp
+    from tempi.extensions.models import ExtensionProblem, ExtensionSetup, ExtensionTool
+    from tempi.workflows import activity_names as act
+    from tempi.workflows.session.activity_errors import cause, is_disk_full
+    from tempi.workflows.session.activity_options import Activities, extension_tool_options
+    from tempi.workflows.session.entries import EntryWriter, now_ms
+    from tempi.workflows.session.event_log import EventLog
+    from tempi.workflows.session.run_control import RunControl
+    from tempi.workflows.session.texts import ABORTED_TEXT, synthetic_result
+    from tempi.workflows.session.tool_routes import RouteResult, ToolSlot
+    from tempi.workflows.session_types import (
+        AgentStartInput,
+        AgentStartResult,
+        CarriedState,
+        ExtensionCallInput,
+        ExtensionSetupInput,
+        SessionConfig,
+        ToolCallResult,
+    )
+
+LOST_EXTENSION_TEXT = (
+    "The worker running this extension tool stopped before it reported back, and the extension "
+    "does not declare the tool read-only or idempotent, so it was not run again; it may or may not have run."
+)
+
+
+class ExtensionTools:
+    def __init__(
+        self,
+        config: SessionConfig,
+        state: CarriedState,
+        log: EventLog,
+        entries: EntryWriter,
+        activities: Activities,
+    ) -> None:
+        self.config = config
+        self.state = state
+        self.log = log
+        self.entries = entries
+        self.activities = activities
+
+    async def ensure_loaded(self) -> None:
+        if not self.config.extensions or self.state.extension_setup is not None:
+            return
+        try:
+            setup: ExtensionSetup = await self.activities.execute(
+                act.LOAD_EXTENSIONS, ExtensionSetupInput(extensions=self.config.extensions), ExtensionSetup
+            )
+        except ActivityError as err:
+            setup = ExtensionSetup(problems=[ExtensionProblem(extension="", error=cause(err))])
+        self.state.extension_setup = setup
+        self._report(setup.problems, "load")
+
+    async def system_prompt(self, prompt: str) -> str:
+        """The system prompt of the current run: what before_agent_start made of the
+        configured one, asked once per run (kept across a hand-off)."""
+        if not self.config.extensions:
+            return self.config.system_prompt
+        if self.state.extension_prompt_run != self.state.runs:
+            try:
+                result: AgentStartResult = await self.activities.execute(
+                    act.EXTENSIONS_BEFORE_AGENT_START,
+                    AgentStartInput(
+                        file=self.entries.file(),
+                        extensions=self.active(),
+                        prompt=prompt,
+                        system_prompt=self.config.system_prompt,
+                    ),
+                    AgentStartResult,
+                )
+                self.state.extension_system_prompt = result.system_prompt
+                self._report(result.problems, "before_agent_start")
+            except ActivityError as err:
+                self.state.extension_system_prompt = None
+                self._report([ExtensionProblem(extension="", error=cause(err))], "before_agent_start")
+            self.state.extension_prompt_run = self.state.runs
+        return self.state.extension_system_prompt or self.config.system_prompt
+
+    def _report(self, problems: list[ExtensionProblem], event: str) -> None:
+        for problem in problems:
+            self.log.emit(
+                {
+                    "type": "extension_error",
+                    "extensionPath": problem.extension,
+                    "event": event,
+                    "error": problem.error,
+                }
+            )
+
+    def active(self) -> list[str]:
+        """The extensions whose hooks the tool activities run: those that loaded when the
+        session started. One that loaded then and not later blocks the calls (fail closed)."""
+        setup = self.state.extension_setup
+        failed = {p.extension for p in setup.problems} if setup else set()
+        return [p for p in self.config.extensions if p not in failed]
+
+    def specs(self) -> list[ToolSpec]:
+        setup = self.state.extension_setup
+        return [t.spec() for t in setup.tools] if setup else []
+
+    def find(self, name: str) -> ExtensionTool | None:
+        setup = self.state.extension_setup
+        return setup.find(name) if setup else None
+
+
+class ExtensionToolRoute:
+    def __init__(
+        self, tools: ExtensionTools, control: RunControl, entries: EntryWriter, activities: Activities
+    ) -> None:
+        self.tools = tools
+        self.control = control
+        self.entries = entries
+        self.activities = activities
+
+    def handles(self, tool_name: str) -> bool:
+        return self.tools.find(tool_name) is not None
+
+    async def prepare(self) -> str | None:
+        return None
+
+    async def run(self, call: ToolCall, slot: ToolSlot) -> RouteResult:
+        tool = self.tools.find(call.name)
+        assert tool is not None, "the route handles registered tools only"
+        if self.control.abort_requested:
+            return self._failed(call, ABORTED_TEXT)
+        started_ms = now_ms()
+        inp = ExtensionCallInput(
+            file=self.entries.file(),
+            tool=tool,
+            tool_call=call,
+            entry_id=slot.entry_id,
+            parent_id=slot.parent_id,
+            entry_timestamp=iso_timestamp(started_ms),
+            timestamp_ms=started_ms,
+            extensions=self.tools.active(),
+        )
+        task = asyncio.ensure_future(
+            self.activities.execute(
+                act.CALL_EXTENSION_TOOL, inp, ToolCallResult, options=extension_tool_options(tool.effect)
+            )
+        )
+        try:
+            result: ToolCallResult = await self.control.track(task)
+        except (ActivityError, CancelledError, asyncio.CancelledError) as err:
+            if self.control.abort_requested:
+                return self._failed(call, ABORTED_TEXT)
+            if is_disk_full(err):
+                return self._failed(call, cause(err))
+            if tool.effect == "executes":
+                return self._failed(call, LOST_EXTENSION_TEXT)
+            return self._failed(call, f"The extension tool failed: {cause(err)}")
+        return RouteResult(result.message, parked=True)
+
+    def _failed(self, call: ToolCall, text: str) -> RouteResult:
+        return RouteResult(synthetic_result(call, text, now_ms()))

@@ -1,0 +1,160 @@
+"""Python extensions through a real `tempi -p` against the dev server and the scripted
+model: discovered from the project's .tempi/extensions/ or given with --extension, their
+hooks run inside the tool activities, their tools beside the builtin ones."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from tempi.testing.scripted_llm import ScriptedLLMServer
+from tests.conftest import run_tempi, tempi_env, write_models_json
+
+EXTENSIONS = Path(__file__).parent / "extensions"
+
+
+def _call(call_id: str, name: str, **arguments: Any) -> dict[str, Any]:
+    return {"id": call_id, "name": name, "arguments": arguments}
+
+
+def _project(
+    tmp_path: Path, server: ScriptedLLMServer, scenario: str, turns: list[dict[str, Any]]
+) -> tuple[Path, Path]:
+    server.add_scenario(scenario, turns)
+    home, work = tmp_path / "home", tmp_path / "project"
+    work.mkdir(parents=True)
+    write_models_json(home, server, scenario)
+    return home, work
+
+
+def _install(work: Path, name: str) -> Path:
+    target = work / ".tempi" / "extensions" / name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(EXTENSIONS / name, target)
+    return target
+
+
+def _entries(home: Path) -> list[dict[str, Any]]:
+    files = list((home / "sessions").rglob("*.jsonl"))
+    assert len(files) == 1, files
+    return [json.loads(line) for line in files[0].read_text().splitlines()]
+
+
+def _results(home: Path) -> dict[str, dict[str, Any]]:
+    return {
+        e["message"]["toolCallId"]: e["message"]
+        for e in _entries(home)
+        if e["type"] == "message" and e["message"]["role"] == "toolResult"
+    }
+
+
+def _text(result: dict[str, Any]) -> str:
+    return "".join(b.get("text", "") for b in result["content"])
+
+
+def test_a_project_extension_blocks_rm_rf_rewrites_results_and_adds_to_the_prompt(
+    tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
+) -> None:
+    scenario = "ext-guard"
+    turns = [
+        {
+            "tool_calls": [
+                _call("rm", "bash", command="rm -rf victim"),
+                _call("rd", "read", path="notes.txt"),
+                _call("echo", "bash", command="echo original"),
+                _call("boom", "bash", command="touch boom-ran"),
+            ]
+        },
+        {"text": "Guarded."},
+    ]
+    home, work = _project(tmp_path, scripted_server, scenario, turns)
+    (work / "victim").mkdir()
+    (work / "victim" / "keep.txt").write_text("precious")
+    (work / "notes.txt").write_text("line one\n")
+    _install(work, "guard.py")
+    proc = run_tempi(
+        ["--model", "mock/mock-model", "-p", "clean up"], cwd=work, env=tempi_env(home, temporal_address)
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "Guarded.\n"
+    assert (work / "victim" / "keep.txt").read_text() == "precious"
+
+    results = _results(home)
+    assert results["rm"]["isError"]
+    assert _text(results["rm"]) == "rm -rf is not allowed here (guard extension)"
+    assert _text(results["rd"]).startswith("[checked by guard in project]\n")
+    assert "line one" in _text(results["rd"])
+    assert "rewritten-by-guard" in _text(results["echo"])
+    # A hook that raises blocks the call, with the error as the reason.
+    assert results["boom"]["isError"] and not (work / "boom-ran").exists()
+    assert "tool_call hook failed: ValueError: the guard broke" in _text(results["boom"])
+
+    first, second = scripted_server.requests_for(scenario)
+    assert "Guard rule: never delete files ('clean up')." in json.dumps(first.body)
+    sent_back = json.dumps(second.body)
+    assert "rm -rf is not allowed here (guard extension)" in sent_back
+    assert "[checked by guard in project]" in sent_back
+    # The session records which extensions it used: paths, never code.
+    header_and_config = json.dumps(_entries(home)[:3])
+    assert "def extension" not in header_and_config
+
+
+def test_extension_tools_run_beside_the_builtins_and_broken_extensions_are_reported(
+    tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
+) -> None:
+    scenario = "ext-tools"
+    turns = [
+        {"tool_calls": [_call("s", "shout", text="hi", times=2)]},
+        {"tool_calls": [_call("gone", "self_destruct")]},
+        {"tool_calls": [_call("after", "bash", command="echo still here > after.txt")]},
+        {"text": "Done."},
+    ]
+    home, work = _project(tmp_path, scripted_server, scenario, turns)
+    _install(work, "broken.py")
+    guard = tmp_path / "elsewhere" / "guard.py"
+    guard.parent.mkdir()
+    shutil.copy(EXTENSIONS / "guard.py", guard)
+    proc = run_tempi(
+        ["--model", "mock/mock-model", "--extension", str(guard), "-p", "shout"],
+        cwd=work,
+        env=tempi_env(home, temporal_address),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "Done.\n"
+    assert "its extension() raised RuntimeError: broken on purpose" in proc.stderr
+    assert "the session goes on without it" in proc.stderr and "Traceback" not in proc.stderr
+
+    first = scripted_server.requests_for(scenario)[0]
+    offered = {t["function"]["name"]: t["function"] for t in first.body["tools"]}
+    assert {"shout", "self_destruct", "bash", "read"} <= set(offered)
+    assert offered["shout"]["parameters"]["required"] == ["text"]
+
+    results = _results(home)
+    assert _text(results["s"]) == "HI HI" and not results["s"]["isError"]
+    assert _text(results["gone"]) == "gone"
+    # The extension's file is gone, so the worker cannot load it: the call is not run.
+    assert results["after"]["isError"] and not (work / "after.txt").exists()
+    assert "could not load an extension the session uses" in _text(results["after"])
+    assert "does not exist on this machine" in _text(results["after"])
+
+
+def test_no_extensions_turns_discovery_off(
+    tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
+) -> None:
+    scenario = "ext-off"
+    turns = [{"tool_calls": [_call("rm", "bash", command="rm -rf victim")]}, {"text": "Removed."}]
+    home, work = _project(tmp_path, scripted_server, scenario, turns)
+    (work / "victim").mkdir()
+    _install(work, "guard.py")
+    proc = run_tempi(
+        ["--model", "mock/mock-model", "--no-extensions", "-p", "clean up"],
+        cwd=work,
+        env=tempi_env(home, temporal_address),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert not (work / "victim").exists()
+    first = scripted_server.requests_for(scenario)[0]
+    assert "shout" not in {t["function"]["name"] for t in first.body["tools"]}
+    assert "Guard rule" not in json.dumps(first.body)
