@@ -158,3 +158,36 @@ def test_no_extensions_turns_discovery_off(
     first = scripted_server.requests_for(scenario)[0]
     assert "shout" not in {t["function"]["name"] for t in first.body["tools"]}
     assert "Guard rule" not in json.dumps(first.body)
+
+
+def test_extension_state_in_custom_entries_outlives_the_worker_and_messages_steer_the_run(
+    tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
+) -> None:
+    scenario = "ext-memory"
+    turns = [
+        {"tool_calls": [_call("c1", "count")]},
+        {"tool_calls": [_call("n1", "nudge", text="steered by the extension")]},
+        {"text": "First run done."},
+        {"tool_calls": [_call("c2", "count")]},
+        {"text": "Second run done."},
+    ]
+    home, work = _project(tmp_path, scripted_server, scenario, turns)
+    _install(work, "memory.py")
+    env = tempi_env(home, temporal_address)
+    first = run_tempi(["--model", "mock/mock-model", "-p", "count"], cwd=work, env=env)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == "First run done.\n"
+    # A new process, so a new worker: the count comes back from the session file.
+    second = run_tempi(["--model", "mock/mock-model", "-c", "-p", "count again"], cwd=work, env=env)
+    assert second.returncode == 0, second.stderr
+    assert second.stdout == "Second run done.\n"
+
+    results = _results(home)
+    assert _text(results["c1"]) == "count is 1" and _text(results["c2"]) == "count is 2"
+    custom = [e for e in _entries(home) if e["type"] == "custom"]
+    assert [(e["customType"], e["data"]) for e in custom] == [("counter", {"n": 1}), ("counter", {"n": 2})]
+
+    # The steering message reached the model with the tool result, as the user's.
+    requests = scripted_server.requests_for(scenario)
+    users = [m for m in requests[2].body["messages"] if m["role"] == "user"]
+    assert "steered by the extension" in json.dumps(users[-1])

@@ -28,7 +28,13 @@ from tempi.extensions.hooks import (
     run_registered_tool,
 )
 from tempi.extensions.loader import load_all
-from tempi.extensions.models import ExtensionCommand, ExtensionProblem, ExtensionSetup, ExtensionTool
+from tempi.extensions.models import (
+    ExtensionCommand,
+    ExtensionEffects,
+    ExtensionProblem,
+    ExtensionSetup,
+    ExtensionTool,
+)
 from tempi.store.live_channel import LiveWriter
 from tempi.store.sidecar import live_path
 from tempi.workflows import activity_names as names
@@ -84,7 +90,11 @@ class ExtensionActivities:
         change = await run_before_agent_start(
             extensions, BeforeAgentStartEvent(inp.prompt, inp.system_prompt), context_for(inp.file)
         )
-        return AgentStartResult(system_prompt=change.system_prompt, problems=[*problems, *change.problems])
+        return AgentStartResult(
+            system_prompt=change.system_prompt,
+            problems=[*problems, *change.problems],
+            effects=None if change.effects.empty() else change.effects,
+        )
 
     @activity.defn(name=names.CALL_EXTENSION_TOOL)
     async def call_extension_tool(self, inp: ExtensionCallInput) -> ToolCallResult:
@@ -112,11 +122,11 @@ class ExtensionActivities:
         task = asyncio.create_task(hooked(inp.extensions, context_for(inp.file), call, run))
         try:
             async with Heartbeater():
-                outcome = await asyncio.shield(task)
+                outcome, effects = await asyncio.shield(task)
         except asyncio.CancelledError:
             task.cancel()
             stopped = WORKER_STOPPED_TOOL_TEXT if activity.is_worker_shutdown() else "Aborted by the user."
-            outcome = blocked_outcome(stopped)
+            outcome, effects = blocked_outcome(stopped), ExtensionEffects()
         finally:
             live.close()
         message = encodable(
@@ -139,4 +149,4 @@ class ExtensionActivities:
                 "message": message.to_json_dict(),
             },
         )
-        return ToolCallResult(message=for_history(message))
+        return ToolCallResult(message=for_history(message), effects=None if effects.empty() else effects)

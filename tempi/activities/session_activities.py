@@ -356,12 +356,12 @@ class SessionActivities:
         )
         try:
             async with Heartbeater():
-                outcome = await asyncio.shield(task)
+                outcome, effects = await asyncio.shield(task)
         except asyncio.CancelledError:
             abort.set()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(task, ABORT_GRACE_S)
-            outcome = None
+            outcome, effects = None, None
         finally:
             live.close()
         if outcome is None:
@@ -399,7 +399,9 @@ class SessionActivities:
                 "message": message.to_json_dict(),
             },
         )
-        return ToolCallResult(message=for_history(message))
+        return ToolCallResult(
+            message=for_history(message), effects=effects if effects and not effects.empty() else None
+        )
 
     @activity.defn(name=names.RUN_USER_BASH)
     async def run_user_bash(self, inp: UserBashInput) -> BashResult:

@@ -4,14 +4,18 @@ module, on the worker (or the terminal) that loads it."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, get_args
 
 from pydantic import BaseModel
 
-from tempi.extensions.models import DeclaredEffect
+from tempi.extensions.models import CustomEntry, DeclaredEffect, ExtensionEffects, ExtensionMessage
 
 # pi's events that tempi delivers; a handler for another name is refused when it is added,
 # so a typo is not a hook that silently never runs.
@@ -35,6 +39,51 @@ class ExtensionContext:
     cwd: str
     session_id: str
     session_file: str
+
+    def entries(self, custom_type: str | None = None) -> list[CustomEntry]:
+        """The session's `custom` entries (of `custom_type`, if given) in file order: what
+        extensions appended in earlier turns, whichever worker ran them."""
+        try:
+            lines = Path(self.session_file).read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            return []
+        found = []
+        for line in lines:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue  # a line being written
+            if entry.get("type") == "custom" and custom_type in (None, entry.get("customType")):
+                found.append(CustomEntry(custom_type=entry.get("customType", ""), data=entry.get("data")))
+        return found
+
+
+@dataclass
+class CallScope:
+    """The session call extension code runs in, and what it asked of the session."""
+
+    ctx: ExtensionContext
+    effects: ExtensionEffects = field(default_factory=ExtensionEffects)
+
+
+_scope: ContextVar[CallScope | None] = ContextVar("tempi_extension_scope", default=None)
+
+
+@contextlib.contextmanager
+def call_scope(ctx: ExtensionContext) -> Iterator[CallScope]:
+    scope = CallScope(ctx)
+    token = _scope.set(scope)
+    try:
+        yield scope
+    finally:
+        _scope.reset(token)
+
+
+def _current(what: str) -> CallScope:
+    scope = _scope.get()
+    if scope is None:
+        raise ExtensionError(f"{what} works inside an event handler or a tool's execute, not when loading")
+    return scope
 
 
 @dataclass(frozen=True)
@@ -106,6 +155,29 @@ class ExtensionAPI:
         if name in self.tools:
             raise ExtensionError(f"tool {name!r} is registered twice")
         self.tools[name] = RegisteredTool(name, description, schema, execute, effect, model)
+
+    def append_entry(self, custom_type: str, data: Any = None) -> None:
+        """Keep `data` (JSON) in the session file as pi's `custom` entry; read it back with
+        `entries` in a later turn, on any worker."""
+        scope = _current("append_entry")
+        try:
+            json.dumps(data)
+        except (TypeError, ValueError) as err:
+            raise ExtensionError(f"append_entry({custom_type!r}): data must be JSON ({err})") from None
+        scope.effects.custom_entries.append(CustomEntry(custom_type=custom_type, data=data))
+
+    def entries(self, custom_type: str | None = None) -> list[CustomEntry]:
+        return _current("entries").ctx.entries(custom_type)
+
+    def send_message(self, text: str, deliver_as: str = "steer") -> None:
+        """A user message into the session: `steer` is read before the next model call,
+        `follow_up` when the run would stop."""
+        if deliver_as not in ("steer", "follow_up"):
+            raise ExtensionError(
+                f"send_message: deliver_as must be 'steer' or 'follow_up', not {deliver_as!r}"
+            )
+        scope = _current("send_message")
+        scope.effects.messages.append(ExtensionMessage(text=text, deliver_as=deliver_as))  # type: ignore[arg-type]
 
     def register_command(
         self, name: str, description: str = "", handler: Callable[..., Any] | None = None

@@ -17,9 +17,9 @@ from pydantic import BaseModel, ValidationError
 
 from tempi.agent.messages import TextContent, ToolCall
 from tempi.agent.tool_specs import ToolOutcome
-from tempi.extensions.api import ExtensionAPI, ExtensionContext, Update
+from tempi.extensions.api import ExtensionAPI, ExtensionContext, Update, call_scope
 from tempi.extensions.loader import describe_failure, load_all
-from tempi.extensions.models import ExtensionProblem
+from tempi.extensions.models import ExtensionEffects, ExtensionProblem
 
 if TYPE_CHECKING:
     from tempi.workflows.session_types import SessionFileRef
@@ -72,6 +72,7 @@ class ToolResultChange:
 class AgentStartChange:
     system_prompt: str
     problems: list[ExtensionProblem] = field(default_factory=list)
+    effects: ExtensionEffects = field(default_factory=ExtensionEffects)
 
 
 async def _call(handler: Any, *args: Any) -> Any:
@@ -152,6 +153,15 @@ async def run_tool_result(
 async def run_before_agent_start(
     extensions: list[ExtensionAPI], event: BeforeAgentStartEvent, ctx: ExtensionContext
 ) -> AgentStartChange:
+    with call_scope(ctx) as scope:
+        change = await _before_agent_start(extensions, event, ctx)
+    change.effects = scope.effects
+    return change
+
+
+async def _before_agent_start(
+    extensions: list[ExtensionAPI], event: BeforeAgentStartEvent, ctx: ExtensionContext
+) -> AgentStartChange:
     problems: list[ExtensionProblem] = []
     for ext in extensions:
         for handler in ext.handlers.get("before_agent_start", []):
@@ -212,10 +222,21 @@ async def hooked(
     ctx: ExtensionContext,
     call: ToolCall,
     run: Callable[[dict[str, Any]], Awaitable[ToolOutcome]],
-) -> ToolOutcome:
+) -> tuple[ToolOutcome, ExtensionEffects]:
     """`run` with the arguments the tool_call hooks leave, its outcome passed through the
-    tool_result hooks. An extension this worker cannot load blocks the call: a guard that
-    is missing must not let calls through."""
+    tool_result hooks, and what extension code asked of the session meanwhile. An extension
+    this worker cannot load blocks the call: a guard that is missing must not let calls
+    through."""
+    with call_scope(ctx) as scope:
+        return await _hooked(paths, ctx, call, run), scope.effects
+
+
+async def _hooked(
+    paths: list[str],
+    ctx: ExtensionContext,
+    call: ToolCall,
+    run: Callable[[dict[str, Any]], Awaitable[ToolOutcome]],
+) -> ToolOutcome:
     if not paths:
         return await run(call.arguments)
     extensions, problems = load_all(paths)

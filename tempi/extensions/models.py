@@ -53,3 +53,28 @@ class ExtensionSetup(PiModel):
 
     def find(self, name: str) -> ExtensionTool | None:
         return next((t for t in self.tools if t.name == name), None)
+
+
+class CustomEntry(PiModel):
+    """pi's `custom` session entry an extension appended: its state, kept in the file."""
+
+    custom_type: str
+    data: Any = None
+
+
+class ExtensionMessage(PiModel):
+    """A user message an extension sent into the session."""
+
+    text: str
+    deliver_as: Literal["steer", "follow_up"] = "steer"
+
+
+class ExtensionEffects(PiModel):
+    """What extension code asked of the session while it ran in an activity; the workflow
+    applies it once the activity's result is in history."""
+
+    custom_entries: list[CustomEntry] = Field(default_factory=list)
+    messages: list[ExtensionMessage] = Field(default_factory=list)
+
+    def empty(self) -> bool:
+        return not self.custom_entries and not self.messages

@@ -23,7 +23,7 @@ from tempi.agent.messages import (
 )
 from tempi.agent.model_spec import ModelSpec, ThinkingLevel
 from tempi.agent.subagents import AgentDefinition
-from tempi.extensions.models import ExtensionProblem, ExtensionSetup, ExtensionTool
+from tempi.extensions.models import ExtensionEffects, ExtensionProblem, ExtensionSetup, ExtensionTool
 
 QueueMode = Literal["one-at-a-time", "all"]
 SandboxKind = Literal["local", "bwrap", "docker", "container"]
@@ -270,6 +270,7 @@ class AgentStartInput(PiModel):
 class AgentStartResult(PiModel):
     system_prompt: str
     problems: list[ExtensionProblem] = Field(default_factory=list)
+    effects: ExtensionEffects | None = None
 
 
 class McpListInput(PiModel):
@@ -289,6 +290,7 @@ class McpCallInput(PiModel):
 class ToolCallResult(PiModel):
     message: ToolResultMessage
     sandbox_lost: bool = False  # the container is gone; the next tool call starts a fresh one
+    effects: ExtensionEffects | None = None  # what extension code asked of the session
 
 
 class FlushInput(PiModel):

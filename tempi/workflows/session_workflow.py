@@ -86,14 +86,14 @@ class AgentSessionWorkflow:
         self.compactor = Compactor(cfg, self.state, self.log, self.entries, self.control, activities)
         self.user_bash = UserBash(self.state, self.entries, self.sandbox, self.control, activities)
         # Tools from extensions or MCP servers register their routes here.
-        extensions = ExtensionTools(cfg, self.state, self.log, self.entries, activities)
+        extensions = ExtensionTools(cfg, self.state, self.log, self.entries, activities, self.queues)
         routes = ToolRoutes(
             BuiltinToolRoute(cfg, self.control, self.entries, self.sandbox, activities, extensions)
         )
         routes.register(TaskToolRoute(self.subagents))
         mcp = McpTools(cfg, self.state, activities)
         routes.register(McpToolRoute(mcp, self.control, self.entries, activities), own_tools=True)
-        extensions = ExtensionTools(cfg, self.state, self.log, self.entries, activities)
+        extensions = ExtensionTools(cfg, self.state, self.log, self.entries, activities, self.queues)
         routes.register(
             ExtensionToolRoute(extensions, self.control, self.entries, activities), own_tools=True
         )
@@ -119,6 +119,7 @@ class AgentSessionWorkflow:
             compactor=self.compactor,
             user_bash=self.user_bash,
             continue_as_new=self._continue_as_new,
+            extensions=extensions,
         )
         self.loop = AgentLoop(port, cfg, self.state)
         if inp.carried is None and not cfg.existing_file:

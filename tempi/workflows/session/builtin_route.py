@@ -97,7 +97,7 @@ class BuiltinToolRoute:
         if result.sandbox_lost:
             self.sandbox.forget()
             return RouteResult(result.message)
-        return RouteResult(result.message, parked=True)
+        return RouteResult(result.message, parked=True, effects=result.effects)
 
     def _failed(self, call: ToolCall, text: str) -> RouteResult:
         return RouteResult(synthetic_result(call, text, now_ms()))

@@ -13,14 +13,15 @@ from temporalio.exceptions import ActivityError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
     from tempi.agent.llm_context import ToolSpec
-    from tempi.agent.messages import ToolCall
+    from tempi.agent.messages import TextContent, ToolCall, UserMessage
     from tempi.agent.session_entries import iso_timestamp
-    from tempi.extensions.models import ExtensionProblem, ExtensionSetup, ExtensionTool
+    from tempi.extensions.models import ExtensionEffects, ExtensionProblem, ExtensionSetup, ExtensionTool
     from tempi.workflows import activity_names as act
     from tempi.workflows.session.activity_errors import cause, is_disk_full
     from tempi.workflows.session.activity_options import Activities, extension_tool_options
     from tempi.workflows.session.entries import EntryWriter, now_ms
     from tempi.workflows.session.event_log import EventLog
+    from tempi.workflows.session.queues import MessageQueues
     from tempi.workflows.session.run_control import RunControl
     from tempi.workflows.session.texts import ABORTED_TEXT, synthetic_result
     from tempi.workflows.session.tool_routes import RouteResult, ToolSlot
@@ -48,12 +49,14 @@ class ExtensionTools:
         log: EventLog,
         entries: EntryWriter,
         activities: Activities,
+        queues: MessageQueues,
     ) -> None:
         self.config = config
         self.state = state
         self.log = log
         self.entries = entries
         self.activities = activities
+        self.queues = queues
 
     async def ensure_loaded(self) -> None:
         if not self.config.extensions or self.state.extension_setup is not None:
@@ -86,11 +89,22 @@ class ExtensionTools:
                 )
                 self.state.extension_system_prompt = result.system_prompt
                 self._report(result.problems, "before_agent_start")
+                self.apply(result.effects)
             except ActivityError as err:
                 self.state.extension_system_prompt = None
                 self._report([ExtensionProblem(extension="", error=cause(err))], "before_agent_start")
             self.state.extension_prompt_run = self.state.runs
         return self.state.extension_system_prompt or self.config.system_prompt
+
+    def apply(self, effects: ExtensionEffects | None) -> None:
+        """Record the custom entries extension code appended and queue the messages it sent."""
+        if effects is None:
+            return
+        for entry in effects.custom_entries:
+            self.entries.record({"type": "custom", "customType": entry.custom_type, "data": entry.data})
+        for sent in effects.messages:
+            message = UserMessage(content=[TextContent(text=sent.text)], timestamp=now_ms())
+            self.queues.add(message, "steering" if sent.deliver_as == "steer" else "follow_up")
 
     def _report(self, problems: list[ExtensionProblem], event: str) -> None:
         for problem in problems:
@@ -165,7 +179,7 @@ class ExtensionToolRoute:
             if tool.effect == "executes":
                 return self._failed(call, LOST_EXTENSION_TEXT)
             return self._failed(call, f"The extension tool failed: {cause(err)}")
-        return RouteResult(result.message, parked=True)
+        return RouteResult(result.message, parked=True, effects=result.effects)
 
     def _failed(self, call: ToolCall, text: str) -> RouteResult:
         return RouteResult(synthetic_result(call, text, now_ms()))

@@ -11,6 +11,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from tempi.agent.messages import ToolCall, ToolResultMessage
+    from tempi.extensions.models import ExtensionEffects
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,7 @@ class RouteResult:
     message: ToolResultMessage
     # The activity stored the result itself, so only a reference crosses history.
     parked: bool = False
+    effects: ExtensionEffects | None = None  # what extension code asked of the session
 
 
 class ToolRoute(Protocol):

@@ -14,6 +14,7 @@ with workflow.unsafe.imports_passed_through():
     from tempi.workflows.session.compactor import CompactionReason, Compactor
     from tempi.workflows.session.entries import EntryWriter, now_ms
     from tempi.workflows.session.event_log import EventLog
+    from tempi.workflows.session.extension_route import ExtensionTools
     from tempi.workflows.session.llm_call import LlmCaller
     from tempi.workflows.session.queues import MessageQueues, QueueName
     from tempi.workflows.session.run_control import RunControl
@@ -47,6 +48,7 @@ class WorkflowPort:
         compactor: Compactor,
         user_bash: UserBash,
         continue_as_new: Callable[[RunHandoff], None],
+        extensions: ExtensionTools | None = None,
     ) -> None:
         self.config = config
         self.state = state
@@ -59,6 +61,7 @@ class WorkflowPort:
         self.compactor = compactor
         self.user_bash = user_bash
         self.continue_as_new = continue_as_new
+        self.extensions = extensions
 
     def emit(self, event: dict[str, Any]) -> int:
         return self.log.emit(event)
@@ -92,6 +95,10 @@ class WorkflowPort:
             [(s.entry_id, s.parent_id) for s in slots],
             [None if r.parked else r.message.to_json_dict() for r in results],
         )
+        if self.extensions is not None:
+            # After the batch's results, so the entries extensions appended follow them.
+            for r in results:
+                self.extensions.apply(r.effects)
         return [r.message for r in results]
 
     def record_message(self, message: dict[str, Any]) -> None:
