@@ -11,6 +11,7 @@ from typing import Any
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tests.conftest import run_tempi, tempi_env, write_models_json
+from tests.test_rpc_mode import RpcProcess
 
 EXTENSIONS = Path(__file__).parent / "extensions"
 
@@ -191,3 +192,32 @@ def test_extension_state_in_custom_entries_outlives_the_worker_and_messages_stee
     requests = scripted_server.requests_for(scenario)
     users = [m for m in requests[2].body["messages"] if m["role"] == "user"]
     assert "steered by the extension" in json.dumps(users[-1])
+
+
+def test_an_extension_command_makes_the_prompt_of_tempi_p_and_rpc_lists_and_runs_it(
+    tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
+) -> None:
+    scenario = "ext-command"
+    home, work = _project(
+        tmp_path, scripted_server, scenario, [{"text": "Hello, Bob."}, {"text": "Hello, Ann."}]
+    )
+    _install(work, "memory.py")
+    env = tempi_env(home, temporal_address)
+    done = run_tempi(["--model", "mock/mock-model", "-p", "/greet Bob"], cwd=work, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "Hello, Bob.\n"
+    sent = json.dumps(scripted_server.requests_for(scenario)[0].body["messages"][-1])
+    assert "Say hello to Bob." in sent and "/greet" not in sent
+
+    rpc = RpcProcess(["--model", "mock/mock-model", "--no-session"], cwd=work, env=env)
+    try:
+        commands = rpc.call({"id": "c", "type": "get_commands"}, timeout=90)["data"]["commands"]
+        greet = next(c for c in commands if c["name"] == "greet")
+        assert greet["source"] == "extension" and greet["description"] == "Ask the model to greet someone"
+        assert greet["path"] == str(work / ".tempi" / "extensions" / "memory.py")
+        assert rpc.call({"id": "p", "type": "prompt", "message": "/greet Ann"})["success"] is True
+        rpc.event("agent_end")
+        sent = json.dumps(scripted_server.requests_for(scenario)[-1].body["messages"][-1])
+        assert "Say hello to Ann." in sent
+    finally:
+        rpc.close()

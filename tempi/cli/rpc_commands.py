@@ -14,6 +14,7 @@ from tempi.agent.messages import ImageContent
 from tempi.agent.model_spec import THINKING_LEVELS, ModelSpec, ThinkingLevel
 from tempi.agent.session_entries import MessageEntry
 from tempi.agent.thinking_levels import DEFAULT_THINKING_LEVEL
+from tempi.cli.extension_commands import command_context, outcome_of, rpc_command_list
 from tempi.cli.html_export import default_export_path, export_session_html
 from tempi.cli.plan import PlannedRun
 from tempi.cli.session_choice import OpenSession
@@ -85,6 +86,18 @@ async def prompt(srv: RpcContext, cmd: dict[str, Any]) -> Any:
     if behavior not in (None, "steer", "followUp"):
         raise RpcError('"streamingBehavior" must be "steer" or "followUp"')
     message = expand_input(_text(cmd, "message"), srv.planned.templates, srv.planned.skills)
+    state = await srv.session.state()
+    ran = await outcome_of(
+        message,
+        srv.planned.options.extensions or [],
+        command_context(state.session_id, state.session_file, state.cwd),
+    )
+    if ran is not None:
+        if ran.error is not None:
+            raise RpcError(ran.error)
+        if ran.prompt is None:
+            return NO_DATA
+        message = ran.prompt
     images = _images(cmd)
     # The ack goes out before any event of the run it starts, as in pi.
     async with srv.gate:
@@ -168,6 +181,7 @@ async def get_commands(srv: RpcContext, cmd: dict[str, Any]) -> Any:
             {"name": f"skill:{s.name}", "description": s.description, "source": "skill", "path": s.file_path}
             for s in srv.planned.skills
         ]
+        + rpc_command_list(srv.planned.options.extensions or [])
     }
 
 

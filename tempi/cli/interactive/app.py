@@ -36,6 +36,7 @@ from temporalio.service import RPCError
 from tempi.agent.messages import ImageContent
 from tempi.agent.skills import Skill
 from tempi.cli import slash_input
+from tempi.cli.extension_commands import command_context, outcome_of
 from tempi.cli.interactive import commands
 from tempi.cli.interactive.footer import FooterInfo, answers_in, usage_tokens
 from tempi.cli.interactive.input_editor import InputCompleter, build_input_buffer, history_for
@@ -50,6 +51,7 @@ from tempi.cli.session_choice import OpenSession
 from tempi.client import EventFollower, SessionClient, SessionRefused, SessionService
 from tempi.client.events import POLL_INTERVAL_S
 from tempi.client.transcript import context_messages, context_usage, load_at_leaf
+from tempi.extensions.commands import CommandOutcome, find_command
 from tempi.store.session_store import SessionStore
 
 CTRL_C_WINDOW_S = 2.0
@@ -293,6 +295,12 @@ class InteractiveApp:
                 command, arg = found
                 await command.run(self, arg)
                 return
+            if (ran := await self._extension_command(stripped)) is not None:
+                if ran.error is not None:
+                    await self.show(notice(ran.error, "red"))
+                elif ran.prompt is not None:
+                    await self.send(ran.prompt, follow_up=follow_up)
+                return
             refused = slash_input.refusal(
                 stripped, self.planned.templates, self.skills, list(commands.BY_NAME)
             )
@@ -312,6 +320,13 @@ class InteractiveApp:
         await self.send(
             slash_input.expand_input(text, self.planned.templates, self.skills), follow_up=follow_up
         )
+
+    async def _extension_command(self, text: str) -> CommandOutcome | None:
+        paths = self.planned.options.extensions or []
+        if not paths or find_command(paths, text) is None:
+            return None
+        state = await self.session.state()
+        return await outcome_of(text, paths, command_context(state.session_id, state.session_file, state.cwd))
 
     async def send_initial(self, prompts: list[str], images: list[ImageContent]) -> None:
         """The command line's prompts, as `pi "prompt"` sends them: the first at once, the
