@@ -4,13 +4,23 @@ hooks run inside the tool activities, their tools beside the builtin ones."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+from temporalio.client import Client
+
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tests.conftest import run_tempi, tempi_env, write_models_json
+from tests.session_harness import scripted_model, start_session, unique_queue
 from tests.test_rpc_mode import RpcProcess
 
 EXTENSIONS = Path(__file__).parent / "extensions"
@@ -221,3 +231,68 @@ def test_an_extension_command_makes_the_prompt_of_tempi_p_and_rpc_lists_and_runs
         assert "Say hello to Ann." in sent
     finally:
         rpc.close()
+
+
+def _start_worker(home: Path, address: str, queue: str, log: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tempi", "worker", "--task-queue", queue],
+        env=tempi_env(home, address),
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+    )
+
+
+@pytest.mark.slow
+async def test_after_a_lost_worker_a_read_tool_runs_again_and_a_write_tool_does_not(
+    tmp_path: Path, temporal_address: str, temporal_client: Client, scripted_server: ScriptedLLMServer
+) -> None:
+    scenario = "ext-worker-lost"
+    scripted_server.add_scenario(
+        scenario,
+        [
+            {"tool_calls": [_call("look", "slow_lookup", key="a"), _call("rec", "slow_record", key="b")]},
+            {"text": "Both answered."},
+        ],
+    )
+    home = tmp_path / "home"
+    write_models_json(home, scripted_server, scenario)
+    ext_dir = tmp_path / "ext"
+    ext_dir.mkdir()
+    shutil.copy(EXTENSIONS / "slow.py", ext_dir / "slow.py")
+    calls, gate = tmp_path / "calls.log", tmp_path / "gate"
+    (ext_dir / "calls.path").write_text(str(calls))
+    (ext_dir / "gate.path").write_text(str(gate))
+    queue = unique_queue()
+    worker_log = tmp_path / "worker.log"
+    worker = _start_worker(home, temporal_address, queue, worker_log)
+    try:
+        s = await start_session(
+            temporal_client,
+            tmp_path,
+            scripted_model(scripted_server, scenario),
+            task_queue=queue,
+            extensions=[str(ext_dir / "slow.py")],
+        )
+        await s.prompt("Look a up and record b.", timeout=120)  # the worker may still be starting
+        deadline = time.monotonic() + 60
+        while not (calls.exists() and len(calls.read_text().splitlines()) == 2):
+            assert time.monotonic() < deadline, "the tools were not called"
+            await asyncio.sleep(0.05)
+        os.kill(worker.pid, signal.SIGKILL)
+        worker.wait()
+        gate.touch()
+        worker = _start_worker(home, temporal_address, queue, worker_log)
+        await s.run_to_idle(timeout=120)
+    finally:
+        worker.kill()
+        worker.wait()
+
+    assert sorted(calls.read_text().splitlines()) == ["lookup a", "lookup a", "record b"]
+    entries = [json.loads(line) for line in Path(s.config.session_path).read_text().splitlines()]
+    results = {
+        e["message"]["toolCallId"]: e["message"]
+        for e in entries
+        if e["type"] == "message" and e["message"]["role"] == "toolResult"
+    }
+    assert not results["look"]["isError"] and _text(results["look"]) == "finished lookup a"
+    assert results["rec"]["isError"] and "may or may not have run" in _text(results["rec"])
