@@ -24,6 +24,7 @@ from tests.session_harness import scripted_model, start_session, unique_queue
 from tests.test_rpc_mode import RpcProcess
 
 EXTENSIONS = Path(__file__).parent / "extensions"
+DEMO_MCP_SERVER = Path(__file__).parent / "mcp_servers" / "demo_server.py"
 
 
 def _call(call_id: str, name: str, **arguments: Any) -> dict[str, Any]:
@@ -296,3 +297,35 @@ async def test_after_a_lost_worker_a_read_tool_runs_again_and_a_write_tool_does_
     }
     assert not results["look"]["isError"] and _text(results["look"]) == "finished lookup a"
     assert results["rec"]["isError"] and "may or may not have run" in _text(results["rec"])
+
+
+def test_extension_hooks_see_mcp_tool_calls_too(
+    tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
+) -> None:
+    scenario = "ext-mcp"
+    turns = [
+        {
+            "tool_calls": [
+                _call("rec", "mcp__local__record", line="x"),
+                _call("look", "mcp__local__lookup", key="tea"),
+            ]
+        },
+        {"text": "Looked."},
+    ]
+    home, work = _project(tmp_path, scripted_server, scenario, turns)
+    _install(work, "guard.py")
+    log = tmp_path / "mcp.log"
+    server = {
+        "command": sys.executable,
+        "args": [str(DEMO_MCP_SERVER), "--name", "local"],
+        "env": {"DEMO_LOG": str(log)},
+    }
+    (work / ".tempi" / "mcp.json").write_text(json.dumps({"mcpServers": {"local": server}}))
+    proc = run_tempi(
+        ["--model", "mock/mock-model", "-p", "go"], cwd=work, env=tempi_env(home, temporal_address)
+    )
+    assert proc.returncode == 0, proc.stderr
+    results = _results(home)
+    assert results["rec"]["isError"] and _text(results["rec"]) == "the guard keeps the MCP log read-only"
+    assert not log.exists()
+    assert _text(results["look"]).startswith("local says tea-checked means TEA-CHECKED")

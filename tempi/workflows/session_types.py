@@ -285,6 +285,7 @@ class McpCallInput(PiModel):
     parent_id: str
     entry_timestamp: str
     timestamp_ms: int
+    extensions: list[str] = Field(default_factory=list)  # their tool_call/tool_result hooks run
 
 
 class ToolCallResult(PiModel):

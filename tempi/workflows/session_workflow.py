@@ -92,8 +92,7 @@ class AgentSessionWorkflow:
         )
         routes.register(TaskToolRoute(self.subagents))
         mcp = McpTools(cfg, self.state, activities)
-        routes.register(McpToolRoute(mcp, self.control, self.entries, activities), own_tools=True)
-        extensions = ExtensionTools(cfg, self.state, self.log, self.entries, activities, self.queues)
+        routes.register(McpToolRoute(mcp, self.control, self.entries, activities, extensions), own_tools=True)
         routes.register(
             ExtensionToolRoute(extensions, self.control, self.entries, activities), own_tools=True
         )

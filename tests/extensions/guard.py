@@ -19,6 +19,10 @@ def extension(tempi: Any) -> None:
     def guard(event: Any, ctx: Any) -> dict[str, Any] | None:
         if "boom" in event.input.get("command", ""):
             raise ValueError("the guard broke")
+        if event.tool_name == "mcp__local__record":
+            return {"block": True, "reason": "the guard keeps the MCP log read-only"}
+        if event.tool_name == "mcp__local__lookup":
+            event.input["key"] = event.input["key"] + "-checked"
         if event.tool_name == "bash" and "rm -rf" in event.input.get("command", ""):
             return {"block": True, "reason": "rm -rf is not allowed here (guard extension)"}
         if event.tool_name == "bash" and event.input.get("command") == "echo original":

@@ -22,8 +22,10 @@ from tempi.activities.session_activities import (
 )
 from tempi.agent.mcp_tools import McpServerProblem, McpTool, McpToolList, mcp_tool_name
 from tempi.agent.messages import TextContent, ToolResultMessage
+from tempi.agent.tool_specs import ToolOutcome
 from tempi.config.errors import ConfigError
 from tempi.config.mcp_json import WORKER_ENV, McpServer, load_mcp_servers, resolve_server
+from tempi.extensions.hooks import context_for, hooked
 from tempi.workflows import activity_names as names
 from tempi.workflows.session_types import McpCallInput, McpListInput, ToolCallResult
 
@@ -105,10 +107,18 @@ class McpActivities:
         parked = find_parked(inp.file, inp.entry_id)
         if parked is not None:
             return ToolCallResult(message=for_history(ToolResultMessage.model_validate(parked["message"])))
-        task = asyncio.create_task(self._call(inp))
+
+        async def run(args: dict[str, Any]) -> ToolOutcome:
+            content, details, is_error = await self._call(inp, args)
+            return ToolOutcome(content=content, details=details, is_error=is_error)
+
+        # The session's extensions see (and may block or change) MCP calls like any other.
+        task = asyncio.create_task(hooked(inp.extensions, context_for(inp.file), inp.tool_call, run))
+        effects = None
         try:
             async with Heartbeater():
-                content, details, is_error = await asyncio.shield(task)
+                outcome, effects = await asyncio.shield(task)
+            content, details, is_error = outcome.content, outcome.details, outcome.is_error
         except asyncio.CancelledError:
             task.cancel()
             stopped = WORKER_STOPPED_TOOL_TEXT if activity.is_worker_shutdown() else "Aborted by the user."
@@ -118,7 +128,7 @@ class McpActivities:
                 tool_call_id=inp.tool_call.id,
                 tool_name=inp.tool_call.name,
                 content=content,
-                details=details,
+                details=details if details is not None else {},
                 is_error=is_error,
                 timestamp=inp.timestamp_ms,
             )
@@ -133,9 +143,11 @@ class McpActivities:
                 "message": message.to_json_dict(),
             },
         )
-        return ToolCallResult(message=for_history(message))
+        return ToolCallResult(
+            message=for_history(message), effects=effects if effects and not effects.empty() else None
+        )
 
-    async def _call(self, inp: McpCallInput) -> tuple[list[Any], dict[str, Any], bool]:
+    async def _call(self, inp: McpCallInput, args: dict[str, Any]) -> tuple[list[Any], dict[str, Any], bool]:
         tool = inp.tool
         try:
             server = load_mcp_servers(Path(inp.file.cwd)).get(tool.server)
@@ -152,7 +164,7 @@ class McpActivities:
             except McpUnavailableError as err:
                 return _error(_down(tool.server, str(err)))
             try:
-                result = await client.call_tool(tool.tool, inp.tool_call.arguments)
+                result = await client.call_tool(tool.tool, args)
             except Exception as err:
                 await self.connections.drop(resolved)
                 if attempt + 1 < attempts:

@@ -20,6 +20,7 @@ with workflow.unsafe.imports_passed_through():
     from tempi.workflows.session.activity_errors import cause, is_disk_full
     from tempi.workflows.session.activity_options import Activities, mcp_tool_options
     from tempi.workflows.session.entries import EntryWriter, now_ms
+    from tempi.workflows.session.extension_route import ExtensionTools
     from tempi.workflows.session.run_control import RunControl
     from tempi.workflows.session.texts import ABORTED_TEXT, synthetic_result
     from tempi.workflows.session.tool_routes import RouteResult, ToolSlot
@@ -65,8 +66,14 @@ class McpTools:
 
 class McpToolRoute:
     def __init__(
-        self, tools: McpTools, control: RunControl, entries: EntryWriter, activities: Activities
+        self,
+        tools: McpTools,
+        control: RunControl,
+        entries: EntryWriter,
+        activities: Activities,
+        extensions: ExtensionTools | None = None,
     ) -> None:
+        self.extensions = extensions
         self.tools = tools
         self.control = control
         self.entries = entries
@@ -92,6 +99,7 @@ class McpToolRoute:
             parent_id=slot.parent_id,
             entry_timestamp=iso_timestamp(started_ms),
             timestamp_ms=started_ms,
+            extensions=self.extensions.active() if self.extensions is not None else [],
         )
         task = asyncio.ensure_future(
             self.activities.execute(
@@ -108,7 +116,7 @@ class McpToolRoute:
             if tool.effect == "executes":
                 return self._failed(call, LOST_MCP_TEXT)
             return self._failed(call, f"The MCP tool failed: {cause(err)}")
-        return RouteResult(result.message, parked=True)
+        return RouteResult(result.message, parked=True, effects=result.effects)
 
     def _failed(self, call: ToolCall, text: str) -> RouteResult:
         return RouteResult(synthetic_result(call, text, now_ms()))
