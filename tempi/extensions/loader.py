@@ -5,6 +5,7 @@ it changed."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 import traceback
 from hashlib import sha256
@@ -14,6 +15,7 @@ from tempi.extensions.api import ExtensionAPI
 from tempi.extensions.models import ExtensionProblem
 
 FACTORY = "extension"
+_TEMPI_DIR = str(Path(__file__).resolve().parent.parent) + os.sep
 
 _loaded: dict[str, tuple[int, ExtensionAPI]] = {}
 
@@ -35,7 +37,7 @@ def _module_file(path: Path) -> Path:
 
 def describe_failure(err: BaseException) -> str:
     """The error and the extension's own line that raised it, not tempi's frames."""
-    frames = traceback.extract_tb(err.__traceback__)
+    frames = [f for f in traceback.extract_tb(err.__traceback__) if not f.filename.startswith(_TEMPI_DIR)]
     last = frames[-1] if frames else None
     at = f" (at {last.filename}:{last.lineno})" if last else ""
     return f"{type(err).__name__}: {err}{at}"

@@ -1,0 +1,90 @@
+"""The extension loader and hook runner as plain functions: what an extension author sees
+when a module changes, a handler misbehaves, or two extensions touch one result."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tempi.extensions.api import ExtensionContext
+from tempi.extensions.hooks import ToolCallEvent, ToolResultEvent, run_tool_call, run_tool_result
+from tempi.extensions.loader import ExtensionLoadError, load_all, load_extension
+
+CTX = ExtensionContext(cwd="/work", session_id="s", session_file="/nowhere.jsonl")
+
+
+def _write(path: Path, body: str) -> str:
+    path.write_text(body)
+    return str(path)
+
+
+def test_a_changed_module_is_loaded_again_and_an_unchanged_one_is_not(tmp_path: Path) -> None:
+    path = _write(tmp_path / "ext.py", "def extension(tempi):\n    tempi.register_command('one')\n")
+    first = load_extension(path)
+    assert load_extension(path) is first
+    _write(tmp_path / "ext.py", "def extension(tempi):\n    tempi.register_command('two')\n")
+    os.utime(path, ns=(0, os.stat(path).st_mtime_ns + 1_000_000))
+    assert list(load_extension(path).commands) == ["two"]
+
+
+def test_load_problems_say_what_to_fix(tmp_path: Path) -> None:
+    no_factory = _write(tmp_path / "a.py", "x = 1\n")
+    typo = _write(tmp_path / "b.py", "def extension(tempi):\n    tempi.on('tool_cal', print)\n")
+    bad_effect = _write(
+        tmp_path / "c.py",
+        "def extension(tempi):\n    tempi.register_tool('t', 'd', {}, print, effect='reads')\n",
+    )
+    loaded, problems = load_all([no_factory, typo, bad_effect, str(tmp_path / "gone.py")])
+    assert loaded == []
+    errors = [p.error for p in problems]
+    assert "has no `def extension(tempi): ...` function" in errors[0]
+    assert "tempi has no event 'tool_cal'" in errors[1] and "b.py:2" in errors[1]
+    assert "effect 'reads' is not one of read, write, execute, idempotent" in errors[2]
+    assert "does not exist on this machine" in errors[3]
+    with pytest.raises(ExtensionLoadError):
+        load_extension(no_factory)
+
+
+async def test_tool_call_hooks_fail_closed_and_may_replace_the_input(tmp_path: Path) -> None:
+    rewrite = load_extension(
+        _write(
+            tmp_path / "rewrite.py",
+            "def extension(tempi):\n    tempi.on('tool_call', lambda e, ctx: {'input': {'command': 'ls'}})\n",
+        )
+    )
+    broken = load_extension(
+        _write(
+            tmp_path / "broken.py", "def extension(tempi):\n    tempi.on('tool_call', lambda e, ctx: 1 / 0)\n"
+        )
+    )
+    decision = await run_tool_call([rewrite], ToolCallEvent("bash", "c1", {"command": "rm x"}), CTX)
+    assert decision.blocked is None and decision.input == {"command": "ls"}
+    decision = await run_tool_call([rewrite, broken], ToolCallEvent("bash", "c1", {"command": "rm x"}), CTX)
+    assert decision.blocked is not None and "ZeroDivisionError" in decision.blocked
+
+
+async def test_tool_result_hooks_run_in_extension_order_and_a_failing_one_is_skipped(tmp_path: Path) -> None:
+    def ext(name: str, body: str) -> str:
+        return _write(
+            tmp_path / f"{name}.py", f"def extension(tempi):\n    tempi.on('tool_result', {body})\n"
+        )
+
+    loaded, _ = load_all(
+        [
+            ext("first", "lambda e, ctx: {'content': e.content[0]['text'] + ' one'}"),
+            ext("fails", "lambda e, ctx: [][1]"),
+            ext("second", "lambda e, ctx: {'content': e.content[0]['text'] + ' two', 'isError': True}"),
+        ]
+    )
+    event = ToolResultEvent("read", "c1", {}, [{"type": "text", "text": "zero"}], None, False)
+    change = await run_tool_result(loaded, event, CTX)
+    assert change.content == [{"type": "text", "text": "zero one two"}] and change.is_error
+    assert len(change.problems) == 1 and "IndexError" in change.problems[0].error
+
+
+def test_append_entry_outside_a_handler_says_where_it_works(tmp_path: Path) -> None:
+    path = _write(tmp_path / "early.py", "def extension(tempi):\n    tempi.append_entry('x', 1)\n")
+    _, problems = load_all([path])
+    assert "append_entry works inside an event handler or a tool's execute" in problems[0].error
