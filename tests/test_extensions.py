@@ -329,3 +329,30 @@ def test_extension_hooks_see_mcp_tool_calls_too(
     assert results["rec"]["isError"] and _text(results["rec"]) == "the guard keeps the MCP log read-only"
     assert not log.exists()
     assert _text(results["look"]).startswith("local says tea-checked means TEA-CHECKED")
+
+
+def test_the_example_extension_refuses_rm_rf_and_counts_refusals_in_the_session(
+    tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
+) -> None:
+    scenario = "ext-example"
+    turns = [
+        {"tool_calls": [_call("rm", "bash", command="rm -rf victim")]},
+        {"tool_calls": [_call("n", "refusals")]},
+        {"text": "One refusal."},
+    ]
+    home, work = _project(tmp_path, scripted_server, scenario, turns)
+    (work / "victim").mkdir()
+    example = Path(__file__).parent.parent / "examples" / "extensions" / "guard.py"
+    proc = run_tempi(
+        ["--model", "mock/mock-model", "--extension", str(example), "-p", "/refusals"],
+        cwd=work,
+        env=tempi_env(home, temporal_address),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (work / "victim").is_dir()
+    results = _results(home)
+    assert "rm -rf is not allowed in this project" in _text(results["rm"])
+    assert _text(results["n"]) == "The guard refused 1 command(s) in this session."
+    first = scripted_server.requests_for(scenario)[0]
+    assert "Call the refusals tool" in json.dumps(first.body["messages"][-1])
+    assert "Never run `rm -rf`" in json.dumps(first.body)
