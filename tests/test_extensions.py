@@ -20,7 +20,7 @@ from temporalio.client import Client
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tests.conftest import run_tempi, tempi_env, write_models_json
-from tests.session_harness import scripted_model, start_session, unique_queue
+from tests.session_harness import running_worker, scripted_model, start_session, unique_queue
 from tests.test_rpc_mode import RpcProcess
 
 EXTENSIONS = Path(__file__).parent / "extensions"
@@ -356,3 +356,35 @@ def test_the_example_extension_refuses_rm_rf_and_counts_refusals_in_the_session(
     first = scripted_server.requests_for(scenario)[0]
     assert "Call the refusals tool" in json.dumps(first.body["messages"][-1])
     assert "Never run `rm -rf`" in json.dumps(first.body)
+
+
+async def test_a_worker_that_cannot_load_an_extension_reports_it_and_the_session_goes_on(
+    tmp_path: Path, temporal_client: Client, scripted_server: ScriptedLLMServer
+) -> None:
+    scenario = "ext-worker-problem"
+    scripted_server.add_scenario(
+        scenario, [{"tool_calls": [_call("rm", "bash", command="rm -rf victim")]}, {"text": "Still here."}]
+    )
+    broken, guard = tmp_path / "ext" / "broken.py", tmp_path / "ext" / "guard.py"
+    broken.parent.mkdir()
+    shutil.copy(EXTENSIONS / "broken.py", broken)
+    shutil.copy(EXTENSIONS / "guard.py", guard)
+    queue = unique_queue()
+    async with running_worker(temporal_client, tmp_path / "sessions", queue):
+        s = await start_session(
+            temporal_client,
+            tmp_path,
+            scripted_model(scripted_server, scenario),
+            task_queue=queue,
+            extensions=[str(broken), str(guard)],
+        )
+        (Path(s.config.cwd) / "victim").mkdir()
+        await s.prompt("clean up")
+        events = await s.run_to_idle()
+    problems = [e for e in events if e["type"] == "extension_error"]
+    assert [(p["extensionPath"], p["event"]) for p in problems] == [(str(broken), "load")]
+    assert "broken on purpose" in problems[0]["error"]
+    # The extension that loaded still guards the session.
+    assert (Path(s.config.cwd) / "victim").is_dir()
+    final = [e for e in events if e["type"] == "message_end"][-1]["message"]
+    assert final["content"][0]["text"] == "Still here."
