@@ -388,3 +388,28 @@ async def test_a_worker_that_cannot_load_an_extension_reports_it_and_the_session
     assert (Path(s.config.cwd) / "victim").is_dir()
     final = [e for e in events if e["type"] == "message_end"][-1]["message"]
     assert final["content"][0]["text"] == "Still here."
+
+
+async def test_session_start_and_agent_start_handlers_run_and_a_failing_one_is_reported(
+    tmp_path: Path, temporal_client: Client, scripted_server: ScriptedLLMServer
+) -> None:
+    scenario = "ext-lifecycle"
+    scripted_server.add_scenario(scenario, [{"text": "One."}, {"text": "Two."}])
+    queue = unique_queue()
+    async with running_worker(temporal_client, tmp_path / "sessions", queue):
+        s = await start_session(
+            temporal_client,
+            tmp_path,
+            scripted_model(scripted_server, scenario),
+            task_queue=queue,
+            extensions=[str(EXTENSIONS / "lifecycle.py")],
+        )
+        await s.prompt("first")
+        await s.run_to_idle()
+        await s.prompt("second")
+        await s.run_to_idle()
+    problems = [e for e in s.events if e["type"] == "extension_error"]
+    assert [p["event"] for p in problems] == ["session_start"] and "ZeroDivisionError" in problems[0]["error"]
+    entries = [json.loads(line) for line in Path(s.config.session_path).read_text().splitlines()]
+    noted = [e["data"]["event"] for e in entries if e["type"] == "custom"]
+    assert noted == ["session_start", "agent_start", "agent_start"]

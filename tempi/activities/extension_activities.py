@@ -26,6 +26,7 @@ from tempi.extensions.hooks import (
     hooked,
     run_before_agent_start,
     run_registered_tool,
+    run_session_start,
 )
 from tempi.extensions.loader import load_all
 from tempi.extensions.models import (
@@ -82,7 +83,14 @@ class ExtensionActivities:
 
     @activity.defn(name=names.LOAD_EXTENSIONS)
     async def load_extensions(self, inp: ExtensionSetupInput) -> ExtensionSetup:
-        return setup_of(inp.extensions)
+        setup = setup_of(inp.extensions)
+        if inp.file is not None:
+            failed = {p.extension for p in setup.problems}
+            extensions, _ = load_all([p for p in inp.extensions if p not in failed])
+            problems, effects = await run_session_start(extensions, context_for(inp.file))
+            setup.start_problems = problems
+            setup.effects = None if effects.empty() else effects
+        return setup
 
     @activity.defn(name=names.EXTENSIONS_BEFORE_AGENT_START)
     async def before_agent_start(self, inp: AgentStartInput) -> AgentStartResult:

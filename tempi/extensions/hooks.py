@@ -55,6 +55,14 @@ class BeforeAgentStartEvent:
 
 
 @dataclass
+class LifecycleEvent:
+    """An event handlers only observe (session_start, agent_start); they may still append
+    entries or send messages."""
+
+    type: str
+
+
+@dataclass
 class ToolCallDecision:
     input: dict[str, Any]
     blocked: str | None = None  # the reason the model is given
@@ -155,8 +163,33 @@ async def run_before_agent_start(
 ) -> AgentStartChange:
     with call_scope(ctx) as scope:
         change = await _before_agent_start(extensions, event, ctx)
+        change.problems += await notify(extensions, LifecycleEvent("agent_start"), ctx)
     change.effects = scope.effects
     return change
+
+
+async def notify(
+    extensions: list[ExtensionAPI], event: LifecycleEvent, ctx: ExtensionContext
+) -> list[ExtensionProblem]:
+    """Run the handlers of an event whose answer changes nothing; failures are reported."""
+    problems: list[ExtensionProblem] = []
+    for ext in extensions:
+        for handler in ext.handlers.get(event.type, []):
+            try:
+                await _call(handler, event, ctx)
+            except Exception as err:
+                problems.append(
+                    ExtensionProblem(extension=ext.path, error=f"{event.type} hook: {describe_failure(err)}")
+                )
+    return problems
+
+
+async def run_session_start(
+    extensions: list[ExtensionAPI], ctx: ExtensionContext
+) -> tuple[list[ExtensionProblem], ExtensionEffects]:
+    with call_scope(ctx) as scope:
+        problems = await notify(extensions, LifecycleEvent("session_start"), ctx)
+    return problems, scope.effects
 
 
 async def _before_agent_start(

@@ -50,6 +50,10 @@ class ExtensionSetup(PiModel):
     tools: list[ExtensionTool] = Field(default_factory=list)
     commands: list[ExtensionCommand] = Field(default_factory=list)
     problems: list[ExtensionProblem] = Field(default_factory=list)
+    # What session_start handlers asked of the session, and how they failed: reported and
+    # applied once, then dropped (a failing handler does not unload its extension).
+    effects: ExtensionEffects | None = None
+    start_problems: list[ExtensionProblem] = Field(default_factory=list)
 
     def find(self, name: str) -> ExtensionTool | None:
         return next((t for t in self.tools if t.name == name), None)

@@ -247,6 +247,7 @@ class ToolCallInput(PiModel):
 
 class ExtensionSetupInput(PiModel):
     extensions: list[str]
+    file: SessionFileRef | None = None  # the session session_start handlers run for
 
 
 class ExtensionCallInput(PiModel):

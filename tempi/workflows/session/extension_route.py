@@ -63,12 +63,18 @@ class ExtensionTools:
             return
         try:
             setup: ExtensionSetup = await self.activities.execute(
-                act.LOAD_EXTENSIONS, ExtensionSetupInput(extensions=self.config.extensions), ExtensionSetup
+                act.LOAD_EXTENSIONS,
+                ExtensionSetupInput(extensions=self.config.extensions, file=self.entries.file()),
+                ExtensionSetup,
             )
         except ActivityError as err:
             setup = ExtensionSetup(problems=[ExtensionProblem(extension="", error=cause(err))])
+        effects, setup.effects = setup.effects, None
+        start_problems, setup.start_problems = setup.start_problems, []
         self.state.extension_setup = setup
         self._report(setup.problems, "load")
+        self._report(start_problems, "session_start")
+        self.apply(effects)
 
     async def system_prompt(self, prompt: str) -> str:
         """The system prompt of the current run: what before_agent_start made of the
