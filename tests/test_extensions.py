@@ -390,7 +390,7 @@ async def test_a_worker_that_cannot_load_an_extension_reports_it_and_the_session
     assert final["content"][0]["text"] == "Still here."
 
 
-async def test_session_start_and_agent_start_handlers_run_and_a_failing_one_is_reported(
+async def test_lifecycle_and_context_handlers_run_and_a_failing_one_is_reported(
     tmp_path: Path, temporal_client: Client, scripted_server: ScriptedLLMServer
 ) -> None:
     scenario = "ext-lifecycle"
@@ -413,3 +413,8 @@ async def test_session_start_and_agent_start_handlers_run_and_a_failing_one_is_r
     entries = [json.loads(line) for line in Path(s.config.session_path).read_text().splitlines()]
     noted = [e["data"]["event"] for e in entries if e["type"] == "custom"]
     assert noted == ["session_start", "agent_start", "agent_start"]
+    # The context handler left the model only the second prompt; the file keeps both.
+    second = scripted_server.requests_for(scenario)[1].body["messages"]
+    users = [json.dumps(m["content"]) for m in second if m["role"] == "user"]
+    assert len(users) == 1 and "second" in users[0]
+    assert sum(1 for e in entries if e["type"] == "message" and e["message"]["role"] == "user") == 2

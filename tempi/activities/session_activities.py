@@ -46,7 +46,7 @@ from tempi.agent.session_entries import MessageEntry
 from tempi.agent.tool_specs import labelled, tool_specs
 from tempi.config.errors import ConfigError
 from tempi.config.settings import images_blocked, provider_retries, shell_command_prefix
-from tempi.extensions.hooks import context_for, hooked
+from tempi.extensions.hooks import context_for, hooked, with_context_hooks
 from tempi.store.live_channel import LiveWriter, remove_live_files
 from tempi.store.session_store import SessionStore
 from tempi.store.sidecar import live_path, pending_path, sidecar_dir
@@ -289,6 +289,8 @@ class SessionActivities:
                 return _llm_result(existing.message)
 
         context = build_llm_context(self.store, inp)
+        if inp.extensions:
+            context = await with_context_hooks(inp.extensions, context_for(inp.file), context)
         options = self._options(inp.model, inp.thinking_level, inp.file.session_id, inp.file.cwd)
         live = LiveWriter(
             live_path(inp.file.session_path, inp.file.session_id, inp.entry_id), activity.info().attempt

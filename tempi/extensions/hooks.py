@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
+from tempi.agent.llm_context import LlmContext
 from tempi.agent.messages import TextContent, ToolCall
 from tempi.agent.tool_specs import ToolOutcome
 from tempi.extensions.api import ExtensionAPI, ExtensionContext, Update, call_scope
@@ -60,6 +61,11 @@ class LifecycleEvent:
     entries or send messages."""
 
     type: str
+
+
+@dataclass
+class ContextEvent:
+    messages: list[dict[str, Any]]  # pi's messages as sent to the model; change or replace them
 
 
 @dataclass
@@ -303,3 +309,24 @@ async def _hooked(
 
 def blocked_outcome(reason: str) -> ToolOutcome:
     return ToolOutcome(content=[TextContent(text=reason)], is_error=True)
+
+
+async def with_context_hooks(paths: list[str], ctx: ExtensionContext, context: LlmContext) -> LlmContext:
+    """The context the model is sent, after the `context` handlers, in extension order. A
+    handler that raises, or messages that are not pi's shape, leave the context as it was."""
+    extensions, problems = load_all(paths)
+    for problem in problems:
+        log.warning("extension %s: %s", problem.extension, problem.error)
+    messages = context.messages
+    for ext in extensions:
+        for handler in ext.handlers.get("context", []):
+            event = ContextEvent([m.to_json_dict() for m in messages])
+            try:
+                result = await _call(handler, event, ctx)
+                changed = _get(result, "messages") if result is not None else None
+                messages = LlmContext.model_validate(
+                    {"messages": changed if isinstance(changed, list) else event.messages}
+                ).messages
+            except Exception as err:
+                log.warning("extension %s: context hook: %s", ext.path, describe_failure(err))
+    return context.model_copy(update={"messages": messages})

@@ -227,6 +227,7 @@ class LlmCallInput(PiModel):
     tools: list[str]
     extra_tools: list[ToolSpec] = Field(default_factory=list)  # specs the workflow owns (task)
     tool_labels: bool = False
+    extensions: list[str] = Field(default_factory=list)  # their context hooks run
 
 
 class LlmCallResult(PiModel):

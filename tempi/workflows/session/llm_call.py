@@ -85,6 +85,7 @@ class LlmCaller:
                     *(self.extensions.specs() if self.extensions is not None else []),
                 ],
                 tool_labels=self.config.tool_labels,
+                extensions=self.extensions.active() if self.extensions is not None else [],
             )
             task = asyncio.ensure_future(self.activities.execute(act.CALL_LLM, inp, LlmCallResult))
             try:
