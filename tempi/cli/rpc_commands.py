@@ -22,6 +22,7 @@ from tempi.cli.slash_input import expand_input
 from tempi.client import SessionClient, SessionOptions, SessionRefused, SessionService
 from tempi.client.transcript import context_messages, fork_points, load_at_leaf, session_stats, user_text
 from tempi.config.api_keys import has_configured_key
+from tempi.extensions.commands import find_command
 from tempi.store.errors import SessionFileError
 from tempi.workflows.session_types import QueueMode
 
@@ -86,12 +87,14 @@ async def prompt(srv: RpcContext, cmd: dict[str, Any]) -> Any:
     if behavior not in (None, "steer", "followUp"):
         raise RpcError('"streamingBehavior" must be "steer" or "followUp"')
     message = expand_input(_text(cmd, "message"), srv.planned.templates, srv.planned.skills)
-    state = await srv.session.state()
-    ran = await outcome_of(
-        message,
-        srv.planned.options.extensions or [],
-        command_context(state.session_id, state.session_file, state.cwd),
-    )
+    paths = srv.planned.options.extensions or []
+    if paths and find_command(paths, message) is not None:
+        state = await srv.session.state()
+        ran = await outcome_of(
+            message, paths, command_context(state.session_id, state.session_file, state.cwd)
+        )
+    else:
+        ran = None
     if ran is not None:
         if ran.error is not None:
             raise RpcError(ran.error)
