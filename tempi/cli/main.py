@@ -29,6 +29,10 @@ from tempi.config.paths import default_sessions_root, tempi_home
 from tempi.config.settings_writer import remember_choice
 from tempi.store.session_store import SessionStore
 from tempi.workers.temporal_client import TemporalUnreachable, quiet_core_logs, server_gone
+from tempi.workers.temporal_connection import TemporalSettingsError
+
+# A setting that cannot be used (as `tempi pipeline` exits): scripts tell it from a failed run.
+EXIT_CONFIG = 3
 
 
 async def run_session_command(args: argparse.Namespace) -> int:
@@ -231,6 +235,9 @@ def main(argv: list[str] | None = None) -> None:
         quiet_core_logs()
     try:
         code = _dispatch(argv)
+    except TemporalSettingsError as err:
+        print(f"tempi: {err}", file=sys.stderr)
+        code = EXIT_CONFIG
     except (UserError, TemporalUnreachable) as err:
         print(f"tempi: {err}", file=sys.stderr)
         code = 1
