@@ -85,7 +85,11 @@ BAD_SETTINGS = [
         id="broken-toml-holding-an-api-key",
     ),
     pytest.param(
-        {"TEMPORAL_ADDRESS": "127.0.0.1:1", "TEMPORAL_TLS_CERT": "/no/such/client.pem", "TEMPORAL_TLS_KEY": "/k"},
+        {
+            "TEMPORAL_ADDRESS": "127.0.0.1:1",
+            "TEMPORAL_TLS_CERT": "/no/such/client.pem",
+            "TEMPORAL_TLS_KEY": "/k",
+        },
         None,
         "/no/such/client.pem",
         id="old-alias-names-a-missing-certificate",

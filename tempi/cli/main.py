@@ -187,6 +187,10 @@ def _dispatch(argv: list[str]) -> int:
         from tempi.slack.command import cmd_slack
 
         return asyncio.run(cmd_slack(argv[1:]))
+    if argv and argv[0] == "codec-server":
+        from tempi.cli.codec_command import cmd_codec_server
+
+        return asyncio.run(cmd_codec_server(argv[1:]))
     if argv and argv[0] == "pipeline":
         from tempi.cli.pipeline_command import cmd_pipeline
 

@@ -7,10 +7,10 @@ import logging
 import warnings
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import LogForwardingConfig, LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 from temporalio.service import RPCError, RPCStatusCode
 
+from tempi.workers.codec import data_converter, load_key_ring
 from tempi.workers.temporal_connection import DEFAULT_NAMESPACE, load_settings
 
 # Where a client process's Temporal core logs go: nowhere a person sees. The core retries a
@@ -64,7 +64,7 @@ async def connect(address: str) -> Client:
             api_key=settings.api_key,
             tls=settings.tls,
             rpc_metadata=settings.rpc_metadata,
-            data_converter=pydantic_data_converter,
+            data_converter=data_converter(load_key_ring()),
         )
     except RuntimeError as err:
         reason = str(err).replace(settings.api_key, "<api key>") if settings.api_key else str(err)
@@ -84,7 +84,7 @@ async def _connect_unix(address: str) -> Client:
             # tests/test_embedded_service.py fails first if an upgrade drops that.
             warnings.filterwarnings("ignore", message="Target host as URL with scheme")
             return await Client.connect(
-                address, namespace=DEFAULT_NAMESPACE, data_converter=pydantic_data_converter
+                address, namespace=DEFAULT_NAMESPACE, data_converter=data_converter(load_key_ring())
             )
     except RuntimeError as err:
         raise TemporalUnreachable(
