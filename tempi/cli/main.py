@@ -28,6 +28,7 @@ from tempi.config.models_json import load_model_registry
 from tempi.config.paths import default_sessions_root, tempi_home
 from tempi.config.settings_writer import remember_choice
 from tempi.store.session_store import SessionStore
+from tempi.workers import telemetry
 from tempi.workers.temporal_client import TemporalUnreachable, quiet_core_logs, server_gone
 from tempi.workers.temporal_connection import TemporalSettingsError
 
@@ -165,6 +166,7 @@ async def cmd_worker(argv: list[str]) -> int:
         "--task-queue", default=DEFAULT_TASK_QUEUE, help=f"queue to poll (default {DEFAULT_TASK_QUEUE})"
     )
     args = p.parse_args(argv)
+    telemetry.serve_metrics()
     address = configured_address()
     if address is None:
         from tempi.workers.service import ensure_service
@@ -260,6 +262,7 @@ def main(argv: list[str] | None = None) -> None:
     except BrokenPipeError:
         silence_stdout()
         code = CLOSED_PIPE_EXIT
+    telemetry.flush()
     # Temporal's core runs native threads that can still be winding down when Python
     # finalizes, which aborts the process; everything is flushed, so skip finalization.
     if not flush_output():

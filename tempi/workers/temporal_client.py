@@ -11,6 +11,7 @@ from temporalio.runtime import LogForwardingConfig, LoggingConfig, Runtime, Tele
 from temporalio.service import RPCError, RPCStatusCode
 
 from tempi.workers.codec import data_converter, load_key_ring
+from tempi.workers.telemetry import tracing_interceptors
 from tempi.workers.temporal_connection import DEFAULT_NAMESPACE, load_settings
 
 # Where a client process's Temporal core logs go: nowhere a person sees. The core retries a
@@ -65,6 +66,7 @@ async def connect(address: str) -> Client:
             tls=settings.tls,
             rpc_metadata=settings.rpc_metadata,
             data_converter=data_converter(load_key_ring()),
+            interceptors=tracing_interceptors(),
         )
     except RuntimeError as err:
         reason = str(err).replace(settings.api_key, "<api key>") if settings.api_key else str(err)
@@ -84,7 +86,10 @@ async def _connect_unix(address: str) -> Client:
             # tests/test_embedded_service.py fails first if an upgrade drops that.
             warnings.filterwarnings("ignore", message="Target host as URL with scheme")
             return await Client.connect(
-                address, namespace=DEFAULT_NAMESPACE, data_converter=data_converter(load_key_ring())
+                address,
+                namespace=DEFAULT_NAMESPACE,
+                data_converter=data_converter(load_key_ring()),
+                interceptors=tracing_interceptors(),
             )
     except RuntimeError as err:
         raise TemporalUnreachable(
