@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tempi.workers.dev_server import free_port
@@ -96,6 +97,7 @@ def test_worker_serves_temporal_metrics_when_asked(tmp_path: Path, temporal_addr
     assert 'task_queue="metrics-check"' in metrics
 
 
+@pytest.mark.slow  # a worker's imports take most of its 15 s, for a one-line answer
 def test_a_metrics_address_that_cannot_work_is_a_clear_error(tmp_path: Path, temporal_address: str) -> None:
     env = tempi_env(tmp_path / "home", temporal_address, TEMPI_METRICS_ADDRESS="9464")
     proc = run_tempi(["worker"], cwd=tmp_path, env=env, timeout=60)
