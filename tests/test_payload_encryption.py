@@ -21,7 +21,7 @@ from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
-from tempi.workers.codec import CodecKeyError, load_key_ring
+from tempi.workers.codec import CodecKeyError, EncryptionCodec, load_key_ring
 from tempi.workers.dev_server import temporal_binary
 from tempi.workflows.session_types import workflow_id_for
 from tests.conftest import run_tempi, tempi_env, write_models_json
@@ -269,6 +269,15 @@ def test_key_ring_mistakes_are_named_without_the_keys(keys: str, says: str) -> N
     with pytest.raises(CodecKeyError, match=says) as raised:
         load_key_ring({"TEMPI_CODEC_KEYS": keys})
     assert KEY_1 not in str(raised.value) and KEY_2 not in str(raised.value)
+
+
+async def test_a_key_changed_under_its_old_id_is_named_as_such() -> None:
+    sealed = await EncryptionCodec(load_key_ring({"TEMPI_CODEC_KEYS": f"k1:{KEY_1}"})).encode(
+        [Payload(metadata={"encoding": b"json/plain"}, data=b'"hello"')]
+    )
+    swapped = EncryptionCodec(load_key_ring({"TEMPI_CODEC_KEYS": f"k1:{KEY_2}"}))
+    with pytest.raises(CodecKeyError, match=r"key 'k1' .* was changed"):
+        await swapped.decode(sealed)
 
 
 def test_codec_server_without_keys_says_what_to_set(tmp_path: Path) -> None:

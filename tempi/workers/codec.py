@@ -18,8 +18,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter, DefaultFailureConverterWithEncodedAttributes, PayloadCodec
@@ -111,6 +109,9 @@ class EncryptionCodec(PayloadCodec):
     async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
         if self._ring is None:
             return list(payloads)
+        # Imported here: without a ring (most processes) the cipher is never loaded.
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
         key_id, key = self._ring.keys[-1]
         aead = AESGCM(key)
         out = []
@@ -129,6 +130,9 @@ class EncryptionCodec(PayloadCodec):
         return [self._open(p) if p.metadata.get("encoding") == ENCODING else p for p in payloads]
 
     def _open(self, payload: Payload) -> Payload:
+        from cryptography.exceptions import InvalidTag
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
         key_id = payload.metadata.get(KEY_ID_FIELD, b"").decode(errors="replace")
         if self._ring is None:
             raise CodecKeyError(
