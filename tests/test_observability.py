@@ -7,12 +7,18 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tempi.workers.dev_server import free_port
@@ -68,6 +74,67 @@ def test_a_session_traced_to_a_file_has_workflow_llm_and_tool_spans(
     by_id = {s["span_id"]: s for s in spans}
     assert by_id[tool["parent_span_id"]]["name"] == "RunActivity:run_tool"
     assert all(s["service"] == "tempi" for s in spans)
+
+
+class _OtlpCollector(ThreadingHTTPServer):
+    """The receiving end of OTLP over HTTP: keeps what arrives at /v1/traces."""
+
+    def __init__(self) -> None:
+        self.requests: list[ExportTraceServiceRequest] = []
+        super().__init__(("127.0.0.1", 0), _OtlpHandler)
+
+
+class _OtlpHandler(BaseHTTPRequestHandler):
+    server: _OtlpCollector
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        if self.path == "/v1/traces":
+            self.server.requests.append(ExportTraceServiceRequest.FromString(body))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.end_headers()
+        self.wfile.write(ExportTraceServiceResponse().SerializeToString())
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.mark.slow  # the file exporter's test covers the spans; this one the standard endpoint
+def test_a_session_traced_over_otlp_reaches_the_collector_before_tempi_exits(
+    tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
+) -> None:
+    home, work = tmp_path / "home", tmp_path / "project"
+    work.mkdir()
+    scenario = "otlp-session"
+    scripted_server.add_scenario(
+        scenario,
+        [{"tool_calls": [{"name": "read", "arguments": {"path": "notes.txt"}}]}, {"text": "read it"}],
+    )
+    (work / "notes.txt").write_text("notes\n")
+    write_models_json(home, scripted_server, scenario)
+    collector = _OtlpCollector()
+    threading.Thread(target=collector.serve_forever, daemon=True).start()
+    try:
+        env = tempi_env(
+            home,
+            temporal_address,
+            OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{collector.server_address[1]}",
+            OTEL_SERVICE_NAME="tempi-team-a",
+        )
+        proc = run_tempi(["--model", "mock/mock-model", "-p", "read notes.txt"], cwd=work, env=env)
+    finally:
+        collector.shutdown()
+    assert proc.returncode == 0, proc.stderr
+    resources = [r for req in collector.requests for r in req.resource_spans]
+    services = {
+        a.value.string_value for r in resources for a in r.resource.attributes if a.key == "service.name"
+    }
+    assert services == {"tempi-team-a"}
+    names = {span.name for r in resources for scope in r.scope_spans for span in scope.spans}
+    # The last spans end as the process exits: they arrive only if tempi flushes before it goes.
+    assert {"RunWorkflow:AgentSessionWorkflow", "chat mock-model", "execute_tool read"} <= names, names
+    assert "RunActivity:flush_entries" in names, names
 
 
 def test_worker_serves_temporal_metrics_when_asked(tmp_path: Path, temporal_address: str) -> None:
