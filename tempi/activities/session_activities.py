@@ -32,6 +32,7 @@ from tempi.activities.llm.contract import SDK_RETRIES
 from tempi.activities.llm.unicode_guard import holds_lone_surrogate
 from tempi.activities.sandbox import WORKSPACE_DIR, SandboxUnavailableError, open_backend
 from tempi.activities.sandbox.user_container import open_user_container
+from tempi.activities.spans import llm_span, record_usage, tool_span
 from tempi.activities.tools import ExecutionBackend, LocalBackend, ToolContext, execute_tool
 from tempi.activities.tools.bash import run_command
 from tempi.activities.tools.bwrap_backend import BwrapBackend
@@ -266,8 +267,16 @@ class SessionActivities:
 
     @activity.defn(name=names.CALL_LLM)
     async def call_llm(self, inp: LlmCallInput) -> LlmCallResult:
-        with out_of_space_is_final(inp.file.session_path):
-            return await self._call_llm(inp)
+        with out_of_space_is_final(inp.file.session_path), llm_span(inp.model.provider, inp.model.id) as span:
+            result = await self._call_llm(inp)
+            usage = result.message.usage
+            record_usage(
+                span,
+                input_tokens=usage.input,
+                output_tokens=usage.output,
+                stop_reason=result.message.stop_reason,
+            )
+            return result
 
     async def _call_llm(self, inp: LlmCallInput) -> LlmCallResult:
         path = Path(inp.file.session_path)
@@ -324,8 +333,10 @@ class SessionActivities:
 
     @activity.defn(name=names.RUN_TOOL)
     async def run_tool(self, inp: ToolCallInput) -> ToolCallResult:
-        with out_of_space_is_final(inp.file.session_path):
-            return await self._run_tool(inp)
+        with out_of_space_is_final(inp.file.session_path), tool_span(inp.tool_call.name) as span:
+            result = await self._run_tool(inp)
+            span.set_attribute("tempi.tool.is_error", result.message.is_error)
+            return result
 
     async def _run_tool(self, inp: ToolCallInput) -> ToolCallResult:
         parked = find_parked(inp.file, inp.entry_id)

@@ -39,6 +39,7 @@ more commands (tempi COMMAND --help):
   tempi stop ID                                         end its workflow (the file stays)
   tempi server [status|stop]                            the shared background server
   tempi worker                                          a worker for TEMPORAL_ADDRESS
+  tempi codec-server                                    decrypts encrypted history for the Temporal UI/CLI
   tempi pipeline run SPEC.yaml --dry-run                a refactor spec's shards (see tempi pipeline --help)
 
 Sessions run in Temporal workflows: closing this terminal does not stop a running session.

@@ -28,7 +28,12 @@ from tempi.config.models_json import load_model_registry
 from tempi.config.paths import default_sessions_root, tempi_home
 from tempi.config.settings_writer import remember_choice
 from tempi.store.session_store import SessionStore
+from tempi.workers import telemetry
 from tempi.workers.temporal_client import TemporalUnreachable, quiet_core_logs, server_gone
+from tempi.workers.temporal_connection import TemporalSettingsError
+
+# A setting that cannot be used (as `tempi pipeline` exits): scripts tell it from a failed run.
+EXIT_CONFIG = 3
 
 
 async def run_session_command(args: argparse.Namespace) -> int:
@@ -169,6 +174,7 @@ async def cmd_worker(argv: list[str]) -> int:
         "--task-queue", default=DEFAULT_TASK_QUEUE, help=f"queue to poll (default {DEFAULT_TASK_QUEUE})"
     )
     args = p.parse_args(argv)
+    telemetry.serve_metrics()
     address = configured_address()
     if address is None:
         from tempi.workers.service import ensure_service
@@ -191,6 +197,10 @@ def _dispatch(argv: list[str]) -> int:
         from tempi.slack.command import cmd_slack
 
         return asyncio.run(cmd_slack(argv[1:]))
+    if argv and argv[0] == "codec-server":
+        from tempi.cli.codec_command import cmd_codec_server
+
+        return asyncio.run(cmd_codec_server(argv[1:]))
     if argv and argv[0] == "pipeline":
         from tempi.cli.pipeline_command import cmd_pipeline
 
@@ -239,6 +249,9 @@ def main(argv: list[str] | None = None) -> None:
         quiet_core_logs()
     try:
         code = _dispatch(argv)
+    except TemporalSettingsError as err:
+        print(f"tempi: {err}", file=sys.stderr)
+        code = EXIT_CONFIG
     except (UserError, TemporalUnreachable) as err:
         print(f"tempi: {err}", file=sys.stderr)
         code = 1
@@ -257,6 +270,7 @@ def main(argv: list[str] | None = None) -> None:
     except BrokenPipeError:
         silence_stdout()
         code = CLOSED_PIPE_EXIT
+    telemetry.flush()
     # Temporal's core runs native threads that can still be winding down when Python
     # finalizes, which aborts the process; everything is flushed, so skip finalization.
     if not flush_output():

@@ -30,7 +30,9 @@ from tempi.workers.dev_server import (
     unix_address,
     unix_socket_answers,
 )
+from tempi.workers.telemetry import serve_metrics
 from tempi.workers.temporal_client import connect
+from tempi.workers.temporal_connection import TemporalSettingsError
 
 DEFAULT_IDLE_MINUTES = 30.0
 
@@ -115,6 +117,11 @@ async def serve(
 
     tracker = ActivityTracker()
     try:
+        try:
+            serve_metrics()
+        except TemporalSettingsError as err:
+            # A `tempi worker` that started this server may hold the port already.
+            print(f"tempi: {err} The server runs without metrics.", file=sys.stderr, flush=True)
         client = await connect(address)
         info = ServiceInfo(
             address=address,

@@ -1,15 +1,18 @@
-"""Connecting to Temporal: the embedded dev server by default, or whatever TEMPORAL_ADDRESS names."""
+"""Connecting to Temporal: the embedded dev server by default, or the server the connection
+settings name (TEMPORAL_ADDRESS, a temporal.toml profile)."""
 
 from __future__ import annotations
 
 import logging
-import os
 import warnings
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import LogForwardingConfig, LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
-from temporalio.service import RPCError, RPCStatusCode, TLSConfig
+from temporalio.service import RPCError, RPCStatusCode
+
+from tempi.workers.codec import data_converter, load_key_ring
+from tempi.workers.telemetry import tracing_interceptors
+from tempi.workers.temporal_connection import DEFAULT_NAMESPACE, load_settings
 
 # Where a client process's Temporal core logs go: nowhere a person sees. The core retries a
 # lost connection on its own and logs each retry as a WARN line on stderr, which would
@@ -45,36 +48,31 @@ def server_gone(err: RPCError) -> bool:
 
 
 def configured_address() -> str | None:
-    return os.environ.get("TEMPORAL_ADDRESS") or None
-
-
-def namespace() -> str:
-    return os.environ.get("TEMPORAL_NAMESPACE", "default")
+    """The Temporal server the settings name, or None for tempi's embedded one."""
+    return load_settings().address
 
 
 async def connect(address: str) -> Client:
+    """A client of the server at `address`, with the namespace, credentials, TLS and
+    metadata of the connection settings (tempi.workers.temporal_connection)."""
     if address.startswith("unix://"):
         return await _connect_unix(address)
-    api_key = os.environ.get("TEMPORAL_API_KEY") or None
-    tls: bool | TLSConfig = False
-    cert, key = os.environ.get("TEMPORAL_TLS_CERT"), os.environ.get("TEMPORAL_TLS_KEY")
-    if cert and key:
-        with open(cert, "rb") as c, open(key, "rb") as k:
-            tls = TLSConfig(client_cert=c.read(), client_private_key=k.read())
-    elif api_key or os.environ.get("TEMPORAL_TLS", "").lower() in ("1", "true"):
-        tls = True
+    settings = load_settings()
     try:
         return await Client.connect(
             address,
-            namespace=namespace(),
-            api_key=api_key,
-            tls=tls,
-            data_converter=pydantic_data_converter,
+            namespace=settings.namespace,
+            api_key=settings.api_key,
+            tls=settings.tls,
+            rpc_metadata=settings.rpc_metadata,
+            data_converter=data_converter(load_key_ring()),
+            interceptors=tracing_interceptors(),
         )
     except RuntimeError as err:
+        reason = str(err).replace(settings.api_key, "<api key>") if settings.api_key else str(err)
         raise TemporalUnreachable(
-            f"Cannot reach the Temporal server at {address} ({err}). Check TEMPORAL_ADDRESS, or unset it "
-            "to use tempi's embedded server."
+            f"Cannot reach the Temporal server at {address} ({reason}). Check the Temporal connection "
+            f"settings ({settings.origin}), or unset them to use tempi's embedded server."
         ) from err
 
 
@@ -88,7 +86,10 @@ async def _connect_unix(address: str) -> Client:
             # tests/test_embedded_service.py fails first if an upgrade drops that.
             warnings.filterwarnings("ignore", message="Target host as URL with scheme")
             return await Client.connect(
-                address, namespace=namespace(), data_converter=pydantic_data_converter
+                address,
+                namespace=DEFAULT_NAMESPACE,
+                data_converter=data_converter(load_key_ring()),
+                interceptors=tracing_interceptors(),
             )
     except RuntimeError as err:
         raise TemporalUnreachable(
