@@ -64,12 +64,13 @@ def test_selection_rules() -> None:
         "NPM_CONFIG_CACHE": "/c",
         "DEPLOY_KEY": "k",  # named exactly: the user's deliberate choice
         "TEMPORAL_ADDRESS": "host:7233",  # never, even when named
+        "TEMPI_CODEC_KEYS": "k1:AAAA",  # the history's keys: never, even when named
         "no_proxy": "localhost",
         "http_proxy": "http://proxy:3128",
         "HTTPS_PROXY": "http://u:p@proxy:3128",
         "GIT_AUTHOR_NAME": "me",
     }
-    env = tool_environment(source, "NPM_CONFIG_*,DEPLOY_KEY:TEMPORAL_ADDRESS GIT_AUTHOR_NAME")
+    env = tool_environment(source, "NPM_CONFIG_*,DEPLOY_KEY:TEMPORAL_ADDRESS GIT_AUTHOR_NAME TEMPI_CODEC_KEYS")
     assert env == {
         "PATH": "/bin",
         "LC_ALL": "C.UTF-8",

@@ -19,6 +19,7 @@ not leak a secret by accident:
   credentials pass, since tools that download (pip, npm, git, curl) need them.
 
 `TEMPORAL_*` never passes: with those a command could drive every session on the cluster.
+Nor does `TEMPI_CODEC_*`: the history's keys would let a command read every session.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ ALLOWED_NAMES: frozenset[str] = frozenset(
 )  # fmt: skip
 ALLOWED_PREFIXES: tuple[str, ...] = ("LC_",)
 
-NEVER_PREFIXES: tuple[str, ...] = ("TEMPORAL_",)
+NEVER_PREFIXES: tuple[str, ...] = ("TEMPORAL_", "TEMPI_CODEC_")
 
 _SECRET_NAME = re.compile(
     r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|AUTH(?!OR)|PRIVATE|COOKIE",
