@@ -341,7 +341,8 @@ async def test_after_a_lost_worker_a_read_only_tool_runs_again_and_a_changing_on
             temporal_client, tmp_path, scripted_model(scripted_server, scenario), task_queue=queue
         )
         assert s.config.mcp
-        await s.prompt("Look a up and record b.")
+        # The worker subprocess may take long to start on a busy machine; the prompt waits for it.
+        await s.prompt("Look a up and record b.", timeout=120)
         deadline = time.monotonic() + 60
         while not (calls.exists() and len(calls.read_text().splitlines()) == 2):
             assert time.monotonic() < deadline, "the tools were not called"
