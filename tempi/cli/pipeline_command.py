@@ -6,21 +6,21 @@ shards and their first prompt, with no model request and no change to the reposi
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from pathlib import Path
 
-from tempi.agent.model_registry import ModelSelectionError, select_model
-from tempi.agent.thinking_levels import DEFAULT_THINKING_LEVEL, clamp_level
-from tempi.config.api_keys import has_configured_key
+from tempi.agent.model_registry import ModelSelectionError
+from tempi.cli.pipeline_run import key_configured, model_choice, run_pipeline
 from tempi.config.errors import ConfigError
-from tempi.config.models_json import load_model_registry
-from tempi.config.settings import load_settings
+from tempi.config.paths import tempi_home
 from tempi.pipeline.loading import SpecError, load_spec
 from tempi.pipeline.plan import PipelinePlan, plan_pipeline
 from tempi.pipeline.spec import PipelineSpec, json_schema
-from tempi.pipeline.targets import TargetError, discover
+from tempi.pipeline.targets import Discovery, TargetError, discover
 from tempi.pipeline.values import format_duration
+from tempi.workers.temporal_client import TemporalUnreachable
 
 EXIT_USAGE = 2  # a spec or usage error
 EXIT_CONFIG = 3  # a configuration error (no model, a broken models.json)
@@ -127,9 +127,6 @@ def _run(args: argparse.Namespace) -> int:
         for problem in err.problems:
             print(f"tempi pipeline: {problem}", file=sys.stderr)
         return EXIT_USAGE
-    if not args.dry_run:
-        print("tempi pipeline run: only --dry-run is built so far", file=sys.stderr)
-        return EXIT_USAGE
     cwd = Path.cwd()
     try:
         discovery = discover(spec, cwd)
@@ -144,6 +141,15 @@ def _run(args: argparse.Namespace) -> int:
     except ConfigError as err:
         print(f"tempi pipeline: {err}", file=sys.stderr)
         return EXIT_CONFIG
+    if not args.dry_run:
+        if not key_configured(spec, Path(discovery.root)):
+            print(
+                f"tempi pipeline: {args.spec}: no API key for the model ({model}); set the provider's "
+                f"key variable or name one in {tempi_home() / 'models.json'}, then run this again",
+                file=sys.stderr,
+            )
+            return EXIT_CONFIG
+        return _real_run(spec, discovery, args)
     plan = plan_pipeline(spec, discovery, args.concurrency)
     if args.mode == "json":
         print(json.dumps({"model": model, **plan.model_dump(mode="json")}, indent=2))
@@ -152,23 +158,28 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _real_run(spec: PipelineSpec, discovery: Discovery, args: argparse.Namespace) -> int:
+    try:
+        return asyncio.run(
+            run_pipeline(
+                spec,
+                discovery,
+                fresh=args.fresh,
+                detach=args.detach,
+                concurrency=args.concurrency,
+                json_path=args.json,
+                junit=args.junit,
+            )
+        )
+    except TemporalUnreachable as err:
+        print(f"tempi pipeline: {err}", file=sys.stderr)
+        return EXIT_CONFIG
+
+
 def _model_line(spec: PipelineSpec, root: Path) -> str:
     """The model a shard would use, chosen as `tempi --model` chooses it."""
-    registry = load_model_registry()
-    settings = load_settings(root)
-    selection = select_model(
-        registry,
-        None,
-        spec.model,
-        default_provider=settings.default_provider,
-        default_model=settings.default_model,
-        key_available=lambda p: has_configured_key(p, registry),
-    )
-    level = clamp_level(
-        selection.model,
-        selection.thinking_level or settings.default_thinking_level or DEFAULT_THINKING_LEVEL,
-    )
-    return f"{selection.model.provider}/{selection.model.id}, thinking {level}"
+    model, level = model_choice(spec, root)
+    return f"{model.provider}/{model.id}, thinking {level}"
 
 
 def _print_plan(spec: PipelineSpec, plan: PipelinePlan, model: str, spec_path: str) -> None:

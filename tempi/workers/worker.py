@@ -15,18 +15,28 @@ from temporalio.worker import Interceptor, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from tempi.activities.mcp.activities import McpActivities
+from tempi.activities.pipeline import PIPELINE_ACTIVITIES
 from tempi.activities.sandbox_activities import SandboxActivities
 from tempi.activities.session_activities import CredentialResolver, SessionActivities
 from tempi.store.session_store import SessionStore
 from tempi.workers.model_guard import owner_credentials
 from tempi.workers.orphans import sweep_orphan_sandboxes
+from tempi.workflows.pipeline_shard_workflow import PipelineShardWorkflow
+from tempi.workflows.pipeline_workflow import PipelineWorkflow
 from tempi.workflows.session_types import DEFAULT_TASK_QUEUE
 from tempi.workflows.session_workflow import AgentSessionWorkflow
 from tempi.workflows.slack_conversation_workflow import SlackConversationWorkflow
 from tempi.workflows.slack_event_workflow import SlackEventWorkflow
 from tempi.workflows.subagent_workflow import SubagentWorkflow
 
-WORKFLOWS = [AgentSessionWorkflow, SubagentWorkflow, SlackConversationWorkflow, SlackEventWorkflow]
+WORKFLOWS = [
+    AgentSessionWorkflow,
+    SubagentWorkflow,
+    SlackConversationWorkflow,
+    SlackEventWorkflow,
+    PipelineWorkflow,
+    PipelineShardWorkflow,
+]
 # The SDK sends heartbeats at most every 0.8 × the heartbeat timeout (8 s for tools), and a
 # cancellation arrives only in a heartbeat's answer: an abort let a `sleep 3` finish. A short
 # throttle delivers it within a beat.
@@ -56,7 +66,12 @@ def build_worker(
         task_queue=task_queue,
         workflows=WORKFLOWS,
         # One set of MCP connections per worker: servers start once and serve every session.
-        activities=[*activities.all(), *McpActivities().all(), SandboxActivities().create],
+        activities=[
+            *activities.all(),
+            *McpActivities().all(),
+            SandboxActivities().create,
+            *PIPELINE_ACTIVITIES,
+        ],
         workflow_runner=workflow_runner(),
         max_concurrent_activities=200,
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
