@@ -106,7 +106,7 @@ def test_help_lists_the_commands_and_the_run_flags(tmp_path: Path) -> None:
     assert top.returncode == 0
     for command in ("run", "schema", "status", "attach", "wait", "cancel", "list"):
         assert f"    {command} " in top.stdout
-    assert "not built yet" in top.stdout
+    assert "exit codes: 0 all shards committed" in top.stdout
     run = run_tempi(["pipeline", "run", "--help"], cwd=tmp_path, env=env)
     for flag in ("--dry-run", "--detach", "--fresh", "--concurrency N", "--json FILE", "--junit FILE"):
         assert flag in run.stdout

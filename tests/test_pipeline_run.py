@@ -168,3 +168,48 @@ def test_pipeline_commits_verified_shards_repairs_one_and_reports_the_failure(
     assert "finished before" in again.stdout
     assert len(scripted_server.requests_for("pipeline-run")) == requests
     assert git(repo, "log", "--format=%H", "main..tempi/migrate").count("\n") == 3
+    workflow_id = again.stdout.split("workflow ")[1].split()[0]
+    listed = run_tempi(["pipeline", "list"], cwd=repo, env=env)
+    assert f"{workflow_id}  completed" in listed.stdout, listed.stdout + listed.stderr
+    status = run_tempi(["pipeline", "status", workflow_id], cwd=repo, env=env)
+    assert "failed: src/mods/delta.py" in status.stdout and "phase done" in status.stdout, (
+        status.stdout + status.stderr
+    )
+
+    # A new run (as after the server lost its state) finds the three commits by their
+    # trailers and runs only the failed shard again.
+    fresh = run_tempi([*args, "--fresh"], cwd=repo, env=env, timeout=180)
+    assert fresh.returncode == 1, fresh.stdout + fresh.stderr
+    assert fresh.stdout.count("(committed by an earlier run)") == 3
+    routes = [r.route for r in scripted_server.requests_for("pipeline-run")[requests:]]
+    assert routes == ["delta.py"] * 4
+    assert git(repo, "log", "--format=%H", "main..tempi/migrate").count("\n") == 3
+
+
+def test_a_step_stops_at_its_max_turns_with_the_reason(
+    tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
+) -> None:
+    looping = [write("src/mods/alpha.py", module("alpha", "new_api", n)) for n in range(10)]
+    scripted_server.add_scenario("pipeline-turns", {"routes": {"alpha.py": {"turns": looping}}})
+    home = tmp_path / "home"
+    write_models_json(home, scripted_server, "pipeline-turns")
+    repo = make_fixture(tmp_path / "repo")
+    (repo / "turns.yaml").write_text(
+        SPEC.replace('glob: "src/mods/*.py"', 'glob: "src/mods/alpha.py"').replace(
+            "max_turns: 4", "max_turns: 3"
+        )
+    )
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "one target")
+    proc = run_tempi(
+        ["pipeline", "run", "turns.yaml", "--mode", "json"], cwd=repo, env=tempi_env(home, temporal_address)
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    failed = [e for e in events if e["type"] == "shard" and e["state"] == "failed"]
+    assert failed and failed[0]["reason"] == (
+        "step migrate: stopped after 3 turns, its limit (max_turns), before the model finished"
+    )
+    assert events[-1]["type"] == "summary" and events[-1]["counts"] == {"failed": 1}
+    assert len(scripted_server.requests_for("pipeline-turns")) == 3
+    assert git(repo, "log", "--format=%H", "main..tempi/migrate") == ""

@@ -5,6 +5,7 @@ reports and the exit code."""
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 import time
@@ -25,7 +26,7 @@ from tempi.config.api_keys import has_configured_key
 from tempi.config.models_json import load_model_registry
 from tempi.config.paths import pi_agent_dir, tempi_home
 from tempi.config.settings import load_settings
-from tempi.pipeline.reports import exit_code, summary_line, write_reports
+from tempi.pipeline.reports import exit_code, json_summary, summary_line, write_reports
 from tempi.pipeline.run_types import (
     PIPELINE_WORKFLOW,
     SHARD_CWD_MARK,
@@ -45,6 +46,7 @@ from tempi.workflows.session_types import (
 )
 
 POLL_S = 0.5
+EXIT_USAGE = 2
 
 
 def model_choice(spec: PipelineSpec, root: Path) -> tuple[ModelSpec, ThinkingLevel]:
@@ -113,7 +115,7 @@ def session_template(spec: PipelineSpec, root: Path) -> SessionConfig:
     )
 
 
-def _state_line(status: ShardStatus, count: int) -> str:
+def state_line(status: ShardStatus, count: int) -> str:
     shard = status.shard
     line = f"shard {shard.index}/{count} {shard.id} {status.state}: {' '.join(shard.files)}"
     if status.resumed:
@@ -125,16 +127,34 @@ def _state_line(status: ShardStatus, count: int) -> str:
     return line
 
 
+def _state_event(status: ShardStatus) -> str:
+    return json.dumps(
+        {
+            "type": "shard",
+            "index": status.shard.index,
+            "id": status.shard.id,
+            "files": status.shard.files,
+            "state": status.state,
+            "reason": status.reason,
+            "repairs": status.repairs,
+            "resumed": status.resumed,
+        }
+    )
+
+
 class ProgressPrinter:
-    def __init__(self) -> None:
+    """A line (or a JSON line) each time a shard's state changes."""
+
+    def __init__(self, json_mode: bool = False) -> None:
         self.seen: dict[str, str] = {}
+        self.json_mode = json_mode
 
     def show(self, progress: PipelineProgress) -> None:
         count = len(progress.shards)
         for status in progress.shards:
             if self.seen.get(status.shard.id, "pending") != status.state:
                 self.seen[status.shard.id] = status.state
-                print(_state_line(status, count), flush=True)
+                print(_state_event(status) if self.json_mode else state_line(status, count), flush=True)
 
 
 async def start_or_find(
@@ -159,8 +179,10 @@ async def start_or_find(
     return handle, False
 
 
-async def follow(handle: WorkflowHandle[object, PipelineProgress]) -> PipelineProgress:
-    printer = ProgressPrinter()
+async def follow(
+    handle: WorkflowHandle[object, PipelineProgress], json_mode: bool = False
+) -> PipelineProgress:
+    printer = ProgressPrinter(json_mode)
     result = asyncio.ensure_future(handle.result())
     while not result.done():
         progress: PipelineProgress = await handle.query("get_progress", result_type=PipelineProgress)
@@ -169,6 +191,13 @@ async def follow(handle: WorkflowHandle[object, PipelineProgress]) -> PipelinePr
     final = result.result()
     printer.show(final)
     return final
+
+
+def failure_cause(err: WorkflowFailureError) -> str:
+    cause: BaseException = err.cause
+    while cause.__cause__ is not None:
+        cause = cause.__cause__
+    return str(cause)
 
 
 def write_patch(root: str, base: str, branch: str, path: str) -> None:
@@ -189,6 +218,7 @@ async def run_pipeline(
     concurrency: int | None,
     json_path: str | None,
     junit: str | None,
+    json_mode: bool = False,
 ) -> int:
     from tempi.cli.runtime import open_runtime
 
@@ -207,23 +237,23 @@ async def run_pipeline(
     )
     async with open_runtime(quiet=True) as rt:
         handle, finished = await start_or_find(rt.client, inp, workflow_id)
-        print(
+        started = (
             f"tempi pipeline: {spec.name}: {len(discovery.shards)} shards at {discovery.base_commit[:12]}, "
-            f"workflow {workflow_id}" + (" (finished before; its result follows)" if finished else ""),
-            flush=True,
+            f"workflow {workflow_id}" + (" (finished before; its result follows)" if finished else "")
         )
+        print(started, file=sys.stderr if json_mode else sys.stdout, flush=True)
         if detach:
-            print("detached: `tempi pipeline run` with the same spec follows it again", flush=True)
+            print(f"detached: `tempi pipeline wait {workflow_id}` follows it", flush=True)
             return 0
         try:
-            progress = await follow(handle)
+            progress = await follow(handle, json_mode)
         except WorkflowFailureError as err:
-            cause = err.cause
-            while cause.__cause__ is not None:
-                cause = cause.__cause__
-            print(f"tempi pipeline: {spec.name} failed: {cause}", file=sys.stderr)
-            return 2
-    print(summary_line(progress), flush=True)
+            print(f"tempi pipeline: {spec.name} failed: {failure_cause(err)}", file=sys.stderr)
+            return EXIT_USAGE
+    print(
+        json.dumps({"type": "summary", **json_summary(progress)}) if json_mode else summary_line(progress),
+        flush=True,
+    )
     if spec.output.patch:
         write_patch(discovery.root, discovery.base_commit, spec.branch, spec.output.patch)
     write_reports(
