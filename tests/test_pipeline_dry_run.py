@@ -97,7 +97,7 @@ def test_spec_errors_exit_2_and_a_missing_key_3_with_the_reason(tmp_path: Path) 
     assert not (home / "run").exists()  # no server was started for a run that cannot go
 
     proc = run_tempi(["pipeline", "status"], cwd=repo, env=tempi_env(home, None))
-    assert proc.returncode == 2 and "not built yet" in proc.stderr
+    assert proc.returncode == 2 and "the following arguments are required: ID" in proc.stderr
 
 
 def test_help_lists_the_commands_and_the_run_flags(tmp_path: Path) -> None:
