@@ -1,7 +1,7 @@
 """`tempi pipeline`: refactor a repository shard by shard from a spec file.
 
-Built so far: the spec and its schema, and `run --dry-run` (base commit, pipeline id,
-shards and their first prompt, with no model request and no change to the repository)."""
+Parsing, the schema and `run --dry-run` live here; a real run is `pipeline_run.py`, the
+commands on a pipeline by id `pipeline_manage.py`."""
 
 from __future__ import annotations
 

@@ -193,6 +193,21 @@ async def follow(
     return final
 
 
+def unenforced(spec: PipelineSpec) -> list[str]:
+    """Spec keys a run reads but does not act on yet, so a user is not misled by them."""
+    keys = [
+        name
+        for name, value in (
+            ("budget.max_cost_usd", spec.budget.max_cost_usd),
+            ("budget.deadline", spec.budget.deadline),
+        )
+        if value is not None
+    ]
+    if spec.final.commits == "squash":
+        keys.append("final.commits: squash (one commit per shard is made)")
+    return keys
+
+
 def failure_cause(err: WorkflowFailureError) -> str:
     cause: BaseException = err.cause
     while cause.__cause__ is not None:
@@ -235,6 +250,9 @@ async def run_pipeline(
         concurrency=concurrency or spec.concurrency,
         session=session_template(spec, root),
     )
+    ignored = unenforced(spec)
+    if ignored:
+        print(f"tempi pipeline: not enforced yet: {', '.join(ignored)}", file=sys.stderr)
     async with open_runtime(quiet=True) as rt:
         handle, finished = await start_or_find(rt.client, inp, workflow_id)
         started = (
