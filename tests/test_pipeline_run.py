@@ -134,8 +134,13 @@ def test_pipeline_commits_verified_shards_repairs_one_and_reports_the_failure(
         api = "old_api" if name == "delta" else "new_api"
         assert shown == module(name, api, value), name
     assert git(repo, "diff", "--stat", "main", "tempi/migrate").count("|") == 3
-    # The user's checkout is left alone.
+    # The user's checkout is left alone, and only the failed shard keeps its worktree, so
+    # the branch can be checked out here.
     assert git(repo, "status", "--porcelain") == ""
+    worktrees = git(repo, "worktree", "list", "--porcelain").count("worktree ")
+    assert worktrees == 2
+    git(repo, "checkout", "-q", "tempi/migrate")
+    git(repo, "checkout", "-q", "main")
     assert (repo / "src/mods/alpha.py").read_text() == module("alpha", "old_api", 1)
 
     # Beta's repair saw the check's output; delta was asked to repair once, then gave up.

@@ -131,3 +131,14 @@ def integrate(
     text = f"{message}\n\n{PIPELINE_TRAILER}: {pipeline_id}\n{SHARD_TRAILER}: {shard_id}\n"
     git(worktree, "commit", "-q", "--allow-empty", "--no-verify", "-F", "-", stdin=text.encode())
     return git(worktree, "rev-parse", "HEAD").strip(), None
+
+
+def release_worktrees(repo_root: str, state_dir: str, done_shards: list[str]) -> None:
+    """At the end of a run: the output worktree goes, so the branch can be checked out
+    elsewhere (a rerun makes it again), and so do the worktrees of committed shards. A failed
+    shard's worktree stays for a look at what it left."""
+    paths = [Path(state_dir) / "output", *(shard_worktree(state_dir, s) for s in done_shards)]
+    for path in paths:
+        if _is_worktree(path):
+            git(repo_root, "worktree", "remove", "--force", str(path))
+    git(repo_root, "worktree", "prune")

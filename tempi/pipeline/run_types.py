@@ -25,6 +25,7 @@ PREPARE_SHARD = "pipeline_prepare_shard"
 RUN_VERIFY = "pipeline_run_verify"
 SAVE_SHARD_PATCH = "pipeline_save_shard_patch"
 INTEGRATE_SHARD = "pipeline_integrate_shard"
+RELEASE_WORKTREES = "pipeline_release_worktrees"
 
 ShardState = Literal["pending", "running", "stepped", "verified", "committed", "failed", "conflict"]
 DONE_STATES = frozenset({"committed", "failed", "conflict"})
@@ -128,6 +129,12 @@ class IntegrateInput(BaseModel):
 class IntegrateResult(BaseModel):
     commit: str | None = None
     conflict: str | None = None  # why the patch did not apply
+
+
+class ReleaseInput(BaseModel):
+    repo_root: str
+    state_dir: str
+    committed_shards: list[str]
 
 
 class ShardInput(BaseModel):

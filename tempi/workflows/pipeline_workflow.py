@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
         OutputReady,
         PipelineInput,
         PipelineProgress,
+        ReleaseInput,
         SetupInput,
         ShardInput,
         ShardPrepareInput,
@@ -120,6 +121,16 @@ class PipelineWorkflow:
         self.progress.phase = "shards"
         await self._run_shards(todo, ready.worktree)
         await self._final(ready.worktree)
+        await workflow.execute_activity(
+            names.RELEASE_WORKTREES,
+            ReleaseInput(
+                repo_root=inp.repo_root,
+                state_dir=inp.state_dir,
+                committed_shards=[s.shard.id for s in self.progress.shards if s.state == "committed"],
+            ),
+            start_to_close_timeout=GIT_TIMEOUT,
+            retry_policy=GIT_RETRY,
+        )
         self.progress.phase = "done"
         return self.progress
 

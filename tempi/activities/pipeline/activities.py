@@ -20,6 +20,7 @@ from tempi.pipeline.run_types import (
     OutputInput,
     OutputReady,
     PatchInput,
+    ReleaseInput,
     SetupInput,
     ShardPrepareInput,
     VerifyInput,
@@ -86,6 +87,16 @@ async def integrate(inp: IntegrateInput) -> IntegrateResult:
     return IntegrateResult(commit=commit, conflict=conflict)
 
 
+@activity.defn(name=names.RELEASE_WORKTREES)
+async def release(inp: ReleaseInput) -> None:
+    try:
+        await asyncio.to_thread(
+            git_work.release_worktrees, inp.repo_root, inp.state_dir, inp.committed_shards
+        )
+    except git_work.GitWorkError as err:
+        raise _said(err) from None
+
+
 PIPELINE_ACTIVITIES: list[Callable[..., Any]] = [
     prepare_output,
     setup,
@@ -93,4 +104,5 @@ PIPELINE_ACTIVITIES: list[Callable[..., Any]] = [
     verify,
     save_patch,
     integrate,
+    release,
 ]
