@@ -218,3 +218,25 @@ def test_a_step_stops_at_its_max_turns_with_the_reason(
     assert events[-1]["type"] == "summary" and events[-1]["counts"] == {"failed": 1}
     assert len(scripted_server.requests_for("pipeline-turns")) == 3
     assert git(repo, "log", "--format=%H", "main..tempi/migrate") == ""
+
+
+def test_a_cancelled_pipeline_exits_7_and_starts_no_shard(
+    tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
+) -> None:
+    scripted_server.add_scenario("pipeline-cancel", [{"text": "never asked"}])
+    home = tmp_path / "home"
+    write_models_json(home, scripted_server, "pipeline-cancel")
+    repo = make_fixture(tmp_path / "repo")
+    env = tempi_env(home, temporal_address)
+    # No worker runs between the commands (it lives in each `tempi` process here), so the
+    # cancel reaches the pipeline before its first shard.
+    started = run_tempi(["pipeline", "run", "pipeline.yaml", "--detach"], cwd=repo, env=env)
+    assert started.returncode == 0, started.stdout + started.stderr
+    workflow_id = started.stdout.split("workflow ")[1].split()[0]
+    cancelled = run_tempi(["pipeline", "cancel", workflow_id], cwd=repo, env=env)
+    assert cancelled.returncode == 0, cancelled.stderr
+    waited = run_tempi(["pipeline", "wait", workflow_id], cwd=repo, env=env)
+    assert waited.returncode == 7, waited.stdout + waited.stderr
+    assert "4 shards: 4 not started; cancelled" in waited.stdout
+    assert scripted_server.requests_for("pipeline-cancel") == []
+    assert git(repo, "log", "--format=%H", "main..tempi/migrate") == ""

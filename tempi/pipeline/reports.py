@@ -39,6 +39,11 @@ def _cost(progress: PipelineProgress) -> float:
 def summary_line(progress: PipelineProgress) -> str:
     c = counts(progress)
     parts = [f"{c.get(state, 0)} {state}" for state in ("committed", "failed", "conflict") if c.get(state)]
+    at_work = sum(c.get(state, 0) for state in ("running", "stepped", "verified"))
+    if at_work:
+        parts.append(f"{at_work} at work")
+    if c.get("pending"):
+        parts.append(f"{c['pending']} not started")
     resumed = sum(s.resumed for s in progress.shards)
     if resumed:
         parts.append(f"{resumed} from an earlier run")
