@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
+import pytest
+
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tests.conftest import run_tempi, tempi_env, write_models_json
 from tests.pipeline_repo import git
@@ -191,6 +193,7 @@ def test_pipeline_commits_verified_shards_repairs_one_and_reports_the_failure(
     assert git(repo, "log", "--format=%H", "main..tempi/migrate").count("\n") == 3
 
 
+@pytest.mark.slow
 def test_a_step_stops_at_its_max_turns_with_the_reason(
     tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
 ) -> None:
@@ -220,6 +223,7 @@ def test_a_step_stops_at_its_max_turns_with_the_reason(
     assert git(repo, "log", "--format=%H", "main..tempi/migrate") == ""
 
 
+@pytest.mark.slow
 def test_a_cancelled_pipeline_exits_7_and_starts_no_shard(
     tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
 ) -> None:

@@ -26,7 +26,7 @@ from tempi.config.api_keys import has_configured_key
 from tempi.config.models_json import load_model_registry
 from tempi.config.paths import pi_agent_dir, tempi_home
 from tempi.config.settings import load_settings
-from tempi.pipeline.reports import exit_code, json_summary, summary_line, write_reports
+from tempi.pipeline.reports import exit_code, json_summary, shard_count, summary_line, write_reports
 from tempi.pipeline.run_types import (
     PIPELINE_WORKFLOW,
     SHARD_CWD_MARK,
@@ -256,7 +256,7 @@ async def run_pipeline(
     async with open_runtime(quiet=True) as rt:
         handle, finished = await start_or_find(rt.client, inp, workflow_id)
         started = (
-            f"tempi pipeline: {spec.name}: {len(discovery.shards)} shards at {discovery.base_commit[:12]}, "
+            f"tempi pipeline: {spec.name}: {shard_count(len(discovery.shards))} at {discovery.base_commit[:12]}, "
             f"workflow {workflow_id}" + (" (finished before; its result follows)" if finished else "")
         )
         print(started, file=sys.stderr if json_mode else sys.stdout, flush=True)

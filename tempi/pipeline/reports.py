@@ -28,6 +28,10 @@ def exit_code(progress: PipelineProgress) -> int:
     return EXIT_OK
 
 
+def shard_count(n: int) -> str:
+    return f"{n} shard" if n == 1 else f"{n} shards"
+
+
 def counts(progress: PipelineProgress) -> dict[str, int]:
     return dict(Counter(s.state for s in progress.shards))
 
@@ -50,7 +54,7 @@ def summary_line(progress: PipelineProgress) -> str:
     final = f"; final verify {progress.final_verify}" if progress.final_verify else ""
     cancelled = "; cancelled" if progress.cancelled else ""
     return (
-        f"{progress.name}: {len(progress.shards)} shards: {', '.join(parts) or 'none'}{final}{cancelled}; "
+        f"{progress.name}: {shard_count(len(progress.shards))}: {', '.join(parts) or 'none'}{final}{cancelled}; "
         f"branch {progress.branch}; cost ${_cost(progress):.4f}"
     )
 
