@@ -162,21 +162,35 @@ async def start_or_find(
 ) -> tuple[WorkflowHandle[object, PipelineProgress], bool]:
     """The pipeline's workflow: started now, the running one (attached), or the finished one
     (its result); True when it finished before this command."""
+    # A finished pipeline is answered with its result; a failed, cancelled or terminated
+    # one starts again (and skips what its branch already has).
+    first_run = WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY
     try:
-        handle = await client.start_workflow(
-            PIPELINE_WORKFLOW,
-            inp,
-            id=workflow_id,
-            task_queue=DEFAULT_TASK_QUEUE,
-            result_type=PipelineProgress,
-            # A finished pipeline is answered with its result; a failed, cancelled or
-            # terminated one starts again (and skips what its branch already has).
-            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-        )
+        return await _start(client, inp, workflow_id, first_run), False
     except WorkflowAlreadyStartedError:
-        return client.get_workflow_handle(workflow_id, result_type=PipelineProgress), True
-    return handle, False
+        pass
+    handle = client.get_workflow_handle(workflow_id, result_type=PipelineProgress)
+    last = await handle.result()
+    if last.stopped_by is None:
+        return handle, True
+    # A budget stopped it: a new run goes on with the shards left, counting what it cost.
+    ongoing = inp.model_copy(update={"spent_before_usd": last.cost_usd()})
+    return await _start(client, ongoing, workflow_id, WorkflowIDReusePolicy.ALLOW_DUPLICATE), False
+
+
+async def _start(
+    client: Client, inp: PipelineInput, workflow_id: str, reuse: WorkflowIDReusePolicy
+) -> WorkflowHandle[object, PipelineProgress]:
+    return await client.start_workflow(
+        PIPELINE_WORKFLOW,
+        inp,
+        id=workflow_id,
+        task_queue=DEFAULT_TASK_QUEUE,
+        result_type=PipelineProgress,
+        id_reuse_policy=reuse,
+        # Another command that started it first: this one follows that run.
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+    )
 
 
 async def follow(
@@ -195,17 +209,9 @@ async def follow(
 
 def unenforced(spec: PipelineSpec) -> list[str]:
     """Spec keys a run reads but does not act on yet, so a user is not misled by them."""
-    keys = [
-        name
-        for name, value in (
-            ("budget.max_cost_usd", spec.budget.max_cost_usd),
-            ("budget.deadline", spec.budget.deadline),
-        )
-        if value is not None
-    ]
     if spec.final.commits == "squash":
-        keys.append("final.commits: squash (one commit per shard is made)")
-    return keys
+        return ["final.commits: squash (one commit per shard is made)"]
+    return []
 
 
 def failure_cause(err: WorkflowFailureError) -> str:

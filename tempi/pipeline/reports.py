@@ -15,12 +15,15 @@ from tempi.pipeline.run_types import PipelineProgress, ShardStatus
 EXIT_OK = 0
 EXIT_SHARDS_FAILED = 1
 EXIT_FINAL_VERIFY = 5
+EXIT_BUDGET = 6
 EXIT_CANCELLED = 7
 
 
 def exit_code(progress: PipelineProgress) -> int:
     if progress.cancelled:
         return EXIT_CANCELLED
+    if progress.stopped_by:
+        return EXIT_BUDGET
     if progress.final_verify == "failed":
         return EXIT_FINAL_VERIFY
     if any(s.state != "committed" for s in progress.shards):
@@ -36,8 +39,18 @@ def counts(progress: PipelineProgress) -> dict[str, int]:
     return dict(Counter(s.state for s in progress.shards))
 
 
-def _cost(progress: PipelineProgress) -> float:
-    return sum(s.usage.cost.total for s in progress.shards)
+def _stop_note(progress: PipelineProgress) -> str:
+    if not progress.stopped_by:
+        return ""
+    left = sum(s.state != "committed" for s in progress.shards)
+    if progress.stopped_by == "budget.max_cost_usd":
+        how = "with a larger budget.max_cost_usd (it counts every run of this pipeline)"
+    else:
+        how = "(budget.deadline counts from each run's start)"
+    return (
+        f"; stopped by {progress.stopped_by}: the same command run again {how} "
+        f"goes on with the {shard_count(left)} left"
+    )
 
 
 def summary_line(progress: PipelineProgress) -> str:
@@ -54,8 +67,9 @@ def summary_line(progress: PipelineProgress) -> str:
     final = f"; final verify {progress.final_verify}" if progress.final_verify else ""
     cancelled = "; cancelled" if progress.cancelled else ""
     return (
-        f"{progress.name}: {shard_count(len(progress.shards))}: {', '.join(parts) or 'none'}{final}{cancelled}; "
-        f"branch {progress.branch}; cost ${_cost(progress):.4f}"
+        f"{progress.name}: {shard_count(len(progress.shards))}: {', '.join(parts) or 'none'}{final}{cancelled}"
+        f"{_stop_note(progress)}; "
+        f"branch {progress.branch}; cost ${progress.cost_usd():.4f}"
     )
 
 
@@ -67,9 +81,10 @@ def json_summary(progress: PipelineProgress) -> dict[str, Any]:
         "base": progress.base_commit,
         "exit_code": exit_code(progress),
         "counts": counts(progress),
-        "cost_usd": _cost(progress),
+        "cost_usd": progress.cost_usd(),
         "final_verify": progress.final_verify,
         "cancelled": progress.cancelled,
+        "stopped_by": progress.stopped_by,
         "shards": [
             {
                 "index": s.shard.index,

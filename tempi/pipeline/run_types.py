@@ -42,6 +42,9 @@ class PipelineInput(BaseModel):
     state_dir: str  # the pipeline's own directory in tempi's home
     concurrency: int
     session: SessionConfig  # the template of every shard's session
+    # What earlier runs of this pipeline cost: a run that a budget stopped is followed by
+    # one that goes on, and budget.max_cost_usd counts the pipeline's whole spending.
+    spent_before_usd: float = 0.0
 
 
 class ShardStatus(BaseModel):
@@ -67,6 +70,12 @@ class PipelineProgress(BaseModel):
     final_verify: Literal["passed", "failed", "skipped"] | None = None
     final_verify_tail: str | None = None
     cancelled: bool = False
+    stopped_by: str | None = None  # the budget key that kept the remaining shards from starting
+    spent_before_usd: float = 0.0
+
+    def cost_usd(self) -> float:
+        """What the pipeline has cost, this run's shards and the runs before it."""
+        return self.spent_before_usd + sum(s.usage.cost.total for s in self.shards)
 
 
 class OutputInput(BaseModel):

@@ -54,9 +54,11 @@ class PipelineWorkflow:
             branch=inp.spec.branch,
             base_commit=inp.base_commit,
             shards=[ShardStatus(shard=s) for s in inp.shards],
+            spent_before_usd=inp.spent_before_usd,
         )
         self.by_id = {s.shard.id: s for s in self.progress.shards}
         self.stop_new = False
+        self.started = workflow.now()  # budget.deadline counts from this run's start
         self.running: dict[str, asyncio.Task[ShardResult]] = {}
 
     @workflow.query
@@ -77,6 +79,16 @@ class PipelineWorkflow:
         self.stop_new = True
         for task in self.running.values():
             task.cancel()
+
+    def _budget_stop(self) -> str | None:
+        """The budget key the run has reached, so no new shard starts; None while within it."""
+        budget = self.inp.spec.budget
+        if budget.max_cost_usd is not None and self.progress.cost_usd() >= budget.max_cost_usd:
+            return "budget.max_cost_usd"
+        elapsed = workflow.now() - self.started
+        if budget.deadline is not None and elapsed >= timedelta(seconds=budget.deadline):
+            return "budget.deadline"
+        return None
 
     @workflow.run
     async def run(self, inp: PipelineInput) -> PipelineProgress:
@@ -153,6 +165,9 @@ class PipelineWorkflow:
         async def one(status: ShardStatus) -> None:
             async with window:
                 result = None
+                if not self.stop_new:
+                    self.progress.stopped_by = self._budget_stop()
+                    self.stop_new = self.progress.stopped_by is not None
                 if not self.stop_new:
                     result = await self._shard(status)
                     if (
@@ -268,7 +283,8 @@ class PipelineWorkflow:
 
     async def _final(self, output: str) -> None:
         command = self.inp.spec.final.verify
-        if command is None or self.progress.cancelled:
+        # A run a budget stopped has shards left; the run that goes on verifies the whole.
+        if command is None or self.progress.cancelled or self.progress.stopped_by:
             return
         self.progress.phase = "final"
         outcome: CommandOutcome = await workflow.execute_activity(
