@@ -75,7 +75,7 @@ def test_dry_run_shows_the_shards_and_asks_no_model(
     assert _repo_state(repo) == before
 
 
-def test_spec_errors_and_unbuilt_parts_exit_2_with_the_reason(tmp_path: Path) -> None:
+def test_spec_errors_exit_2_and_a_missing_key_3_with_the_reason(tmp_path: Path) -> None:
     home = tmp_path / "home"
     repo = make_repo(tmp_path / "repo")
     bad = repo / "bad.yaml"
@@ -92,10 +92,12 @@ def test_spec_errors_and_unbuilt_parts_exit_2_with_the_reason(tmp_path: Path) ->
 
     shutil.copy(EXAMPLE, repo / "ok.yaml")
     proc = run_tempi(["pipeline", "run", "ok.yaml"], cwd=repo, env=tempi_env(home, None))
-    assert (proc.returncode, proc.stderr) == (2, "tempi pipeline run: only --dry-run is built so far\n")
+    assert proc.returncode == 3, proc.stderr
+    assert "no API key for the model (anthropic/claude-sonnet-4-5" in proc.stderr
+    assert not (home / "run").exists()  # no server was started for a run that cannot go
 
     proc = run_tempi(["pipeline", "status"], cwd=repo, env=tempi_env(home, None))
-    assert proc.returncode == 2 and "not built yet" in proc.stderr
+    assert proc.returncode == 2 and "the following arguments are required: ID" in proc.stderr
 
 
 def test_help_lists_the_commands_and_the_run_flags(tmp_path: Path) -> None:
@@ -104,7 +106,7 @@ def test_help_lists_the_commands_and_the_run_flags(tmp_path: Path) -> None:
     assert top.returncode == 0
     for command in ("run", "schema", "status", "attach", "wait", "cancel", "list"):
         assert f"    {command} " in top.stdout
-    assert "not built yet" in top.stdout
+    assert "exit codes: 0 all shards committed" in top.stdout
     run = run_tempi(["pipeline", "run", "--help"], cwd=tmp_path, env=env)
     for flag in ("--dry-run", "--detach", "--fresh", "--concurrency N", "--json FILE", "--junit FILE"):
         assert flag in run.stdout

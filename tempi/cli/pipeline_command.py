@@ -1,40 +1,38 @@
 """`tempi pipeline`: refactor a repository shard by shard from a spec file.
 
-Built so far: the spec and its schema, and `run --dry-run` (base commit, pipeline id,
-shards and their first prompt, with no model request and no change to the repository)."""
+Parsing, the schema and `run --dry-run` live here; a real run is `pipeline_run.py`, the
+commands on a pipeline by id `pipeline_manage.py`."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from pathlib import Path
 
-from tempi.agent.model_registry import ModelSelectionError, select_model
-from tempi.agent.thinking_levels import DEFAULT_THINKING_LEVEL, clamp_level
-from tempi.config.api_keys import has_configured_key
+from tempi.agent.model_registry import ModelSelectionError
+from tempi.cli.pipeline_run import key_configured, model_choice, run_pipeline
 from tempi.config.errors import ConfigError
-from tempi.config.models_json import load_model_registry
-from tempi.config.settings import load_settings
+from tempi.config.paths import tempi_home
 from tempi.pipeline.loading import SpecError, load_spec
 from tempi.pipeline.plan import PipelinePlan, plan_pipeline
 from tempi.pipeline.spec import PipelineSpec, json_schema
-from tempi.pipeline.targets import TargetError, discover
+from tempi.pipeline.targets import Discovery, TargetError, discover
 from tempi.pipeline.values import format_duration
+from tempi.workers.temporal_client import TemporalUnreachable
 
 EXIT_USAGE = 2  # a spec or usage error
 EXIT_CONFIG = 3  # a configuration error (no model, a broken models.json)
 
-NOT_BUILT = "not built yet: only `tempi pipeline run SPEC --dry-run` and `tempi pipeline schema` are"
-
 DESCRIPTION = """\
 Run one coding-agent task over many files of a repository, shard by shard, from a spec
-file (YAML). The plan: each shard works at the spec's base commit, verified shards become
-one commit each on the output branch, and the same command run again resumes the pipeline
-(its id comes from the spec's name, the spec and the base commit).
-
-Built so far: `run SPEC --dry-run` and `schema`. A real run, status, attach, wait, cancel
-and list are not built yet; they exit with code 2 and say so.
+file (YAML). Each shard is a durable coding session in its own git worktree at the spec's
+base commit; its steps run in order, then the verify command, with repair prompts on a
+failure; each verified shard becomes one commit on the output branch (trailers
+Tempi-Pipeline and Tempi-Shard). The pipeline's id comes from the spec's name, the spec
+and the base commit, so the same command run again follows the same run, and a new run
+(`--fresh`, or after the server lost its state) skips the shards the branch already has.
 """
 
 EXAMPLES = """\
@@ -42,8 +40,12 @@ examples:
   tempi pipeline schema > pipeline.schema.json          the spec's JSON Schema (for editors)
   tempi pipeline run examples/pipeline/migrate-old-api.yaml --dry-run
                                                         the base commit, id, shards and first prompts
+  tempi pipeline run spec.yaml --junit out/junit.xml    run it (or follow it again), with a JUnit report
+  tempi pipeline list; tempi pipeline status ID         the pipelines on the server; one's shards
 
-exit codes: 0 ok; 2 spec or usage error (or a command not built yet); 3 configuration error
+exit codes: 0 all shards committed (and the final verify passed); 1 some shards failed, the
+rest committed; 2 spec or usage error; 3 configuration error (no key, Temporal unreachable);
+5 the final verify failed; 7 cancelled
 """
 
 
@@ -57,10 +59,11 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     run = sub.add_parser(
         "run",
-        help="run a pipeline from its spec (only --dry-run is built so far)",
-        description="Run the pipeline SPEC describes, or resume it if it ran before. "
-        "Only --dry-run is built so far; without it the command exits with code 2 and runs nothing.",
-        epilog="exit codes: 0 ok; 2 spec or usage error; 3 configuration error",
+        help="run a pipeline from its spec, or follow the run it already has",
+        description="Run the pipeline SPEC describes. If this spec on this base commit ran before, "
+        "follow that run instead (a finished one: its result, with no model request).",
+        epilog="exit codes: 0 all committed; 1 some shards failed; 2 spec or usage error; "
+        "3 configuration error; 5 final verify failed; 7 cancelled",
     )
     run.add_argument("spec", metavar="SPEC.yaml", help="the pipeline spec (see `tempi pipeline schema`)")
     run.add_argument(
@@ -69,29 +72,35 @@ def _parser() -> argparse.ArgumentParser:
         help="print the base commit, the pipeline id and the shards with their first prompt; "
         "no model request, no change to the repository",
     )
-    run.add_argument("--detach", action="store_true", help="start it and exit (not built yet)")
-    run.add_argument("--fresh", action="store_true", help="a new run instead of resuming (not built yet)")
+    run.add_argument("--detach", action="store_true", help="start it and exit; `wait ID` follows it")
+    run.add_argument(
+        "--fresh",
+        action="store_true",
+        help="a new run instead of following the last one; shards already committed on the "
+        "output branch are still skipped",
+    )
     run.add_argument(
         "--concurrency", type=_positive, metavar="N", help="shards at work at once (overrides the spec)"
     )
-    run.add_argument("--json", metavar="FILE", help="write the JSON summary here (not built yet)")
-    run.add_argument("--junit", metavar="FILE", help="write JUnit XML here (not built yet)")
+    run.add_argument("--json", metavar="FILE", help="write the JSON summary here (also report.json)")
+    run.add_argument("--junit", metavar="FILE", help="write JUnit XML here (also report.junit)")
     run.add_argument(
         "--mode",
         choices=["text", "json"],
         default="text",
-        help="text: readable lines; json: one JSON document (with --dry-run, the plan)",
+        help="text: readable lines; json: with --dry-run the plan, else one JSON line per shard "
+        "state change and the summary",
     )
     sub.add_parser("schema", help="print the spec's JSON Schema")
     for name, what in (
-        ("status", "a pipeline's progress"),
-        ("attach", "follow a running pipeline"),
-        ("wait", "wait for a pipeline to finish"),
-        ("cancel", "cancel a pipeline"),
+        ("status", "a pipeline's shards and their states"),
+        ("attach", "follow a pipeline's progress until it ends"),
+        ("wait", "follow a pipeline's progress until it ends"),
+        ("cancel", "cancel a pipeline: no new shard starts, the running ones stop, commits stay"),
     ):
-        cmd = sub.add_parser(name, help=f"{what} (not built yet)", description=f"{what}: {NOT_BUILT}.")
-        cmd.add_argument("pipeline", metavar="ID", nargs="?", help="a pipeline id")
-    sub.add_parser("list", help="the pipelines on this server (not built yet)")
+        cmd = sub.add_parser(name, help=what, description=f"{what}.")
+        cmd.add_argument("pipeline", metavar="ID", help="a pipeline's workflow id (`tempi pipeline list`)")
+    sub.add_parser("list", help="the pipelines on this server, newest first")
     return p
 
 
@@ -116,8 +125,13 @@ def cmd_pipeline(argv: list[str]) -> int:
         return 0
     if args.command == "run":
         return _run(args)
-    print(f"tempi pipeline {args.command}: {NOT_BUILT}.", file=sys.stderr)
-    return EXIT_USAGE
+    from tempi.cli.pipeline_manage import manage
+
+    try:
+        return asyncio.run(manage(args.command, getattr(args, "pipeline", None)))
+    except TemporalUnreachable as err:
+        print(f"tempi pipeline: {err}", file=sys.stderr)
+        return EXIT_CONFIG
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -126,9 +140,6 @@ def _run(args: argparse.Namespace) -> int:
     except SpecError as err:
         for problem in err.problems:
             print(f"tempi pipeline: {problem}", file=sys.stderr)
-        return EXIT_USAGE
-    if not args.dry_run:
-        print("tempi pipeline run: only --dry-run is built so far", file=sys.stderr)
         return EXIT_USAGE
     cwd = Path.cwd()
     try:
@@ -144,6 +155,15 @@ def _run(args: argparse.Namespace) -> int:
     except ConfigError as err:
         print(f"tempi pipeline: {err}", file=sys.stderr)
         return EXIT_CONFIG
+    if not args.dry_run:
+        if not key_configured(spec, Path(discovery.root)):
+            print(
+                f"tempi pipeline: {args.spec}: no API key for the model ({model}); set the provider's "
+                f"key variable or name one in {tempi_home() / 'models.json'}, then run this again",
+                file=sys.stderr,
+            )
+            return EXIT_CONFIG
+        return _real_run(spec, discovery, args)
     plan = plan_pipeline(spec, discovery, args.concurrency)
     if args.mode == "json":
         print(json.dumps({"model": model, **plan.model_dump(mode="json")}, indent=2))
@@ -152,23 +172,29 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _real_run(spec: PipelineSpec, discovery: Discovery, args: argparse.Namespace) -> int:
+    try:
+        return asyncio.run(
+            run_pipeline(
+                spec,
+                discovery,
+                fresh=args.fresh,
+                detach=args.detach,
+                concurrency=args.concurrency,
+                json_path=args.json,
+                junit=args.junit,
+                json_mode=args.mode == "json",
+            )
+        )
+    except TemporalUnreachable as err:
+        print(f"tempi pipeline: {err}", file=sys.stderr)
+        return EXIT_CONFIG
+
+
 def _model_line(spec: PipelineSpec, root: Path) -> str:
     """The model a shard would use, chosen as `tempi --model` chooses it."""
-    registry = load_model_registry()
-    settings = load_settings(root)
-    selection = select_model(
-        registry,
-        None,
-        spec.model,
-        default_provider=settings.default_provider,
-        default_model=settings.default_model,
-        key_available=lambda p: has_configured_key(p, registry),
-    )
-    level = clamp_level(
-        selection.model,
-        selection.thinking_level or settings.default_thinking_level or DEFAULT_THINKING_LEVEL,
-    )
-    return f"{selection.model.provider}/{selection.model.id}, thinking {level}"
+    model, level = model_choice(spec, root)
+    return f"{model.provider}/{model.id}, thinking {level}"
 
 
 def _print_plan(spec: PipelineSpec, plan: PipelinePlan, model: str, spec_path: str) -> None:

@@ -147,12 +147,14 @@ class VerifySpec(SpecModel):
 
 class BudgetSpec(SpecModel):
     max_cost_usd: PositiveNumber | None = Field(
-        default=None, description="no new shard starts once the run has cost this much"
+        default=None, description="no new shard starts once the pipeline has cost this much over all its runs"
     )
     max_turns_per_shard: PositiveInt | None = Field(
         default=None, description="a shard past this many turns stops"
     )
-    deadline: Duration | None = Field(default=None, description="no new shard starts after this long")
+    deadline: Duration | None = Field(
+        default=None, description="no new shard starts this long after a run began"
+    )
 
 
 class FinalSpec(SpecModel):

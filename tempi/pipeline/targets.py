@@ -1,6 +1,6 @@
 """Finding a pipeline's work: the base commit, the targets at it, and the shards.
 
-Plain functions over git, so a dry run, the tests and (later) the workflow's activities all
+Plain functions over git, so a dry run, the tests and the workflow's activities all
 see the same sorted, deterministic list. Files come from the base commit's tree, never the
 working tree: an uncommitted file is not a target, and a dirty checkout changes nothing."""
 

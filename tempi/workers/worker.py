@@ -16,18 +16,28 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from tempi.activities.extension_activities import ExtensionActivities
 from tempi.activities.mcp.activities import McpActivities
+from tempi.activities.pipeline import PIPELINE_ACTIVITIES
 from tempi.activities.sandbox_activities import SandboxActivities
 from tempi.activities.session_activities import CredentialResolver, SessionActivities
 from tempi.store.session_store import SessionStore
 from tempi.workers.model_guard import owner_credentials
 from tempi.workers.orphans import sweep_orphan_sandboxes
+from tempi.workflows.pipeline_shard_workflow import PipelineShardWorkflow
+from tempi.workflows.pipeline_workflow import PipelineWorkflow
 from tempi.workflows.session_types import DEFAULT_TASK_QUEUE
 from tempi.workflows.session_workflow import AgentSessionWorkflow
 from tempi.workflows.slack_conversation_workflow import SlackConversationWorkflow
 from tempi.workflows.slack_event_workflow import SlackEventWorkflow
 from tempi.workflows.subagent_workflow import SubagentWorkflow
 
-WORKFLOWS = [AgentSessionWorkflow, SubagentWorkflow, SlackConversationWorkflow, SlackEventWorkflow]
+WORKFLOWS = [
+    AgentSessionWorkflow,
+    SubagentWorkflow,
+    SlackConversationWorkflow,
+    SlackEventWorkflow,
+    PipelineWorkflow,
+    PipelineShardWorkflow,
+]
 # The SDK sends heartbeats at most every 0.8 × the heartbeat timeout (8 s for tools), and a
 # cancellation arrives only in a heartbeat's answer: an abort let a `sleep 3` finish. A short
 # throttle delivers it within a beat.
@@ -62,6 +72,7 @@ def build_worker(
             *McpActivities().all(),
             *ExtensionActivities().all(),
             SandboxActivities().create,
+            *PIPELINE_ACTIVITIES,
         ],
         workflow_runner=workflow_runner(),
         max_concurrent_activities=200,

@@ -2,7 +2,10 @@
 
 A scenario file is either a JSON list of turns (pi's recorded format, turns picked by the
 number of assistant messages in the request) or an object
-`{"turns": [...], "select": "assistant_count" | "sequential", "summary": "..."}`.
+`{"turns": [...], "select": "assistant_count" | "sequential", "summary": "...", "routes": {...}}`.
+`routes` maps a text to a scenario of its own: a request whose messages mention the text
+(a file name, say) is answered from that scenario, the first match in order, so sessions
+working on different files at once each follow their own script.
 """
 
 from __future__ import annotations
@@ -93,6 +96,10 @@ class Scenario(_Strict):
     turns: list[ScriptedTurn] = Field(default_factory=list)
     select: TurnSelection = "assistant_count"
     summary: str = DEFAULT_SUMMARY
+    routes: dict[str, Scenario] = Field(default_factory=dict)
+
+    def route_for(self, messages_json: str) -> str | None:
+        return next((key for key in self.routes if key in messages_json), None)
 
 
 def coerce_scenario(value: Scenario | list[Any] | dict[str, Any], origin: str = "scenario") -> Scenario:

@@ -41,6 +41,7 @@ class RecordedRequest(BaseModel):
     headers: dict[str, str]
     body: dict[str, Any]
     turn_index: int | None = None
+    route: str | None = None  # the scenario's route that answered it
     kind: Literal["turn", "summary"] = "turn"
     status: int = 0
 
@@ -229,6 +230,10 @@ class ScriptedLLMServer:
             error = wire.bad_request(f"unknown scenario {name!r}; known scenarios: {known}", status=404)
             error.body["error"]["known_scenarios"] = self.scenario_names
             return self._error_response(record, error)
+        route = scenario.route_for(json.dumps(body.get("messages") or body.get("input") or []))
+        if route is not None:
+            record.route = route
+            scenario = scenario.routes[route]
         if SUMMARY_MARKER in wire.final_user_text(body):
             record.kind = "summary"
             return await self._answer(request, wire, record, ScriptedTurn(text=scenario.summary), None)
@@ -239,6 +244,8 @@ class ScriptedLLMServer:
     ) -> web.StreamResponse:
         """Pick the turn, inject its scripted faults, then answer with it."""
         name, body = record.scenario, record.body
+        if record.route is not None:
+            name = f"{name}#{record.route}"  # each route keeps its own counters
         index = self._served[name] if scenario.select == "sequential" else wire.assistant_turns(body)
         record.turn_index = index
         turn = self._turn_at(scenario, name, index)

@@ -1,0 +1,108 @@
+"""Thin activities over `tempi.pipeline`'s plain functions; blocking git and shell work
+runs in a thread so the worker's loop keeps serving sessions."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from tempi.pipeline import git_work
+from tempi.pipeline import run_types as names
+from tempi.pipeline.commands import run_command, run_setup
+from tempi.pipeline.run_types import (
+    CommandOutcome,
+    IntegrateInput,
+    IntegrateResult,
+    OutputInput,
+    OutputReady,
+    PatchInput,
+    ReleaseInput,
+    SetupInput,
+    ShardPrepareInput,
+    VerifyInput,
+)
+
+
+def _said(err: git_work.GitWorkError) -> ApplicationError:
+    # A git refusal (a branch checked out elsewhere) does not go away by retrying.
+    return ApplicationError(str(err), type="PipelineGitError", non_retryable=True)
+
+
+@activity.defn(name=names.PREPARE_OUTPUT)
+async def prepare_output(inp: OutputInput) -> OutputReady:
+    def work() -> OutputReady:
+        tree = git_work.prepare_output(inp.repo_root, inp.base_commit, inp.branch, inp.state_dir)
+        return OutputReady(
+            worktree=tree, committed=git_work.committed_shards(tree, inp.base_commit, inp.pipeline_id)
+        )
+
+    try:
+        return await asyncio.to_thread(work)
+    except git_work.GitWorkError as err:
+        raise _said(err) from None
+
+
+@activity.defn(name=names.RUN_SETUP)
+async def setup(inp: SetupInput) -> CommandOutcome | None:
+    return await asyncio.to_thread(run_setup, inp.commands, inp.worktree, inp.state_dir, inp.base_commit)
+
+
+@activity.defn(name=names.PREPARE_SHARD)
+async def prepare_shard(inp: ShardPrepareInput) -> str:
+    try:
+        return await asyncio.to_thread(
+            git_work.prepare_shard_worktree, inp.repo_root, inp.base_commit, inp.state_dir, inp.shard_id
+        )
+    except git_work.GitWorkError as err:
+        raise _said(err) from None
+
+
+@activity.defn(name=names.RUN_VERIFY)
+async def verify(inp: VerifyInput) -> CommandOutcome:
+    return await asyncio.to_thread(run_command, inp.command, inp.cwd, inp.timeout_s)
+
+
+@activity.defn(name=names.SAVE_SHARD_PATCH)
+async def save_patch(inp: PatchInput) -> str:
+    return await asyncio.to_thread(
+        git_work.save_shard_patch, inp.cwd, inp.base_commit, inp.state_dir, inp.shard_id
+    )
+
+
+@activity.defn(name=names.INTEGRATE_SHARD)
+async def integrate(inp: IntegrateInput) -> IntegrateResult:
+    commit, conflict = await asyncio.to_thread(
+        git_work.integrate,
+        inp.worktree,
+        inp.base_commit,
+        inp.patch_path,
+        inp.pipeline_id,
+        inp.shard_id,
+        inp.message,
+    )
+    return IntegrateResult(commit=commit, conflict=conflict)
+
+
+@activity.defn(name=names.RELEASE_WORKTREES)
+async def release(inp: ReleaseInput) -> None:
+    try:
+        await asyncio.to_thread(
+            git_work.release_worktrees, inp.repo_root, inp.state_dir, inp.committed_shards
+        )
+    except git_work.GitWorkError as err:
+        raise _said(err) from None
+
+
+PIPELINE_ACTIVITIES: list[Callable[..., Any]] = [
+    prepare_output,
+    setup,
+    prepare_shard,
+    verify,
+    save_patch,
+    integrate,
+    release,
+]

@@ -1,0 +1,289 @@
+"""`tempi pipeline run SPEC` for real: start the PipelineWorkflow (or find the one this spec
+and base commit already have), print a line per shard state change, then the summary, the
+reports and the exit code."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import cast
+
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
+
+from tempi.agent.model_registry import select_model
+from tempi.agent.model_spec import ModelSpec, ThinkingLevel
+from tempi.agent.system_prompt import build_system_prompt
+from tempi.agent.thinking_levels import DEFAULT_THINKING_LEVEL, clamp_level
+from tempi.agent.tool_specs import DEFAULT_TOOLS
+from tempi.cli.context_files import discover_context_files
+from tempi.config.api_keys import has_configured_key
+from tempi.config.models_json import load_model_registry
+from tempi.config.paths import pi_agent_dir, tempi_home
+from tempi.config.settings import load_settings
+from tempi.pipeline.reports import exit_code, json_summary, shard_count, summary_line, write_reports
+from tempi.pipeline.run_types import (
+    PIPELINE_WORKFLOW,
+    SHARD_CWD_MARK,
+    PipelineInput,
+    PipelineProgress,
+    ShardStatus,
+)
+from tempi.pipeline.spec import PipelineSpec
+from tempi.pipeline.targets import Discovery, pipeline_id
+from tempi.workflows.session_types import (
+    DEFAULT_SANDBOX_IMAGE,
+    DEFAULT_TASK_QUEUE,
+    CompactionPolicy,
+    RetryPolicySettings,
+    SandboxKind,
+    SessionConfig,
+)
+
+POLL_S = 0.5
+EXIT_USAGE = 2
+
+
+def model_choice(spec: PipelineSpec, root: Path) -> tuple[ModelSpec, ThinkingLevel]:
+    """The model a shard uses, chosen as `tempi --model` chooses it (ModelSelectionError or
+    ConfigError when there is none)."""
+    registry = load_model_registry()
+    settings = load_settings(root)
+    selection = select_model(
+        registry,
+        None,
+        spec.model,
+        default_provider=settings.default_provider,
+        default_model=settings.default_model,
+        key_available=lambda p: has_configured_key(p, registry),
+    )
+    level = clamp_level(
+        selection.model,
+        selection.thinking_level or settings.default_thinking_level or DEFAULT_THINKING_LEVEL,
+    )
+    return selection.model, level
+
+
+def key_configured(spec: PipelineSpec, root: Path) -> bool:
+    """Whether the shards' model has a key here, so a run without one stops before any
+    shard starts (exit 3) instead of failing every shard."""
+    model, _ = model_choice(spec, root)
+    return has_configured_key(model.provider, load_model_registry())
+
+
+def session_template(spec: PipelineSpec, root: Path) -> SessionConfig:
+    """Every shard's session as the workflow starts it; the workflow fills in the id, the
+    file and the shard's worktree (SHARD_CWD_MARK)."""
+    model, level = model_choice(spec, root)
+    settings = load_settings(root)
+    tools = list(DEFAULT_TOOLS)
+    prompt = build_system_prompt(
+        tools=tools,
+        cwd=SHARD_CWD_MARK,
+        today=time.strftime("%Y-%m-%d"),
+        append=[spec.context] if spec.context.strip() else [],
+        context_files=discover_context_files(root, tempi_home(), pi_agent_dir()),
+    )
+    kind, _, image = spec.sandbox.partition(":")
+    retry, compaction = settings.retry, settings.compaction
+    return SessionConfig(
+        session_id="template",
+        session_path="template",
+        cwd=SHARD_CWD_MARK,
+        model=model,
+        thinking_level=level,
+        system_prompt=prompt,
+        tools=tools,
+        sandbox=cast(SandboxKind, kind),  # the spec accepts only local, bwrap and docker
+        sandbox_image=image or DEFAULT_SANDBOX_IMAGE,
+        retry=RetryPolicySettings(
+            enabled=retry.enabled,
+            max_retries=retry.max_retries,
+            base_delay_ms=retry.base_delay_ms,
+            max_delay_ms=retry.max_delay_ms,
+        ),
+        compaction=CompactionPolicy(
+            enabled=compaction.enabled,
+            reserve_tokens=compaction.reserve_tokens,
+            keep_recent_tokens=compaction.keep_recent_tokens,
+        ),
+    )
+
+
+def state_line(status: ShardStatus, count: int) -> str:
+    shard = status.shard
+    line = f"shard {shard.index}/{count} {shard.id} {status.state}: {' '.join(shard.files)}"
+    if status.resumed:
+        line += " (committed by an earlier run)"
+    if status.repairs and status.state in ("verified", "committed"):
+        line += f" ({status.repairs} repair{'s' if status.repairs > 1 else ''})"
+    if status.reason and status.state in ("failed", "conflict"):
+        line += f"\n  {status.reason}"
+    return line
+
+
+def _state_event(status: ShardStatus) -> str:
+    return json.dumps(
+        {
+            "type": "shard",
+            "index": status.shard.index,
+            "id": status.shard.id,
+            "files": status.shard.files,
+            "state": status.state,
+            "reason": status.reason,
+            "repairs": status.repairs,
+            "resumed": status.resumed,
+        }
+    )
+
+
+class ProgressPrinter:
+    """A line (or a JSON line) each time a shard's state changes."""
+
+    def __init__(self, json_mode: bool = False) -> None:
+        self.seen: dict[str, str] = {}
+        self.json_mode = json_mode
+
+    def show(self, progress: PipelineProgress) -> None:
+        count = len(progress.shards)
+        for status in progress.shards:
+            if self.seen.get(status.shard.id, "pending") != status.state:
+                self.seen[status.shard.id] = status.state
+                print(_state_event(status) if self.json_mode else state_line(status, count), flush=True)
+
+
+async def start_or_find(
+    client: Client, inp: PipelineInput, workflow_id: str
+) -> tuple[WorkflowHandle[object, PipelineProgress], bool]:
+    """The pipeline's workflow: started now, the running one (attached), or the finished one
+    (its result); True when it finished before this command."""
+    # A finished pipeline is answered with its result; a failed, cancelled or terminated
+    # one starts again (and skips what its branch already has).
+    first_run = WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY
+    try:
+        return await _start(client, inp, workflow_id, first_run), False
+    except WorkflowAlreadyStartedError:
+        pass
+    handle = client.get_workflow_handle(workflow_id, result_type=PipelineProgress)
+    last = await handle.result()
+    if last.stopped_by is None:
+        return handle, True
+    # A budget stopped it: a new run goes on with the shards left, counting what it cost.
+    ongoing = inp.model_copy(update={"spent_before_usd": last.cost_usd()})
+    return await _start(client, ongoing, workflow_id, WorkflowIDReusePolicy.ALLOW_DUPLICATE), False
+
+
+async def _start(
+    client: Client, inp: PipelineInput, workflow_id: str, reuse: WorkflowIDReusePolicy
+) -> WorkflowHandle[object, PipelineProgress]:
+    return await client.start_workflow(
+        PIPELINE_WORKFLOW,
+        inp,
+        id=workflow_id,
+        task_queue=DEFAULT_TASK_QUEUE,
+        result_type=PipelineProgress,
+        id_reuse_policy=reuse,
+        # Another command that started it first: this one follows that run.
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+    )
+
+
+async def follow(
+    handle: WorkflowHandle[object, PipelineProgress], json_mode: bool = False
+) -> PipelineProgress:
+    printer = ProgressPrinter(json_mode)
+    result = asyncio.ensure_future(handle.result())
+    while not result.done():
+        progress: PipelineProgress = await handle.query("get_progress", result_type=PipelineProgress)
+        printer.show(progress)
+        await asyncio.wait([result], timeout=POLL_S)
+    final = result.result()
+    printer.show(final)
+    return final
+
+
+def unenforced(spec: PipelineSpec) -> list[str]:
+    """Spec keys a run reads but does not act on yet, so a user is not misled by them."""
+    if spec.final.commits == "squash":
+        return ["final.commits: squash (one commit per shard is made)"]
+    return []
+
+
+def failure_cause(err: WorkflowFailureError) -> str:
+    cause: BaseException = err.cause
+    while cause.__cause__ is not None:
+        cause = cause.__cause__
+    return str(cause)
+
+
+def write_patch(root: str, base: str, branch: str, path: str) -> None:
+    proc = subprocess.run(
+        ["git", "-C", root, "diff", "--binary", base, branch], capture_output=True, check=True, timeout=300
+    )
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(proc.stdout)
+
+
+async def run_pipeline(
+    spec: PipelineSpec,
+    discovery: Discovery,
+    *,
+    fresh: bool,
+    detach: bool,
+    concurrency: int | None,
+    json_path: str | None,
+    junit: str | None,
+    json_mode: bool = False,
+) -> int:
+    from tempi.cli.runtime import open_runtime
+
+    root = Path(discovery.root)
+    pid = pipeline_id(spec, discovery.base_commit)
+    workflow_id = f"{pid}-{int(time.time())}" if fresh else pid
+    inp = PipelineInput(
+        pipeline_id=pid,
+        spec=spec,
+        repo_root=discovery.root,
+        base_commit=discovery.base_commit,
+        shards=discovery.shards,
+        state_dir=str(tempi_home() / "pipelines" / pid),
+        concurrency=concurrency or spec.concurrency,
+        session=session_template(spec, root),
+    )
+    ignored = unenforced(spec)
+    if ignored:
+        print(f"tempi pipeline: not enforced yet: {', '.join(ignored)}", file=sys.stderr)
+    async with open_runtime(quiet=True) as rt:
+        handle, finished = await start_or_find(rt.client, inp, workflow_id)
+        started = (
+            f"tempi pipeline: {spec.name}: {shard_count(len(discovery.shards))} at {discovery.base_commit[:12]}, "
+            f"workflow {workflow_id}" + (" (finished before; its result follows)" if finished else "")
+        )
+        print(started, file=sys.stderr if json_mode else sys.stdout, flush=True)
+        if detach:
+            print(f"detached: `tempi pipeline wait {workflow_id}` follows it", flush=True)
+            return 0
+        try:
+            progress = await follow(handle, json_mode)
+        except WorkflowFailureError as err:
+            print(f"tempi pipeline: {spec.name} failed: {failure_cause(err)}", file=sys.stderr)
+            return EXIT_USAGE
+    print(
+        json.dumps({"type": "summary", **json_summary(progress)}) if json_mode else summary_line(progress),
+        flush=True,
+    )
+    if spec.output.patch:
+        write_patch(discovery.root, discovery.base_commit, spec.branch, spec.output.patch)
+    write_reports(
+        progress,
+        json_path=json_path or spec.report.json_path,
+        junit=junit or spec.report.junit,
+        md=spec.report.markdown,
+    )
+    return exit_code(progress)

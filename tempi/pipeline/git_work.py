@@ -1,0 +1,144 @@
+"""The git side of a pipeline run: worktrees, shard patches, the output branch and its
+trailers. Plain functions, each safe to run again after a lost worker (the activities over
+them retry)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+PIPELINE_TRAILER = "Tempi-Pipeline"
+SHARD_TRAILER = "Tempi-Shard"
+# Commits on the output branch are made by tempi, not by whoever runs it.
+COMMITTER = {
+    "GIT_AUTHOR_NAME": "tempi pipeline",
+    "GIT_AUTHOR_EMAIL": "tempi@localhost",
+    "GIT_COMMITTER_NAME": "tempi pipeline",
+    "GIT_COMMITTER_EMAIL": "tempi@localhost",
+}
+
+
+class GitWorkError(Exception):
+    """A git step failed; the message says which and what git said."""
+
+
+def git(cwd: str | Path, *args: str, check: bool = True, stdin: bytes | None = None) -> str:
+    env = dict(os.environ, GIT_TERMINAL_PROMPT="0", GIT_PAGER="cat", LC_ALL="C", **COMMITTER)
+    proc = subprocess.run(
+        ["git", "-C", str(cwd), *args], capture_output=True, env=env, input=stdin, timeout=300, check=False
+    )
+    if check and proc.returncode != 0:
+        raise GitWorkError(
+            f"git {' '.join(args[:2])} in {cwd}: {proc.stderr.decode(errors='replace').strip()}"
+        )
+    return proc.stdout.decode(errors="replace")
+
+
+def _is_worktree(path: Path) -> bool:
+    return (path / ".git").exists()
+
+
+def shard_worktree(state_dir: str, shard_id: str) -> Path:
+    return Path(state_dir) / "shards" / shard_id / "work"
+
+
+def prepare_shard_worktree(repo_root: str, base_commit: str, state_dir: str, shard_id: str) -> str:
+    """A clean checkout of the base commit for one shard. A shard that starts again (its
+    session lost) starts from the base commit, not from what its last attempt left."""
+    path = shard_worktree(state_dir, shard_id)
+    if _is_worktree(path):
+        git(path, "reset", "-q", "--hard", base_commit)
+        git(path, "clean", "-q", "-fdx")
+        return str(path)
+    if path.exists():
+        shutil.rmtree(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    git(repo_root, "worktree", "prune")
+    git(repo_root, "worktree", "add", "-q", "--detach", str(path), base_commit)
+    return str(path)
+
+
+def save_shard_patch(cwd: str, base_commit: str, state_dir: str, shard_id: str) -> str:
+    """Everything the shard changed against the base commit (new files too), as a patch file."""
+    git(cwd, "add", "-A")
+    patch = git(cwd, "diff", "--cached", "--binary", base_commit)
+    path = Path(state_dir) / "shards" / shard_id / "shard.patch"
+    path.write_text(patch)
+    return str(path)
+
+
+def prepare_output(repo_root: str, base_commit: str, branch: str, state_dir: str) -> str:
+    """The output branch (made at the base commit if new) checked out in its own worktree."""
+    path = Path(state_dir) / "output"
+    if _is_worktree(path):
+        return str(path)
+    exists = git(repo_root, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", check=False).strip()
+    if not exists:
+        git(repo_root, "branch", branch, base_commit)
+    git(repo_root, "worktree", "prune")
+    try:
+        git(repo_root, "worktree", "add", "-q", str(path), branch)
+    except GitWorkError as err:
+        raise GitWorkError(
+            f"output.branch {branch}: cannot check it out for the pipeline ({err}); "
+            "if it is checked out elsewhere, switch that checkout to another branch"
+        ) from None
+    return str(path)
+
+
+def committed_shards(worktree: str, base_commit: str, pipeline_id: str) -> dict[str, str]:
+    """Shard id -> commit for this pipeline's commits on the output branch since the base,
+    read from their trailers, so a run whose Temporal state is gone skips them."""
+    fmt = (
+        f"%H%x00%(trailers:key={PIPELINE_TRAILER},valueonly)%x00%(trailers:key={SHARD_TRAILER},valueonly)%x1e"
+    )
+    out = git(worktree, "log", f"--format={fmt}", f"{base_commit}..HEAD")
+    found: dict[str, str] = {}
+    for record in out.split("\x1e"):
+        parts = record.strip("\n").split("\x00")
+        if len(parts) != 3:
+            continue
+        commit, pipeline, shard = (p.strip() for p in parts)
+        if pipeline == pipeline_id and shard:
+            found.setdefault(shard, commit)
+    return found
+
+
+def integrate(
+    worktree: str, base_commit: str, patch_path: str, pipeline_id: str, shard_id: str, message: str
+) -> tuple[str | None, str | None]:
+    """Apply a shard's patch on the output branch and commit it with the trailers; returns
+    (commit, None), or (None, why) when the patch does not apply. A retry after the commit
+    was made finds it by its trailer instead of committing twice."""
+    done = committed_shards(worktree, base_commit, pipeline_id).get(shard_id)
+    if done:
+        return done, None
+    git(worktree, "reset", "-q", "--hard", "HEAD")
+    git(worktree, "clean", "-q", "-fd")
+    patch = Path(patch_path).read_bytes()
+    if patch.strip():
+        proc = subprocess.run(
+            ["git", "-C", worktree, "apply", "--index", "--3way", patch_path],
+            capture_output=True,
+            check=False,
+            timeout=300,
+        )
+        if proc.returncode != 0:
+            git(worktree, "reset", "-q", "--hard", "HEAD")
+            return None, proc.stderr.decode(errors="replace").strip()[-2000:]
+    text = f"{message}\n\n{PIPELINE_TRAILER}: {pipeline_id}\n{SHARD_TRAILER}: {shard_id}\n"
+    git(worktree, "commit", "-q", "--allow-empty", "--no-verify", "-F", "-", stdin=text.encode())
+    return git(worktree, "rev-parse", "HEAD").strip(), None
+
+
+def release_worktrees(repo_root: str, state_dir: str, done_shards: list[str]) -> None:
+    """At the end of a run: the output worktree goes, so the branch can be checked out
+    elsewhere (a rerun makes it again), and so do the worktrees of committed shards. A failed
+    shard's worktree stays for a look at what it left."""
+    paths = [Path(state_dir) / "output", *(shard_worktree(state_dir, s) for s in done_shards)]
+    for path in paths:
+        if _is_worktree(path):
+            git(repo_root, "worktree", "remove", "--force", str(path))
+    git(repo_root, "worktree", "prune")

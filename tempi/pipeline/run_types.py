@@ -1,0 +1,179 @@
+"""What crosses history in a pipeline run: the workflow's input and result, each shard's
+child input and result, the progress query's answer and the activities' payloads.
+
+Patches and command output stay on disk (the pipeline's state directory); history only
+carries paths, states and the short tail of a failed verify."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from tempi.agent.messages import Usage
+from tempi.pipeline.spec import PipelineSpec
+from tempi.pipeline.targets import Shard
+from tempi.workflows.session_types import CarriedState, SessionConfig
+
+PIPELINE_WORKFLOW = "PipelineWorkflow"
+SHARD_WORKFLOW = "PipelineShardWorkflow"
+
+# Activity names (the workflows name activities by string, never import their code).
+PREPARE_OUTPUT = "pipeline_prepare_output"
+RUN_SETUP = "pipeline_run_setup"
+PREPARE_SHARD = "pipeline_prepare_shard"
+RUN_VERIFY = "pipeline_run_verify"
+SAVE_SHARD_PATCH = "pipeline_save_shard_patch"
+INTEGRATE_SHARD = "pipeline_integrate_shard"
+RELEASE_WORKTREES = "pipeline_release_worktrees"
+
+ShardState = Literal["pending", "running", "stepped", "verified", "committed", "failed", "conflict"]
+DONE_STATES = frozenset({"committed", "failed", "conflict"})
+# A shard's session workflow is started with this template; `{cwd}` is filled per shard.
+SHARD_CWD_MARK = "@@TEMPI_SHARD_CWD@@"
+
+
+class PipelineInput(BaseModel):
+    pipeline_id: str  # the spec's id (trailers name it); the workflow id may add a --fresh suffix
+    spec: PipelineSpec
+    repo_root: str
+    base_commit: str
+    shards: list[Shard]
+    state_dir: str  # the pipeline's own directory in tempi's home
+    concurrency: int
+    session: SessionConfig  # the template of every shard's session
+    # What earlier runs of this pipeline cost: a run that a budget stopped is followed by
+    # one that goes on, and budget.max_cost_usd counts the pipeline's whole spending.
+    spent_before_usd: float = 0.0
+
+
+class ShardStatus(BaseModel):
+    shard: Shard
+    state: ShardState = "pending"
+    reason: str | None = None  # why it failed, in words
+    verify_tail: str | None = None  # the last failed verify's output tail
+    repairs: int = 0
+    turns: int = 0
+    usage: Usage = Field(default_factory=Usage)
+    commit: str | None = None
+    session_file: str | None = None
+    resumed: bool = False  # committed by an earlier run (found by its trailer)
+
+
+class PipelineProgress(BaseModel):
+    pipeline_id: str
+    name: str
+    branch: str
+    base_commit: str
+    phase: Literal["starting", "shards", "final", "done"] = "starting"
+    shards: list[ShardStatus]
+    final_verify: Literal["passed", "failed", "skipped"] | None = None
+    final_verify_tail: str | None = None
+    cancelled: bool = False
+    stopped_by: str | None = None  # the budget key that kept the remaining shards from starting
+    spent_before_usd: float = 0.0
+
+    def cost_usd(self) -> float:
+        """What the pipeline has cost, this run's shards and the runs before it."""
+        return self.spent_before_usd + sum(s.usage.cost.total for s in self.shards)
+
+
+class OutputInput(BaseModel):
+    repo_root: str
+    base_commit: str
+    branch: str
+    state_dir: str
+    pipeline_id: str
+
+
+class OutputReady(BaseModel):
+    worktree: str
+    # shard id -> commit, for the shards this pipeline already committed on the branch
+    committed: dict[str, str] = Field(default_factory=dict)
+
+
+class SetupInput(BaseModel):
+    worktree: str
+    base_commit: str
+    state_dir: str
+    commands: list[str]
+
+
+class CommandOutcome(BaseModel):
+    command: str
+    exit_code: int | None  # None: timed out
+    tail: str
+    passed: bool
+
+
+class ShardPrepareInput(BaseModel):
+    repo_root: str
+    base_commit: str
+    state_dir: str
+    shard_id: str
+
+
+class VerifyInput(BaseModel):
+    cwd: str
+    command: str
+    timeout_s: int
+
+
+class PatchInput(BaseModel):
+    cwd: str
+    base_commit: str
+    state_dir: str
+    shard_id: str
+
+
+class IntegrateInput(BaseModel):
+    worktree: str
+    base_commit: str
+    patch_path: str
+    pipeline_id: str
+    shard_id: str
+    message: str
+
+
+class IntegrateResult(BaseModel):
+    commit: str | None = None
+    conflict: str | None = None  # why the patch did not apply
+
+
+class ReleaseInput(BaseModel):
+    repo_root: str
+    state_dir: str
+    committed_shards: list[str]
+
+
+class ShardInput(BaseModel):
+    session_config: SessionConfig
+    shard: Shard
+    pipeline_id: str
+    spec: PipelineSpec
+    shard_count: int
+    base_commit: str
+    state_dir: str
+    parent_workflow_id: str  # told of the shard's progress by signal
+    # A shard's session that continued as new goes on from here.
+    carried: CarriedState | None = None
+    next_step: int = 0
+    repairs_done: int = 0
+    step_started_at_turn: int = 0  # the shard's turn count when the current prompt began
+
+
+class ShardProgressSignal(BaseModel):
+    shard_id: str
+    state: ShardState
+    session_file: str | None = None
+
+
+class ShardResult(BaseModel):
+    state: Literal["verified", "failed"]
+    reason: str | None = None
+    verify_tail: str | None = None
+    repairs: int = 0
+    turns: int = 0
+    usage: Usage = Field(default_factory=Usage)
+    patch_path: str | None = None
+    session_file: str
