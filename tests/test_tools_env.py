@@ -70,7 +70,9 @@ def test_selection_rules() -> None:
         "HTTPS_PROXY": "http://u:p@proxy:3128",
         "GIT_AUTHOR_NAME": "me",
     }
-    env = tool_environment(source, "NPM_CONFIG_*,DEPLOY_KEY:TEMPORAL_ADDRESS GIT_AUTHOR_NAME TEMPI_CODEC_KEYS")
+    env = tool_environment(
+        source, "NPM_CONFIG_*,DEPLOY_KEY:TEMPORAL_ADDRESS GIT_AUTHOR_NAME TEMPI_CODEC_KEYS"
+    )
     assert env == {
         "PATH": "/bin",
         "LC_ALL": "C.UTF-8",
