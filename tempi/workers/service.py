@@ -24,13 +24,13 @@ from tempi.workers.dev_server import (
     INSECURE_ENV,
     IsolationUnavailable,
     free_port,
+    launch_isolated_dev_server,
     port_open,
     start_dev_server,
-    start_isolated_dev_server,
     unix_address,
     unix_socket_answers,
+    wait_isolated_dev_server,
 )
-from tempi.workers.temporal_client import connect
 
 DEFAULT_IDLE_MINUTES = 30.0
 
@@ -87,18 +87,23 @@ async def serve(
     server: subprocess.Popen[bytes] | None = None
     if isolated:
         try:
-            server, sock = start_isolated_dev_server(home, log_path=log_path)
+            server, sock = launch_isolated_dev_server(home, log_path=log_path)
+        except IsolationUnavailable as err:
+            _without_isolation(err)
+    # Loaded while the server boots: the clients importing this module (to find or start
+    # the service) need none of it, and here it costs no wall time where a second core runs
+    # the server.
+    from tempi.workers.activity_tracker import ActivityTracker
+    from tempi.workers.temporal_client import connect
+    from tempi.workers.worker import running_workers
+
+    if server is not None:
+        try:
+            wait_isolated_dev_server(server, sock, log_path=log_path)
             address = unix_address(sock)
         except IsolationUnavailable as err:
-            if os.environ.get(INSECURE_ENV) != "1":
-                raise SystemExit(
-                    f"tempi: cannot start the embedded Temporal server where only you can reach it "
-                    f"({err}): this needs unprivileged user namespaces (`unshare --user --net`). "
-                    f"Enable them, or run a Temporal server of your own and set TEMPORAL_ADDRESS, or "
-                    f"set {INSECURE_ENV}=1 to accept a server on 127.0.0.1 that every local user "
-                    "can reach (and so run commands as you)."
-                ) from err
-            print(f"tempi: {err}; {INSECURE_ENV}=1, so the server is open to local users", file=sys.stderr)
+            _without_isolation(err)
+            server = None
     if server is None:
         port = port or free_port()
         server = start_dev_server(
@@ -109,10 +114,6 @@ async def serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    # The clients importing this module (to find or start the service) need no worker.
-    from tempi.workers.activity_tracker import ActivityTracker
-    from tempi.workers.worker import running_workers
-
     tracker = ActivityTracker()
     try:
         client = await connect(address)
@@ -139,6 +140,19 @@ async def serve(
             server.wait(20)
         except subprocess.TimeoutExpired:
             server.kill()
+
+
+def _without_isolation(err: IsolationUnavailable) -> None:
+    """Go on with a server on 127.0.0.1 only when the user said so; else stop, saying why."""
+    if os.environ.get(INSECURE_ENV) != "1":
+        raise SystemExit(
+            f"tempi: cannot start the embedded Temporal server where only you can reach it "
+            f"({err}): this needs unprivileged user namespaces (`unshare --user --net`). "
+            f"Enable them, or run a Temporal server of your own and set TEMPORAL_ADDRESS, or "
+            f"set {INSECURE_ENV}=1 to accept a server on 127.0.0.1 that every local user "
+            "can reach (and so run commands as you)."
+        ) from err
+    print(f"tempi: {err}; {INSECURE_ENV}=1, so the server is open to local users", file=sys.stderr)
 
 
 def ensure_service(home: Path, *, quiet: bool = False, timeout_s: float = 90) -> ServiceInfo:
