@@ -155,25 +155,37 @@ def _without_isolation(err: IsolationUnavailable) -> None:
     print(f"tempi: {err}; {INSECURE_ENV}=1, so the server is open to local users", file=sys.stderr)
 
 
+# Services this process started ahead of need (start_early), until ensure_service takes
+# them over; what is left at exit was never needed (see drop_unneeded).
+_early: dict[Path, tuple[subprocess.Popen[bytes], Path, int]] = {}
+
+
+def start_early(home: Path) -> None:
+    """Start the service for `home` in the background, without waiting, when it does not run:
+    a command that will need it calls this before loading its own modules, so the service
+    boots side by side with it; ensure_service then waits for this one."""
+    if home not in _early and read_info(home) is None:
+        _early[home] = _spawn(home)
+
+
+def drop_unneeded() -> None:
+    """Stop the services start_early started that the command never asked for (it failed
+    before it needed one), so a mistyped command leaves no server behind."""
+    for child, _, _ in _early.values():
+        with contextlib.suppress(ProcessLookupError):
+            child.terminate()
+    _early.clear()
+
+
 def ensure_service(home: Path, *, quiet: bool = False, timeout_s: float = 90) -> ServiceInfo:
     """Find the running service for `home`, starting it in the background when needed."""
+    early = _early.pop(home, None)
     info = read_info(home)
     if info:
         return info
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "logs").mkdir(exist_ok=True)
     if not quiet:
         print("tempi: starting the background Temporal server…", file=sys.stderr, flush=True)
-    log_path = home / "logs" / "service.log"
-    log = open(log_path, "ab")  # noqa: SIM115 - handed to the child
-    start = log.tell()
-    child = subprocess.Popen(
-        [sys.executable, "-m", "tempi.workers.service", "--home", str(home)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    child, log_path, start = early or _spawn(home)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         info = read_info(home)
@@ -186,8 +198,25 @@ def ensure_service(home: Path, *, quiet: bool = False, timeout_s: float = 90) ->
                 return info
             if child.returncode != 0:
                 raise RuntimeError(_log_since(log_path, start) or f"see {log_path}")
-        time.sleep(0.1)
+        time.sleep(0.05)
     raise RuntimeError(f"tempi's background server did not start; see {home / 'logs' / 'service.log'}")
+
+
+def _spawn(home: Path) -> tuple[subprocess.Popen[bytes], Path, int]:
+    """The service process for `home`, its log and where this start's lines begin in it."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "logs").mkdir(exist_ok=True)
+    log_path = home / "logs" / "service.log"
+    with open(log_path, "ab") as log:
+        start = log.tell()
+        child = subprocess.Popen(
+            [sys.executable, "-m", "tempi.workers.service", "--home", str(home)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    return child, log_path, start
 
 
 def _log_since(path: Path, offset: int) -> str:
