@@ -255,15 +255,21 @@ def _services_of(home: Path) -> list[int]:
     return found
 
 
-def test_a_command_that_fails_before_its_session_leaves_no_server(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("argv", "code", "said"),
+    [(["-p"], 1, "Nothing to do"), (["--no-such-flag", "-p", "hi"], 2, "--no-such-flag")],
+)
+def test_a_command_that_fails_before_its_session_leaves_no_server(
+    tmp_path: Path, argv: list[str], code: int, said: str
+) -> None:
     """The service starts as the command starts, ahead of need; a command that then fails
-    (here: nothing to do) must not leave it running for its idle half hour."""
+    (nothing to do, a mistyped flag) must not leave it running for its idle half hour."""
     home = tmp_path / "home"
     env = tempi_env(home, None)
     try:
-        proc = run_tempi(["-p"], cwd=tmp_path, env=env)
-        assert proc.returncode == 1
-        assert "Nothing to do" in proc.stderr
+        proc = run_tempi(argv, cwd=tmp_path, env=env)
+        assert proc.returncode == code, proc.stderr
+        assert said in proc.stderr
         _wait_for(lambda: not _services_of(home), 20, "the service started for nothing to stop")
         assert read_info(home) is None
     finally:

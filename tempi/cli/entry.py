@@ -26,11 +26,18 @@ def needs_the_service(argv: list[str]) -> bool:
 
 def main() -> None:
     argv = sys.argv[1:]
-    if needs_the_service(argv):
-        from tempi.config.paths import tempi_home
-        from tempi.workers.service import start_early
+    if not needs_the_service(argv):
+        from tempi.cli.main import main as run
 
-        start_early(tempi_home())
-    from tempi.cli.main import main as run
+        run(argv)
+        return
+    from tempi.config.paths import tempi_home
+    from tempi.workers.service import drop_unneeded, start_early
 
-    run(argv)
+    start_early(tempi_home())
+    try:
+        from tempi.cli.main import main as run
+
+        run(argv)  # ends the process itself, after drop_unneeded
+    finally:
+        drop_unneeded()  # the flag parser exits on a bad flag without returning

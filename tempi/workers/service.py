@@ -181,10 +181,12 @@ def ensure_service(home: Path, *, quiet: bool = False, timeout_s: float = 90) ->
     """Find the running service for `home`, starting it in the background when needed."""
     early = _early.pop(home, None)
     info = read_info(home)
+    if info and early is None:
+        return info
+    if not quiet:  # also when the one started early is up already: this command started it
+        print("tempi: starting the background Temporal server…", file=sys.stderr, flush=True)
     if info:
         return info
-    if not quiet:
-        print("tempi: starting the background Temporal server…", file=sys.stderr, flush=True)
     child, log_path, start = early or _spawn(home)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
