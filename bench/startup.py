@@ -6,6 +6,7 @@ way when pi is installed. Medians with the range, as other jobs may share the co
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import tempfile
@@ -52,7 +53,7 @@ async def run(quick: bool, profile: bool = False) -> dict[str, Any]:
                 raise RuntimeError(f"cold tempi -p failed ({r.exit_code}): {r.stderr[-1500:]}")
             cold_first.append(r.first_token_s)
             cold.append(r.wall_s)
-            seconds, done = _timed(tempi_command("server", "stop"), cwd, env)
+            seconds, _ = _timed(tempi_command("server", "stop"), cwd, env)
             stops.append(seconds)
         home = tmp / "home-warm"
         write_models_json(home, llm.base_url, "hello")
@@ -81,6 +82,10 @@ async def run(quick: bool, profile: bool = False) -> dict[str, Any]:
     warm, pi_first = warm[1:], pi_first[1:]  # the first run warms the file cache
     results = {
         "repeats": repeats,
+        # Without a bytecode cache every process compiles what it imports: start-up is then
+        # dominated by that (see the README's start-up table).
+        "bytecode_cache": not os.environ.get("PYTHONDONTWRITEBYTECODE")
+        or bool(os.environ.get("PYTHONPYCACHEPREFIX")),
         "cold_first_token_s": _summary(cold_first),
         "cold_start_s": _summary(cold),
         "server_stop_s": _summary(stops),
