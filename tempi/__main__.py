@@ -1,3 +1,3 @@
-from tempi.cli.main import main
+from tempi.cli.entry import main
 
 main()

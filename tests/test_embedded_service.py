@@ -240,3 +240,77 @@ def test_a_killed_service_leaves_no_second_dev_server(tmp_path: Path) -> None:
         run_tempi(["server", "stop"], cwd=tmp_path, env=env)
         for pid in _dev_servers_on(db):  # what a failing run left: only this test's servers
             os.kill(pid, signal.SIGKILL)
+
+
+def _services_of(home: Path) -> list[int]:
+    """The background service processes of `home` (started early or on demand)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            if b"tempi.workers.service" in argv and str(home).encode() in argv:
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "said"),
+    [(["-p"], 1, "Nothing to do"), (["--no-such-flag", "-p", "hi"], 2, "--no-such-flag")],
+)
+def test_a_command_that_fails_before_its_session_leaves_no_server(
+    tmp_path: Path, argv: list[str], code: int, said: str
+) -> None:
+    """The service starts as the command starts, ahead of need; a command that then fails
+    (nothing to do, a mistyped flag) must not leave it running for its idle half hour."""
+    home = tmp_path / "home"
+    env = tempi_env(home, None)
+    try:
+        proc = run_tempi(argv, cwd=tmp_path, env=env)
+        assert proc.returncode == code, proc.stderr
+        assert said in proc.stderr
+        _wait_for(lambda: not _services_of(home), 20, "the service started for nothing to stop")
+        assert read_info(home) is None
+    finally:
+        for pid in _services_of(home):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_a_client_of_the_service_loads_no_worker_or_provider_code(tmp_path: Path) -> None:
+    """The service runs the worker; a `tempi -p` beside it is only a client, and loading a
+    provider SDK or the worker would cost it seconds of start-up."""
+    home = tmp_path / "home"
+    env = tempi_env(home, None)
+    try:
+        first = run_tempi(["--model", "faux/demo", "-p", "look around"], cwd=tmp_path, env=env)
+        assert first.returncode == 0, first.stderr
+        proc = subprocess.run(
+            [sys.executable, "-X", "importtime", "-m", "tempi", "--model", "faux/demo", "-p", "again"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            input="",
+        )
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert "offline demo" in proc.stdout
+        loaded = {
+            line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if "import time:" in line
+        }
+        assert "tempi.cli.main" in loaded  # the listing is what it should be
+        unwanted = (
+            "anthropic",
+            "openai",
+            "mcp",
+            "docker",
+            "PIL",
+            "temporalio.worker",
+            "tempi.workers.worker",
+        )
+        unwanted += ("tempi.activities",)
+        found = sorted(m for m in loaded if m.split(".")[0] in unwanted or m.startswith(unwanted))
+        assert found == []
+    finally:
+        run_tempi(["server", "stop"], cwd=tmp_path, env=env)

@@ -8,8 +8,6 @@ from importlib import metadata
 from tempi.agent.model_spec import THINKING_LEVELS
 from tempi.agent.tool_specs import ALL_TOOLS
 
-SUBCOMMANDS = ("sessions", "mcp", "attach", "steer", "follow-up", "abort", "stop", "server", "worker")
-
 EXAMPLES = """\
 examples:
   tempi                                                 the interactive mode (a terminal UI)

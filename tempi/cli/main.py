@@ -12,8 +12,9 @@ from pathlib import Path
 from temporalio.service import RPCError
 
 from tempi.agent.messages import ImageContent
-from tempi.cli.args import SUBCOMMANDS, parse_args
+from tempi.cli.args import parse_args
 from tempi.cli.closed_pipe import CLOSED_PIPE_EXIT, flush_output, silence_stdout
+from tempi.cli.command_words import SUBCOMMANDS
 from tempi.cli.errors import UserError
 from tempi.cli.html_export import default_export_path
 from tempi.cli.initial_prompts import initial_prompts, opens_interactive
@@ -29,6 +30,7 @@ from tempi.config.paths import default_sessions_root, tempi_home
 from tempi.config.settings_writer import remember_choice
 from tempi.store.session_store import SessionStore
 from tempi.workers import telemetry
+from tempi.workers.service import drop_unneeded
 from tempi.workers.temporal_client import TemporalUnreachable, quiet_core_logs, server_gone
 from tempi.workers.temporal_connection import TemporalSettingsError
 
@@ -271,6 +273,7 @@ def main(argv: list[str] | None = None) -> None:
         silence_stdout()
         code = CLOSED_PIPE_EXIT
     telemetry.flush()
+    drop_unneeded()
     # Temporal's core runs native threads that can still be winding down when Python
     # finalizes, which aborts the process; everything is flushed, so skip finalization.
     if not flush_output():

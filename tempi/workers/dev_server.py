@@ -131,11 +131,13 @@ def _die_with_parent() -> None:
     die_with_parent()
 
 
-def start_isolated_dev_server(
-    home: Path, *, log_path: Path | None = None, timeout_s: float = 60
+def launch_isolated_dev_server(
+    home: Path, *, log_path: Path | None = None
 ) -> tuple[subprocess.Popen[bytes], Path]:
-    """The dev server in its own user and network namespace, reachable only through a Unix
-    socket in a 0700 directory of this user (see tempi.workers.netns_bridge).
+    """Start the dev server in its own user and network namespace, reachable only through a
+    Unix socket in a 0700 directory of this user (see tempi.workers.netns_bridge). It does
+    not wait for the server (wait_isolated_dev_server does), so the caller can get its own
+    work done while the server boots.
 
     Returns the owning process and the socket; ending the process ends the server."""
     unshare = shutil.which("unshare")
@@ -164,6 +166,13 @@ def start_isolated_dev_server(
         # death signal set here; the bridge sets its own too. This one covers the gap.
         preexec_fn=_die_with_parent,
     )
+    return proc, sock
+
+
+def wait_isolated_dev_server(
+    proc: subprocess.Popen[bytes], sock: Path, *, log_path: Path | None = None, timeout_s: float = 60
+) -> None:
+    """Return once the launched server answers on its socket; raise when it cannot start."""
     deadline = time.monotonic() + timeout_s
     while not unix_socket_answers(sock):
         if proc.poll() is not None:
@@ -179,7 +188,6 @@ def start_isolated_dev_server(
                 f"The Temporal dev server did not start within {timeout_s:.0f} s; see {log_path}"
             )
         time.sleep(0.05)
-    return proc, sock
 
 
 def _log_tail(path: Path | None) -> str:

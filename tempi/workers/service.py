@@ -24,15 +24,13 @@ from tempi.workers.dev_server import (
     INSECURE_ENV,
     IsolationUnavailable,
     free_port,
+    launch_isolated_dev_server,
     port_open,
     start_dev_server,
-    start_isolated_dev_server,
     unix_address,
     unix_socket_answers,
+    wait_isolated_dev_server,
 )
-from tempi.workers.telemetry import serve_metrics
-from tempi.workers.temporal_client import connect
-from tempi.workers.temporal_connection import TemporalSettingsError
 
 DEFAULT_IDLE_MINUTES = 30.0
 
@@ -89,18 +87,25 @@ async def serve(
     server: subprocess.Popen[bytes] | None = None
     if isolated:
         try:
-            server, sock = start_isolated_dev_server(home, log_path=log_path)
+            server, sock = launch_isolated_dev_server(home, log_path=log_path)
+        except IsolationUnavailable as err:
+            _without_isolation(err)
+    # Loaded while the server boots: the clients importing this module (to find or start
+    # the service) need none of it, and here it costs no wall time where a second core runs
+    # the server.
+    from tempi.workers.activity_tracker import ActivityTracker
+    from tempi.workers.telemetry import serve_metrics
+    from tempi.workers.temporal_client import connect
+    from tempi.workers.temporal_connection import TemporalSettingsError
+    from tempi.workers.worker import running_workers
+
+    if server is not None:
+        try:
+            wait_isolated_dev_server(server, sock, log_path=log_path)
             address = unix_address(sock)
         except IsolationUnavailable as err:
-            if os.environ.get(INSECURE_ENV) != "1":
-                raise SystemExit(
-                    f"tempi: cannot start the embedded Temporal server where only you can reach it "
-                    f"({err}): this needs unprivileged user namespaces (`unshare --user --net`). "
-                    f"Enable them, or run a Temporal server of your own and set TEMPORAL_ADDRESS, or "
-                    f"set {INSECURE_ENV}=1 to accept a server on 127.0.0.1 that every local user "
-                    "can reach (and so run commands as you)."
-                ) from err
-            print(f"tempi: {err}; {INSECURE_ENV}=1, so the server is open to local users", file=sys.stderr)
+            _without_isolation(err)
+            server = None
     if server is None:
         port = port or free_port()
         server = start_dev_server(
@@ -111,10 +116,6 @@ async def serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    # The clients importing this module (to find or start the service) need no worker.
-    from tempi.workers.activity_tracker import ActivityTracker
-    from tempi.workers.worker import running_workers
-
     tracker = ActivityTracker()
     try:
         try:
@@ -148,25 +149,52 @@ async def serve(
             server.kill()
 
 
+def _without_isolation(err: IsolationUnavailable) -> None:
+    """Go on with a server on 127.0.0.1 only when the user said so; else stop, saying why."""
+    if os.environ.get(INSECURE_ENV) != "1":
+        raise SystemExit(
+            f"tempi: cannot start the embedded Temporal server where only you can reach it "
+            f"({err}): this needs unprivileged user namespaces (`unshare --user --net`). "
+            f"Enable them, or run a Temporal server of your own and set TEMPORAL_ADDRESS, or "
+            f"set {INSECURE_ENV}=1 to accept a server on 127.0.0.1 that every local user "
+            "can reach (and so run commands as you)."
+        ) from err
+    print(f"tempi: {err}; {INSECURE_ENV}=1, so the server is open to local users", file=sys.stderr)
+
+
+# Services this process started ahead of need (start_early), until ensure_service takes
+# them over; what is left at exit was never needed (see drop_unneeded).
+_early: dict[Path, tuple[subprocess.Popen[bytes], Path, int]] = {}
+
+
+def start_early(home: Path) -> None:
+    """Start the service for `home` in the background, without waiting, when it does not run:
+    a command that will need it calls this before loading its own modules, so the service
+    boots side by side with it; ensure_service then waits for this one."""
+    if home not in _early and read_info(home) is None:
+        _early[home] = _spawn(home)
+
+
+def drop_unneeded() -> None:
+    """Stop the services start_early started that the command never asked for (it failed
+    before it needed one), so a mistyped command leaves no server behind."""
+    for child, _, _ in _early.values():
+        with contextlib.suppress(ProcessLookupError):
+            child.terminate()
+    _early.clear()
+
+
 def ensure_service(home: Path, *, quiet: bool = False, timeout_s: float = 90) -> ServiceInfo:
     """Find the running service for `home`, starting it in the background when needed."""
+    early = _early.pop(home, None)
     info = read_info(home)
+    if info and early is None:
+        return info
+    if not quiet:  # also when the one started early is up already: this command started it
+        print("tempi: starting the background Temporal server…", file=sys.stderr, flush=True)
     if info:
         return info
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "logs").mkdir(exist_ok=True)
-    if not quiet:
-        print("tempi: starting the background Temporal server…", file=sys.stderr, flush=True)
-    log_path = home / "logs" / "service.log"
-    log = open(log_path, "ab")  # noqa: SIM115 - handed to the child
-    start = log.tell()
-    child = subprocess.Popen(
-        [sys.executable, "-m", "tempi.workers.service", "--home", str(home)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    child, log_path, start = early or _spawn(home)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         info = read_info(home)
@@ -179,8 +207,25 @@ def ensure_service(home: Path, *, quiet: bool = False, timeout_s: float = 90) ->
                 return info
             if child.returncode != 0:
                 raise RuntimeError(_log_since(log_path, start) or f"see {log_path}")
-        time.sleep(0.1)
+        time.sleep(0.05)
     raise RuntimeError(f"tempi's background server did not start; see {home / 'logs' / 'service.log'}")
+
+
+def _spawn(home: Path) -> tuple[subprocess.Popen[bytes], Path, int]:
+    """The service process for `home`, its log and where this start's lines begin in it."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "logs").mkdir(exist_ok=True)
+    log_path = home / "logs" / "service.log"
+    with open(log_path, "ab") as log:
+        start = log.tell()
+        child = subprocess.Popen(
+            [sys.executable, "-m", "tempi.workers.service", "--home", str(home)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    return child, log_path, start
 
 
 def _log_since(path: Path, offset: int) -> str:

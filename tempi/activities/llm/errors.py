@@ -12,14 +12,10 @@ from __future__ import annotations
 import email.utils
 import json
 import re
+import sys
 import time
 from collections.abc import Mapping
 from typing import Any, Literal
-
-import anthropic
-import httpx
-import httpx2
-import openai
 
 from tempi.agent.messages import AssistantMessage
 
@@ -93,15 +89,15 @@ def retry_after_ms(message: AssistantMessage) -> int | None:
 
 def describe_exception(exc: BaseException) -> str:
     """One line saying what went wrong, in the shape `classify_error` reads."""
-    if isinstance(exc, (anthropic.APIStatusError, openai.APIStatusError)):
+    if isinstance(exc, _sdk_errors("APIStatusError")):
         return _describe_status_error(exc.status_code, exc.body, exc.response.headers)
-    if isinstance(exc, (anthropic.APITimeoutError, openai.APITimeoutError)):
+    if isinstance(exc, _sdk_errors("APITimeoutError")):
         return "Connection error: the request timed out"
-    if isinstance(exc, (anthropic.APIConnectionError, openai.APIConnectionError)):
+    if isinstance(exc, _sdk_errors("APIConnectionError")):
         cause = _root_cause(exc)
         detail = f": {cause}" if cause else ""
         return f"Connection error{detail}"
-    if isinstance(exc, (anthropic.APIError, openai.APIError)):
+    if isinstance(exc, _sdk_errors("APIError")):
         return _describe_status_error(None, exc.body, {}) if exc.body else exc.message
     if _is_transport_error(exc):
         return f"Connection error: {type(exc).__name__}: {exc}".rstrip(": ")
@@ -110,6 +106,13 @@ def describe_exception(exc: BaseException) -> str:
     if isinstance(exc, json.JSONDecodeError):
         return f"Malformed response from the provider: {exc}"
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _sdk_errors(name: str, sdks: tuple[str, ...] = ("anthropic", "openai")) -> tuple[type[Any], ...]:
+    """The exception class `name` of those `sdks` this process has loaded: a provider's SDK
+    loads with its first call (its import costs seconds), and an SDK that is not loaded
+    raised nothing."""
+    return tuple(getattr(sys.modules[sdk], name) for sdk in sdks if sdk in sys.modules)
 
 
 def format_retry_after(seconds: float) -> str:
@@ -182,4 +185,6 @@ def _root_cause(exc: BaseException) -> str:
 
 def _is_transport_error(exc: BaseException) -> bool:
     # The SDKs speak httpx2; plain httpx and OS errors can surface from custom transports.
-    return isinstance(exc, (httpx2.TransportError, httpx.TransportError, ConnectionError, TimeoutError))
+    return isinstance(
+        exc, (*_sdk_errors("TransportError", ("httpx2", "httpx")), ConnectionError, TimeoutError)
+    )

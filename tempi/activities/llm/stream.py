@@ -4,27 +4,39 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 from collections.abc import AsyncGenerator
 
 from tempi.activities.llm.abort import AbortWatch
-from tempi.activities.llm.anthropic_messages import stream_anthropic_messages
 from tempi.activities.llm.assembler import MessageAssembler
 from tempi.activities.llm.contract import ProviderStream, StreamOptions
 from tempi.activities.llm.errors import ABORTED_MESSAGE, ProviderError, StreamAborted, describe_exception
-from tempi.activities.llm.faux import stream_faux
-from tempi.activities.llm.openai_completions import stream_openai_completions
-from tempi.activities.llm.openai_responses import stream_openai_responses
 from tempi.agent.llm_context import LlmContext
 from tempi.agent.messages import AssistantMessage
 from tempi.agent.model_spec import ModelSpec
 from tempi.agent.stream_events import AssistantMessageEvent, DoneEvent, ErrorEvent
 
-PROVIDERS: dict[str, ProviderStream] = {
-    "anthropic-messages": stream_anthropic_messages,
-    "openai-completions": stream_openai_completions,
-    "openai-responses": stream_openai_responses,
-    "faux": stream_faux,
+# Module and function of each API's provider. A provider's module (and its SDK, whose import
+# takes seconds of CPU) loads on its first call, so a worker starts without any of them and
+# loads only those its models use.
+PROVIDERS: dict[str, tuple[str, str]] = {
+    "anthropic-messages": ("tempi.activities.llm.anthropic_messages", "stream_anthropic_messages"),
+    "openai-completions": ("tempi.activities.llm.openai_completions", "stream_openai_completions"),
+    "openai-responses": ("tempi.activities.llm.openai_responses", "stream_openai_responses"),
+    "faux": ("tempi.activities.llm.faux", "stream_faux"),
 }
+
+
+async def load_provider(api: str) -> ProviderStream | None:
+    where = PROVIDERS.get(api)
+    if where is None:
+        return None
+    module_name, function = where
+    # Off the event loop: the first import of an SDK would stall every other activity and
+    # heartbeat of the worker meanwhile.
+    module = await asyncio.to_thread(importlib.import_module, module_name)
+    provider: ProviderStream = getattr(module, function)
+    return provider
 
 
 async def stream_assistant(
@@ -44,7 +56,7 @@ async def stream_assistant(
     yield assembler.start()
     final: AssistantMessageEvent
     try:
-        provider = PROVIDERS.get(model.api)
+        provider = await load_provider(model.api)
         if provider is None:
             known = ", ".join(sorted(PROVIDERS))
             raise ProviderError(f"Unknown API '{model.api}' for model '{model.id}' (known: {known})")
