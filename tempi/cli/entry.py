@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 from tempi.cli.command_words import OWN_COMMANDS, SUBCOMMANDS
 from tempi.cli.pi_commands import PI_ONLY_COMMANDS
@@ -17,11 +18,20 @@ _NO_SESSION_FLAGS = {"-h", "--help", "-v", "--version", "--list-models", "--expo
 def needs_the_service(argv: list[str]) -> bool:
     """Whether this command line opens a session on the background service (a guess made
     before parsing; main stops a service it started for a command that then failed early)."""
-    if os.environ.get("TEMPORAL_ADDRESS"):
+    if _names_a_cluster():
         return False
     if argv and argv[0] in (*SUBCOMMANDS, *OWN_COMMANDS, *PI_ONLY_COMMANDS):
         return False
     return not any(arg.split("=", 1)[0] in _NO_SESSION_FLAGS for arg in argv)
+
+
+def _names_a_cluster() -> bool:
+    """Whether Temporal settings may name a server of their own, so the embedded one may not
+    be wanted (main decides after reading them; starting early is only a head start)."""
+    if any(os.environ.get(name) for name in ("TEMPORAL_ADDRESS", "TEMPORAL_PROFILE", "TEMPORAL_CONFIG_FILE")):
+        return True
+    config_home = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return (Path(config_home) / "temporalio" / "temporal.toml").is_file()
 
 
 def main() -> None:
