@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from temporalio.client import Client, WorkflowHandle
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
 from tempi.agent.partial_message import PartialMessage, synthesize_deltas
 from tempi.store.live_channel import LiveReader
@@ -131,7 +131,7 @@ class EventFollower:
         messages: list[dict[str, Any]] = []
         offset = start
         while offset < end:
-            page: EventsPage = await self.handle.query(AgentSessionWorkflow.read_events, offset)
+            page = await self._read_events(offset)
             if not page.events:
                 break
             for i, event in enumerate(page.events):
@@ -142,8 +142,21 @@ class EventFollower:
             offset = page.next_offset
         return messages
 
+    async def _read_events(self, offset: int) -> EventsPage:
+        while True:
+            try:
+                page: EventsPage = await self.handle.query(AgentSessionWorkflow.read_events, offset)
+                return page
+            except RPCError as err:
+                # CANCELLED: the query went unanswered, because the worker holding the
+                # workflow died or the server is shutting down. Asking again reaches a new
+                # worker; a server that is gone fails the next call as UNAVAILABLE.
+                if err.status != RPCStatusCode.CANCELLED:
+                    raise
+            await asyncio.sleep(POLL_INTERVAL_S)
+
     async def poll(self) -> list[dict[str, Any]]:
-        page: EventsPage = await self.handle.query(AgentSessionWorkflow.read_events, self.offset)
+        page = await self._read_events(self.offset)
         self.last_page = page
         out: list[dict[str, Any]] = []
         first = page.next_offset - len(page.events)
@@ -206,7 +219,7 @@ class EventFollower:
 
     async def skip_to_end(self) -> None:
         """Start from what happens next: a page far past the end says where the end is."""
-        page = await self.handle.query(AgentSessionWorkflow.read_events, 1 << 62)
+        page = await self._read_events(1 << 62)
         self.offset = page.next_offset
 
     async def events(self, *, until_idle: bool) -> AsyncIterator[dict[str, Any]]:
