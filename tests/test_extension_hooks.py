@@ -8,8 +8,16 @@ from pathlib import Path
 
 import pytest
 
+from tempi.agent.messages import TextContent
 from tempi.extensions.api import ExtensionContext
-from tempi.extensions.hooks import ToolCallEvent, ToolResultEvent, run_tool_call, run_tool_result
+from tempi.extensions.hooks import (
+    BeforeAgentStartEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    run_before_agent_start,
+    run_tool_call,
+    run_tool_result,
+)
 from tempi.extensions.loader import ExtensionLoadError, load_all, load_extension
 
 CTX = ExtensionContext(cwd="/work", session_id="s", session_file="/nowhere.jsonl")
@@ -88,3 +96,23 @@ def test_append_entry_outside_a_handler_says_where_it_works(tmp_path: Path) -> N
     path = _write(tmp_path / "early.py", "def extension(tempi):\n    tempi.append_entry('x', 1)\n")
     _, problems = load_all([path])
     assert "append_entry works inside an event handler or a tool's execute" in problems[0].error
+
+
+async def test_before_agent_start_messages_are_collected_and_a_malformed_one_is_reported(
+    tmp_path: Path,
+) -> None:
+    path = _write(
+        tmp_path / "inject.py",
+        "def extension(tempi):\n"
+        "    tempi.on('before_agent_start', lambda e, ctx: {'message': 'plain text'})\n"
+        "    tempi.on('before_agent_start', lambda e, ctx: {'message': {'details': 1}})\n"
+        "    tempi.on('before_agent_start', lambda e, ctx: {'message': {'customType': 'note',"
+        " 'content': [{'type': 'text', 'text': e.prompt}], 'display': False}, 'systemPrompt': 'S2'})\n",
+    )
+    change = await run_before_agent_start(load_all([path])[0], BeforeAgentStartEvent("hi", "S1"), CTX)
+    assert change.system_prompt == "S2"
+    assert [(m.custom_type, m.content, m.display) for m in change.messages] == [
+        ("inject", "plain text", True),
+        ("note", [TextContent(text="hi")], False),
+    ]
+    assert len(change.problems) == 1 and "has no content" in change.problems[0].error

@@ -102,6 +102,7 @@ class ExtensionActivities:
             system_prompt=change.system_prompt,
             problems=[*problems, *change.problems],
             effects=None if change.effects.empty() else change.effects,
+            messages=change.messages,
         )
 
     @activity.defn(name=names.CALL_EXTENSION_TOOL)

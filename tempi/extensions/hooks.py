@@ -20,7 +20,7 @@ from tempi.agent.messages import TextContent, ToolCall
 from tempi.agent.tool_specs import ToolOutcome
 from tempi.extensions.api import ExtensionAPI, ExtensionContext, Update, call_scope
 from tempi.extensions.loader import describe_failure, load_all
-from tempi.extensions.models import ExtensionEffects, ExtensionProblem
+from tempi.extensions.models import ExtensionEffects, ExtensionProblem, InjectedMessage
 
 if TYPE_CHECKING:
     from tempi.workflows.session_types import SessionFileRef
@@ -87,6 +87,7 @@ class AgentStartChange:
     system_prompt: str
     problems: list[ExtensionProblem] = field(default_factory=list)
     effects: ExtensionEffects = field(default_factory=ExtensionEffects)
+    messages: list[InjectedMessage] = field(default_factory=list)
 
 
 async def _call(handler: Any, *args: Any) -> Any:
@@ -201,22 +202,47 @@ async def run_session_start(
 async def _before_agent_start(
     extensions: list[ExtensionAPI], event: BeforeAgentStartEvent, ctx: ExtensionContext
 ) -> AgentStartChange:
-    problems: list[ExtensionProblem] = []
+    change = AgentStartChange(event.system_prompt)
     for ext in extensions:
         for handler in ext.handlers.get("before_agent_start", []):
             try:
                 result = await _call(handler, event, ctx)
+                message = _injected(ext, _get(result, "message") if result is not None else None)
             except Exception as err:
-                problems.append(
+                change.problems.append(
                     ExtensionProblem(
                         extension=ext.path, error=f"before_agent_start hook: {describe_failure(err)}"
                     )
                 )
                 continue
+            if message is not None:
+                change.messages.append(message)
             prompt = _get(result, "systemPrompt", "system_prompt") if result is not None else None
             if isinstance(prompt, str):
                 event.system_prompt = prompt
-    return AgentStartChange(event.system_prompt, problems)
+    change.system_prompt = event.system_prompt
+    return change
+
+
+def _injected(ext: ExtensionAPI, message: Any) -> InjectedMessage | None:
+    """pi's `{customType, content, display, details}` (a bare string is its content); a
+    malformed one raises, so it is reported like a handler that failed."""
+    if message is None:
+        return None
+    if isinstance(message, str):
+        message = {"content": message}
+    content = _get(message, "content")
+    if content is None:
+        raise ValueError("the message it returned has no content")
+    display = _get(message, "display")
+    return InjectedMessage.model_validate(
+        {
+            "custom_type": _get(message, "customType", "custom_type") or ext.name,
+            "content": content if isinstance(content, str) else blocks_of(content),
+            "display": True if display is None else bool(display),
+            "details": _get(message, "details"),
+        }
+    )
 
 
 @dataclass

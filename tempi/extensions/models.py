@@ -9,6 +9,7 @@ from pydantic import Field
 
 from tempi.agent.base import PiModel
 from tempi.agent.llm_context import ToolSpec
+from tempi.agent.messages import UserBlock
 from tempi.agent.tools.definition import ToolEffect
 
 # What an extension declares about a tool it registers.
@@ -82,3 +83,13 @@ class ExtensionEffects(PiModel):
 
     def empty(self) -> bool:
         return not self.custom_entries and not self.messages
+
+
+class InjectedMessage(PiModel):
+    """A message a before_agent_start handler puts into the conversation after the run's
+    prompt (pi's `custom` message): a `custom_message` entry, sent to the model as the user's."""
+
+    custom_type: str
+    content: str | list[UserBlock]
+    display: bool = True
+    details: Any = None

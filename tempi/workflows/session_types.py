@@ -23,7 +23,13 @@ from tempi.agent.messages import (
 )
 from tempi.agent.model_spec import ModelSpec, ThinkingLevel
 from tempi.agent.subagents import AgentDefinition
-from tempi.extensions.models import ExtensionEffects, ExtensionProblem, ExtensionSetup, ExtensionTool
+from tempi.extensions.models import (
+    ExtensionEffects,
+    ExtensionProblem,
+    ExtensionSetup,
+    ExtensionTool,
+    InjectedMessage,
+)
 
 QueueMode = Literal["one-at-a-time", "all"]
 SandboxKind = Literal["local", "bwrap", "docker", "container"]
@@ -273,6 +279,7 @@ class AgentStartResult(PiModel):
     system_prompt: str
     problems: list[ExtensionProblem] = Field(default_factory=list)
     effects: ExtensionEffects | None = None
+    messages: list[InjectedMessage] = Field(default_factory=list)
 
 
 class McpListInput(PiModel):

@@ -13,9 +13,15 @@ from temporalio.exceptions import ActivityError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
     from tempi.agent.llm_context import ToolSpec
-    from tempi.agent.messages import TextContent, ToolCall, UserMessage
+    from tempi.agent.messages import CustomMessage, TextContent, ToolCall, UserMessage
     from tempi.agent.session_entries import iso_timestamp
-    from tempi.extensions.models import ExtensionEffects, ExtensionProblem, ExtensionSetup, ExtensionTool
+    from tempi.extensions.models import (
+        ExtensionEffects,
+        ExtensionProblem,
+        ExtensionSetup,
+        ExtensionTool,
+        InjectedMessage,
+    )
     from tempi.workflows import activity_names as act
     from tempi.workflows.session.activity_errors import cause, is_disk_full
     from tempi.workflows.session.activity_options import Activities, extension_tool_options
@@ -39,6 +45,10 @@ LOST_EXTENSION_TEXT = (
     "The worker running this extension tool stopped before it reported back, and the extension "
     "does not declare the tool read-only or idempotent, so it was not run again; it may or may not have run."
 )
+
+
+def _present(key: str, value: object) -> dict[str, object]:
+    return {} if value is None else {key: value}
 
 
 class ExtensionTools:
@@ -96,11 +106,29 @@ class ExtensionTools:
                 self.state.extension_system_prompt = result.system_prompt
                 self._report(result.problems, "before_agent_start")
                 self.apply(result.effects)
+                for injected in result.messages:
+                    self._inject(injected)
             except ActivityError as err:
                 self.state.extension_system_prompt = None
                 self._report([ExtensionProblem(extension="", error=cause(err))], "before_agent_start")
             self.state.extension_prompt_run = self.state.runs
         return self.state.extension_system_prompt or self.config.system_prompt
+
+    def _inject(self, injected: InjectedMessage) -> None:
+        """pi's custom message: after the run's prompt (still in the outbox), before the
+        model call that writes them both, so the model reads it as the user's."""
+        message = CustomMessage(
+            custom_type=injected.custom_type,
+            content=injected.content,
+            display=injected.display,
+            details=injected.details,
+            timestamp=now_ms(),
+        ).to_json_dict()
+        entry = {"type": "custom_message", "customType": injected.custom_type, "content": message["content"]}
+        self.entries.record({**entry, "display": injected.display, **_present("details", injected.details)})
+        self.log.emit({"type": "message_start", "message": message})
+        self.log.emit({"type": "message_end", "message": message})
+        self.state.message_count += 1
 
     def apply(self, effects: ExtensionEffects | None) -> None:
         """Record the custom entries extension code appended and queue the messages it sent."""

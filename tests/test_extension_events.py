@@ -1,0 +1,42 @@
+"""pi's prompt and run events for extensions, through a real `tempi -p` against the dev
+server and the scripted model: what before_agent_start injects, what input does to the
+user's text, how session_before_compact steers compaction, and the turn events."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tempi.testing.scripted_llm import ScriptedLLMServer
+from tests.conftest import run_tempi, tempi_env
+from tests.test_extensions import EXTENSIONS, _entries, _project
+
+
+def test_before_agent_start_puts_a_message_into_the_conversation_after_the_prompt(
+    tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
+) -> None:
+    scenario = "ext-inject"
+    home, work = _project(tmp_path, scripted_server, scenario, [{"text": "Brief."}, {"text": "Again."}])
+    args = ["--model", "mock/mock-model", "--extension", str(EXTENSIONS / "events.py"), "--mode", "json"]
+    env = tempi_env(home, temporal_address)
+    first = run_tempi([*args, "-p", "tell me"], cwd=work, env=env)
+    assert first.returncode == 0, first.stderr
+    events = [json.loads(line) for line in first.stdout.splitlines()]
+    problems = [e for e in events if e["type"] == "extension_error"]
+    assert len(problems) == 1 and "has no content" in problems[0]["error"]
+    ended = [e["message"] for e in events if e["type"] == "message_end"]
+    assert [m["role"] for m in ended] == ["user", "custom", "assistant"]
+
+    # The model reads it as the user's, right after the prompt.
+    sent = scripted_server.requests_for(scenario)[0].body["messages"]
+    users = [json.dumps(m["content"]) for m in sent if m["role"] == "user"]
+    assert "tell me" in users[-2] and "Reminder for 'tell me': be brief." in users[-1]
+
+    # The session file keeps it, so a later run still shows it to the model.
+    second = run_tempi([*args, "-c", "-p", "more"], cwd=work, env=env)
+    assert second.returncode == 0, second.stderr
+    kinds = [(e["type"], e.get("customType")) for e in _entries(home) if e["type"] != "session"]
+    injected = [k for k in kinds if k[0] == "custom_message"]
+    assert injected == [("custom_message", "reminder")] * 2
+    later = json.dumps(scripted_server.requests_for(scenario)[1].body["messages"])
+    assert "Reminder for 'tell me'" in later and "Reminder for 'more'" in later
