@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tests.conftest import run_tempi, tempi_env
 from tests.test_extensions import EXTENSIONS, _entries, _project
+from tests.test_rpc_mode import RpcProcess
 
 
 def test_before_agent_start_puts_a_message_into_the_conversation_after_the_prompt(
@@ -40,3 +42,42 @@ def test_before_agent_start_puts_a_message_into_the_conversation_after_the_promp
     assert injected == [("custom_message", "reminder")] * 2
     later = json.dumps(scripted_server.requests_for(scenario)[1].body["messages"])
     assert "Reminder for 'tell me'" in later and "Reminder for 'more'" in later
+
+
+def test_input_handlers_rewrite_or_swallow_what_the_user_typed_in_print_and_rpc_mode(
+    tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
+) -> None:
+    scenario = "ext-input"
+    home, work = _project(
+        tmp_path, scripted_server, scenario, [{"text": "One."}, {"text": "Two."}, {"text": "Three."}]
+    )
+    extension = ["--extension", str(EXTENSIONS / "events.py")]
+    env = tempi_env(home, temporal_address)
+    done = run_tempi(
+        ["--model", "mock/mock-model", *extension, "-p", "ping", "shout hello", "explode"], cwd=work, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "Two.\n"
+    assert "input hook: RuntimeError: input broke" in done.stderr
+    first = scripted_server.requests_for(scenario)[0]
+    assert "HELLO (via interactive)" in json.dumps(first.body["messages"])
+    # "ping" never became a message; "explode" went on as typed.
+    users = [e["message"] for e in _entries(home) if e.get("message", {}).get("role") == "user"]
+    assert [_text_of(u["content"]) for u in users] == ["HELLO (via interactive)", "explode"]
+
+    rpc = RpcProcess(["--model", "mock/mock-model", "--no-session", *extension], cwd=work, env=env)
+    try:
+        assert rpc.call({"id": "a", "type": "prompt", "message": "ping"}, timeout=90)["success"] is True
+        assert rpc.call({"id": "b", "type": "prompt", "message": "shout hi"})["success"] is True
+        rpc.event("agent_end")
+    finally:
+        rpc.close()
+    requests = scripted_server.requests_for(scenario)
+    assert len(requests) == 3
+    assert "HI (via rpc)" in json.dumps(requests[2].body["messages"]) and "ping" not in json.dumps(
+        requests[2].body["messages"]
+    )
+
+
+def _text_of(content: str | list[dict[str, Any]]) -> str:
+    return content if isinstance(content, str) else "".join(b.get("text", "") for b in content)

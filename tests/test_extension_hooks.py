@@ -19,6 +19,7 @@ from tempi.extensions.hooks import (
     run_tool_result,
 )
 from tempi.extensions.loader import ExtensionLoadError, load_all, load_extension
+from tempi.extensions.user_input import InputEvent, run_input
 
 CTX = ExtensionContext(cwd="/work", session_id="s", session_file="/nowhere.jsonl")
 
@@ -116,3 +117,19 @@ async def test_before_agent_start_messages_are_collected_and_a_malformed_one_is_
         ("note", [TextContent(text="hi")], False),
     ]
     assert len(change.problems) == 1 and "has no content" in change.problems[0].error
+
+
+async def test_input_handlers_transform_in_order_stop_at_handled_and_report_failures(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path / "typing.py",
+        "def extension(tempi):\n"
+        "    tempi.on('input', lambda e, ctx: {'action': 'transform', 'text': e.text + ' one'})\n"
+        "    tempi.on('input', lambda e, ctx: {'action': 'shout'})\n"
+        "    tempi.on('input', lambda e, ctx: {'action': 'handled'} if 'stop' in e.text else None)\n"
+        "    tempi.on('input', lambda e, ctx: {'action': 'transform', 'text': e.text + ' two'})\n",
+    )
+    outcome = await run_input([path], InputEvent("go", "rpc"), CTX)
+    assert (outcome.text, outcome.handled) == ("go one two", False)
+    assert len(outcome.problems) == 1 and "unknown action 'shout'" in outcome.problems[0].error
+    outcome = await run_input([path], InputEvent("stop", "rpc"), CTX)
+    assert outcome.handled and outcome.text == "stop one"
