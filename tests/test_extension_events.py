@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
-from tests.conftest import run_tempi, tempi_env
+from tests.conftest import run_tempi, tempi_env, write_models_json
 from tests.test_extensions import EXTENSIONS, _entries, _project
 from tests.test_rpc_mode import RpcProcess
 
@@ -81,3 +81,50 @@ def test_input_handlers_rewrite_or_swallow_what_the_user_typed_in_print_and_rpc_
 
 def _text_of(content: str | list[dict[str, Any]]) -> str:
     return content if isinstance(content, str) else "".join(b.get("text", "") for b in content)
+
+
+def test_session_before_compact_supplies_the_summary_and_then_cancels_a_compaction(
+    tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
+) -> None:
+    scenario = "ext-compact"
+    big = {"input": 1900, "output": 50}
+    home, work = _project(
+        tmp_path,
+        scripted_server,
+        scenario,
+        [
+            {"text": "one", "usage": {"input": 100, "output": 10}},
+            {"text": "two " * 50, "usage": big},
+            {"text": "three", "usage": big},
+            {"text": "four"},
+        ],
+    )
+    write_models_json(home, scripted_server, scenario, context_window=2000)
+    (home / "settings.json").write_text(
+        json.dumps({"compaction": {"enabled": True, "reserveTokens": 500, "keepRecentTokens": 100}})
+    )
+    args = ["--model", "mock/mock-model", "--extension", str(EXTENSIONS / "events.py")]
+    env = tempi_env(home, temporal_address)
+    for more, prompt in (([], "first question"), (["-c"], "second question " + "x" * 400)):
+        done = run_tempi([*args, *more, "-p", prompt], cwd=work, env=env)
+        assert done.returncode == 0, done.stderr
+    compactions = [e for e in _entries(home) if e["type"] == "compaction"]
+    assert len(compactions) == 1 and compactions[0]["fromHook"] is True
+    assert compactions[0]["summary"].startswith("Summary by the events extension:")
+    assert compactions[0]["summary"].endswith("messages (threshold).")
+
+    # The second compaction is cancelled: nothing is written, the run still ends well.
+    third = run_tempi([*args, "-c", "--mode", "json", "-p", "third question"], cwd=work, env=env)
+    assert third.returncode == 0, third.stderr
+    ends = [e for e in map(json.loads, third.stdout.splitlines()) if e["type"] == "compaction_end"]
+    assert [(e["aborted"], e.get("errorMessage")) for e in ends] == [
+        (True, "An extension cancelled the compaction.")
+    ]
+    assert len([e for e in _entries(home) if e["type"] == "compaction"]) == 1
+
+    fourth = run_tempi([*args, "-c", "-p", "fourth question"], cwd=work, env=env)
+    assert fourth.returncode == 0, fourth.stderr
+    requests = scripted_server.requests_for(scenario)
+    assert [r.kind for r in requests].count("summary") == 0
+    sent = json.dumps(requests[-1].body["messages"])
+    assert "Summary by the events extension" in sent and "first question" not in sent

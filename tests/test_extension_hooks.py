@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tempi.activities.compaction import CompactionCancelled, compact_session
 from tempi.agent.messages import TextContent
+from tempi.config.settings import CompactionSettings
 from tempi.extensions.api import ExtensionContext
+from tempi.extensions.compaction_hook import BeforeCompactHooks
 from tempi.extensions.hooks import (
     BeforeAgentStartEvent,
     ToolCallEvent,
@@ -20,6 +24,11 @@ from tempi.extensions.hooks import (
 )
 from tempi.extensions.loader import ExtensionLoadError, load_all, load_extension
 from tempi.extensions.user_input import InputEvent, run_input
+from tempi.store.session_store import SessionStore
+from tempi.testing.scripted_llm import ScriptedLLMServer
+from tests.test_compaction_summary import OPTIONS, SCENARIO, model_for, server, write_session
+
+__all__ = ["server"]  # the scripted model server fixture, shared with the compaction tests
 
 CTX = ExtensionContext(cwd="/work", session_id="s", session_file="/nowhere.jsonl")
 
@@ -133,3 +142,38 @@ async def test_input_handlers_transform_in_order_stop_at_handled_and_report_fail
     assert len(outcome.problems) == 1 and "unknown action 'shout'" in outcome.problems[0].error
     outcome = await run_input([path], InputEvent("stop", "rpc"), CTX)
     assert outcome.handled and outcome.text == "stop one"
+
+
+async def test_session_before_compact_supplies_or_cancels_the_compaction_without_a_model_call(
+    server: ScriptedLLMServer, tmp_path: Path
+) -> None:
+    ext = _write(
+        tmp_path / "compactor.py",
+        "def extension(tempi):\n"
+        "    tempi.on('session_before_compact', lambda e, ctx: 1 / 0)\n"
+        "    def decide(e, ctx):\n"
+        "        if e.custom_instructions == 'cancel':\n"
+        "            return {'cancel': True}\n"
+        "        return {'compaction': {'summary': f'{len(e.messages_to_summarize)} messages, {e.reason}'}}\n"
+        "    tempi.on('session_before_compact', decide)\n",
+    )
+    store = SessionStore(tmp_path)
+    path, leaf = write_session(store, tmp_path, turns=6)
+
+    async def compact(instructions: str, entry_id: str) -> tuple[Any, BeforeCompactHooks]:
+        hooks = BeforeCompactHooks([ext], CTX, "manual", instructions)
+        outcome = await compact_session(
+            store, path, leaf, model_for(server), OPTIONS, CompactionSettings(keep_recent_tokens=600),
+            instructions, entry_id, "2026-01-01T00:00:09.000Z", "manual", before=hooks,
+        )  # fmt: skip
+        return outcome, hooks
+
+    with pytest.raises(CompactionCancelled):
+        await compact("cancel", "cmp00001")
+    outcome, hooks = await compact("go", "cmp00002")
+    assert outcome.summary == "12 messages, manual" and outcome.first_kept_entry_id == "u4"
+    assert len(hooks.problems) == 1 and "ZeroDivisionError" in hooks.problems[0].error
+    entry = store.load(path).tree.get("cmp00002")
+    assert entry is not None and entry.to_json_dict()["fromHook"] is True
+    assert store.load(path).tree.get("cmp00001") is None
+    assert server.requests_for(SCENARIO) == []

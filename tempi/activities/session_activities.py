@@ -22,6 +22,7 @@ from temporalio.exceptions import ApplicationError
 
 from tempi.activities.compaction import (
     CompactionAborted,
+    CompactionCancelled,
     CompactionError,
     compact_session,
     summarize_branch_session,
@@ -47,7 +48,9 @@ from tempi.agent.session_entries import MessageEntry
 from tempi.agent.tool_specs import labelled, tool_specs
 from tempi.config.errors import ConfigError
 from tempi.config.settings import images_blocked, provider_retries, shell_command_prefix
+from tempi.extensions.compaction_hook import BeforeCompactHooks
 from tempi.extensions.hooks import context_for, hooked, with_context_hooks
+from tempi.extensions.models import ExtensionProblem
 from tempi.store.live_channel import LiveWriter, remove_live_files
 from tempi.store.session_store import SessionStore
 from tempi.store.sidecar import live_path, pending_path, sidecar_dir
@@ -455,6 +458,15 @@ class SessionActivities:
             options = self._options(inp.model, inp.thinking_level, inp.file.session_id, inp.file.cwd)
         except ApplicationError as err:
             return CompactActivityResult(error=f"Compaction failed: {err.message}")
+        hooks = (
+            BeforeCompactHooks(inp.extensions, context_for(inp.file), inp.reason, inp.custom_instructions)
+            if inp.extensions
+            else None
+        )
+
+        def hooks_problems() -> list[ExtensionProblem]:
+            return hooks.problems if hooks is not None else []
+
         try:
             async with Heartbeater():
                 outcome = await compact_session(
@@ -468,16 +480,24 @@ class SessionActivities:
                     inp.entry_id,
                     inp.entry_timestamp,
                     inp.reason,
+                    before=hooks,
                 )
+        except CompactionCancelled:
+            # pi reports an extension's cancel as an aborted compaction.
+            return CompactActivityResult(
+                aborted=True, error="An extension cancelled the compaction.", problems=hooks_problems()
+            )
         except (CompactionAborted, asyncio.CancelledError):
             return CompactActivityResult(aborted=True, error="Compaction was aborted.")
         except CompactionError as err:
-            return CompactActivityResult(error=f"Compaction failed: {err}")
+            return CompactActivityResult(error=f"Compaction failed: {err}", problems=hooks_problems())
         if outcome is None:
             return CompactActivityResult(error="Nothing to compact.")
         with out_of_space_is_final(inp.file.session_path):
             turns.settle()
-        return CompactActivityResult(outcome=CompactResult.model_validate(outcome.to_json_dict()))
+        return CompactActivityResult(
+            outcome=CompactResult.model_validate(outcome.to_json_dict()), problems=hooks_problems()
+        )
 
     @activity.defn(name=names.SUMMARIZE_BRANCH)
     async def summarize_branch(self, inp: BranchSummaryInput) -> BranchSummaryResult:

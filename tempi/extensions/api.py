@@ -27,6 +27,7 @@ EVENTS = (
     "context",
     "tool_call",
     "tool_result",
+    "session_before_compact",
 )
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _COMMAND_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_:-]*$")

@@ -363,6 +363,7 @@ class CompactInput(PiModel):
     entry_id: str
     entry_timestamp: str
     reason: Literal["manual", "threshold", "overflow"]
+    extensions: list[str] = Field(default_factory=list)  # their session_before_compact hooks run
 
 
 class CompactActivityResult(PiModel):
@@ -372,6 +373,7 @@ class CompactActivityResult(PiModel):
     outcome: CompactResult | None = None
     error: str | None = None
     aborted: bool = False
+    problems: list[ExtensionProblem] = Field(default_factory=list)  # extensions' hooks that failed
 
 
 class UserBashInput(PiModel):

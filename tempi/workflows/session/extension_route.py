@@ -82,8 +82,8 @@ class ExtensionTools:
         effects, setup.effects = setup.effects, None
         start_problems, setup.start_problems = setup.start_problems, []
         self.state.extension_setup = setup
-        self._report(setup.problems, "load")
-        self._report(start_problems, "session_start")
+        self.report(setup.problems, "load")
+        self.report(start_problems, "session_start")
         self.apply(effects)
 
     async def system_prompt(self, prompt: str) -> str:
@@ -104,13 +104,13 @@ class ExtensionTools:
                     AgentStartResult,
                 )
                 self.state.extension_system_prompt = result.system_prompt
-                self._report(result.problems, "before_agent_start")
+                self.report(result.problems, "before_agent_start")
                 self.apply(result.effects)
                 for injected in result.messages:
                     self._inject(injected)
             except ActivityError as err:
                 self.state.extension_system_prompt = None
-                self._report([ExtensionProblem(extension="", error=cause(err))], "before_agent_start")
+                self.report([ExtensionProblem(extension="", error=cause(err))], "before_agent_start")
             self.state.extension_prompt_run = self.state.runs
         return self.state.extension_system_prompt or self.config.system_prompt
 
@@ -140,7 +140,7 @@ class ExtensionTools:
             message = UserMessage(content=[TextContent(text=sent.text)], timestamp=now_ms())
             self.queues.add(message, "steering" if sent.deliver_as == "steer" else "follow_up")
 
-    def _report(self, problems: list[ExtensionProblem], event: str) -> None:
+    def report(self, problems: list[ExtensionProblem], event: str) -> None:
         for problem in problems:
             self.log.emit(
                 {
