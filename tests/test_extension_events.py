@@ -128,3 +128,36 @@ def test_session_before_compact_supplies_the_summary_and_then_cancels_a_compacti
     assert [r.kind for r in requests].count("summary") == 0
     sent = json.dumps(requests[-1].body["messages"])
     assert "Summary by the events extension" in sent and "first question" not in sent
+
+
+def test_turn_and_agent_end_handlers_run_on_the_worker_and_a_failing_one_is_reported(
+    tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
+) -> None:
+    scenario = "ext-turns"
+    turns = [
+        {"tool_calls": [{"id": "c1", "name": "bash", "arguments": {"command": "echo hi"}}]},
+        {"text": "Done."},
+        {"text": "Again."},
+    ]
+    home, work = _project(tmp_path, scripted_server, scenario, turns)
+    args = ["--model", "mock/mock-model", "--extension", str(EXTENSIONS / "turns.py"), "--mode", "json"]
+    env = tempi_env(home, temporal_address)
+    first = run_tempi([*args, "-p", "go"], cwd=work, env=env)
+    assert first.returncode == 0, first.stderr
+    problems = [e for e in map(json.loads, first.stdout.splitlines()) if e["type"] == "extension_error"]
+    assert [(p["event"], "turn one broke" in p["error"]) for p in problems] == [("turn_start", True)]
+    second = run_tempi([*args, "-c", "-p", "again"], cwd=work, env=env)
+    assert second.returncode == 0, second.stderr
+
+    noted = [e["data"] for e in _entries(home) if e["type"] == "custom"]
+    assert noted == [
+        {"event": "turn_start", "turn": 0},
+        {"event": "turn_end", "turn": 0, "tools": ["c1"], "answer": ""},
+        {"event": "turn_start", "turn": 1},
+        {"event": "turn_end", "turn": 1, "tools": [], "answer": "Done."},
+        {"event": "agent_end", "roles": ["user", "assistant", "toolResult", "assistant"]},
+        # The next run counts its turns from 0 again and its messages only.
+        {"event": "turn_start", "turn": 0},
+        {"event": "turn_end", "turn": 0, "tools": [], "answer": "Again."},
+        {"event": "agent_end", "roles": ["user", "assistant"]},
+    ]

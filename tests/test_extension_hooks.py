@@ -10,6 +10,9 @@ from typing import Any
 import pytest
 
 from tempi.activities.compaction import CompactionCancelled, compact_session
+from tempi.activities.extension_activities import ExtensionActivities
+from tempi.agent.llm_context import LlmContext
+from tempi.agent.llm_conversion import to_llm_messages
 from tempi.agent.messages import TextContent
 from tempi.config.settings import CompactionSettings
 from tempi.extensions.api import ExtensionContext
@@ -23,9 +26,11 @@ from tempi.extensions.hooks import (
     run_tool_result,
 )
 from tempi.extensions.loader import ExtensionLoadError, load_all, load_extension
+from tempi.extensions.run_events import turn_hooks
 from tempi.extensions.user_input import InputEvent, run_input
 from tempi.store.session_store import SessionStore
 from tempi.testing.scripted_llm import ScriptedLLMServer
+from tempi.workflows.session_types import AgentEndInput, SessionFileRef
 from tests.test_compaction_summary import OPTIONS, SCENARIO, model_for, server, write_session
 
 __all__ = ["server"]  # the scripted model server fixture, shared with the compaction tests
@@ -177,3 +182,35 @@ async def test_session_before_compact_supplies_or_cancels_the_compaction_without
     assert entry is not None and entry.to_json_dict()["fromHook"] is True
     assert store.load(path).tree.get("cmp00001") is None
     assert server.requests_for(SCENARIO) == []
+
+
+TURNS = str(Path(__file__).parent / "extensions" / "turns.py")
+
+
+async def test_turn_hooks_see_the_previous_turns_answer_and_results_then_the_new_turn(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    path, _ = write_session(store, tmp_path, turns=2)
+    context = LlmContext(messages=to_llm_messages(store.load(path).tree.build_context().messages))
+    ctx = ExtensionContext(cwd="/work", session_id="s", session_file=str(path))
+    problems, effects = await turn_hooks([TURNS], ctx, context, 1)
+    assert [e.data for e in effects.custom_entries] == [
+        {"event": "turn_end", "turn": 0, "tools": ["c1"], "answer": "answer 1 " + "a" * 400},
+        {"event": "turn_start", "turn": 1},
+    ]
+    assert [(p.event, "turn one broke" in p.error) for p in problems] == [("turn_start", True)]
+    _, effects = await turn_hooks([TURNS], ctx, context, 0)
+    assert [e.data for e in effects.custom_entries] == [{"event": "turn_start", "turn": 0}]
+
+
+async def test_agent_end_gets_the_runs_messages_and_its_last_turn_end(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    path, leaf = write_session(store, tmp_path, turns=3)
+    ref = SessionFileRef(session_id="s", session_path=str(path), cwd="/work", header_timestamp="t")
+    result = await ExtensionActivities(store).agent_end(
+        AgentEndInput(file=ref, extensions=[TURNS], leaf_id=leaf, run_entry_id="u2", last_turn=0)
+    )
+    assert result.effects is not None and not result.problems
+    assert [e.data for e in result.effects.custom_entries] == [
+        {"event": "turn_end", "turn": 0, "tools": ["c2"], "answer": "answer 2 " + "a" * 400},
+        {"event": "agent_end", "roles": ["user", "assistant", "toolResult"]},
+    ]

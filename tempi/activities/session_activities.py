@@ -50,7 +50,8 @@ from tempi.config.errors import ConfigError
 from tempi.config.settings import images_blocked, provider_retries, shell_command_prefix
 from tempi.extensions.compaction_hook import BeforeCompactHooks
 from tempi.extensions.hooks import context_for, hooked, with_context_hooks
-from tempi.extensions.models import ExtensionProblem
+from tempi.extensions.models import ExtensionEffects, ExtensionProblem
+from tempi.extensions.run_events import turn_hooks
 from tempi.store.live_channel import LiveWriter, remove_live_files
 from tempi.store.session_store import SessionStore
 from tempi.store.sidecar import live_path, pending_path, sidecar_dir
@@ -301,7 +302,12 @@ class SessionActivities:
                 return _llm_result(existing.message)
 
         context = build_llm_context(self.store, inp)
+        problems: list[ExtensionProblem] = []
+        effects = ExtensionEffects()
         if inp.extensions:
+            problems, effects = await turn_hooks(
+                inp.extensions, context_for(inp.file), context, inp.turn_index
+            )
             context = await with_context_hooks(inp.extensions, context_for(inp.file), context)
         options = self._options(inp.model, inp.thinking_level, inp.file.session_id, inp.file.cwd)
         live = LiveWriter(
@@ -332,7 +338,9 @@ class SessionActivities:
             raise file_changed(inp.file.session_path)
         self.store.append(path, [entry])
         turns.settle()
-        return _llm_result(final)
+        return _llm_result(final).model_copy(
+            update={"problems": problems, "effects": None if effects.empty() else effects}
+        )
 
     @activity.defn(name=names.RUN_TOOL)
     async def run_tool(self, inp: ToolCallInput) -> ToolCallResult:

@@ -28,6 +28,9 @@ EVENTS = (
     "tool_call",
     "tool_result",
     "session_before_compact",
+    "turn_start",
+    "turn_end",
+    "agent_end",
 )
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _COMMAND_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_:-]*$")

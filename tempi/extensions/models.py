@@ -42,6 +42,7 @@ class ExtensionCommand(PiModel):
 class ExtensionProblem(PiModel):
     extension: str
     error: str
+    event: str = ""  # the event whose handler failed, when the reporter does not know it
 
 
 class ExtensionSetup(PiModel):

@@ -32,6 +32,8 @@ with workflow.unsafe.imports_passed_through():
     from tempi.workflows.session.texts import ABORTED_TEXT, synthetic_result
     from tempi.workflows.session.tool_routes import RouteResult, ToolSlot
     from tempi.workflows.session_types import (
+        AgentEndInput,
+        AgentEndResult,
         AgentStartInput,
         AgentStartResult,
         CarriedState,
@@ -92,6 +94,8 @@ class ExtensionTools:
         if not self.config.extensions:
             return self.config.system_prompt
         if self.state.extension_prompt_run != self.state.runs:
+            self.state.extension_turn = 0
+            self.state.extension_run_entry = self._run_entry()
             try:
                 result: AgentStartResult = await self.activities.execute(
                     act.EXTENSIONS_BEFORE_AGENT_START,
@@ -113,6 +117,49 @@ class ExtensionTools:
                 self.report([ExtensionProblem(extension="", error=cause(err))], "before_agent_start")
             self.state.extension_prompt_run = self.state.runs
         return self.state.extension_system_prompt or self.config.system_prompt
+
+    def _run_entry(self) -> str | None:
+        """The run's prompt: its first user message, still in the outbox."""
+        for item in self.entries.outbox:
+            entry = item.entry or {}
+            if entry.get("type") == "message" and (entry.get("message") or {}).get("role") == "user":
+                return str(entry["id"])
+        return None
+
+    def next_turn(self) -> int:
+        """The index of the run's turn that starts now (from 0)."""
+        self.state.extension_turn += 1
+        return self.state.extension_turn - 1
+
+    async def run_ended(self) -> None:
+        """The run's last turn_end and its agent_end, in one activity once its entries are
+        written (before the run stops streaming, so what the handlers appended is in the
+        file when a client sees the run end); only for a run whose agent_start they saw."""
+        if (
+            not self.config.extensions
+            or self.state.extension_prompt_run != self.state.runs
+            # Sessions begun before these events replay without them.
+            or not workflow.patched("extension-agent-end")
+        ):
+            return
+        await self.entries.flush()
+        inp = AgentEndInput(
+            file=self.entries.file(),
+            extensions=self.active(),
+            leaf_id=self.state.leaf_id,
+            run_entry_id=self.state.extension_run_entry,
+            last_turn=self.state.extension_turn - 1,
+        )
+        try:
+            result: AgentEndResult = await self.activities.execute(
+                act.EXTENSIONS_AGENT_END, inp, AgentEndResult
+            )
+        except ActivityError as err:
+            self.report([ExtensionProblem(extension="", error=cause(err))], "agent_end")
+            return
+        self.report(result.problems, "agent_end")
+        self.apply(result.effects)
+        await self.entries.flush()
 
     def _inject(self, injected: InjectedMessage) -> None:
         """pi's custom message: after the run's prompt (still in the outbox), before the
@@ -146,7 +193,7 @@ class ExtensionTools:
                 {
                     "type": "extension_error",
                     "extensionPath": problem.extension,
-                    "event": event,
+                    "event": problem.event or event,
                     "error": problem.error,
                 }
             )
