@@ -161,3 +161,60 @@ def test_turn_and_agent_end_handlers_run_on_the_worker_and_a_failing_one_is_repo
         {"event": "turn_end", "turn": 0, "tools": [], "answer": "Again."},
         {"event": "agent_end", "roles": ["user", "assistant"]},
     ]
+
+
+def test_extension_hooks_apply_in_a_subagent_session(
+    tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
+) -> None:
+    scenario = "ext-subagent"
+    key = "CLEANER-AGENT-PROMPT"
+    server_scenario: dict[str, Any] = {
+        "turns": [
+            {
+                "tool_calls": [
+                    {"id": "t1", "name": "task", "arguments": {"agent": "cleaner", "task": "remove victim"}}
+                ]
+            },
+            {"text": "Parent done."},
+        ],
+        # The child's requests carry its agent's system prompt and follow their own script.
+        "routes": {
+            key: {
+                "turns": [
+                    {"tool_calls": [{"id": "rm", "name": "bash", "arguments": {"command": "rm -rf victim"}}]},
+                    {"text": "Child could not."},
+                ]
+            }
+        },
+    }
+    home, work = _project(tmp_path, scripted_server, scenario, [])
+    scripted_server.add_scenario(scenario, server_scenario)
+    (work / "victim").mkdir()
+    (home / "agents").mkdir()
+    (home / "agents" / "cleaner.md").write_text(
+        f"---\nname: cleaner\ndescription: Cleans up\ntools: bash\n---\n{key}: you remove files.\n"
+    )
+    target = work / ".tempi" / "extensions" / "guard.py"
+    target.parent.mkdir(parents=True)
+    target.write_text((EXTENSIONS / "guard.py").read_text())
+    done = run_tempi(
+        ["--model", "mock/mock-model", "-p", "clean up"], cwd=work, env=tempi_env(home, temporal_address)
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "Parent done.\n"
+    assert (work / "victim").is_dir()
+
+    files = list((home / "sessions").rglob("*.jsonl"))
+    children = [f for f in files if "parentSession" in f.read_text().splitlines()[0]]
+    assert len(files) == 2 and len(children) == 1
+    results = [
+        json.loads(line)["message"] for line in children[0].read_text().splitlines() if '"toolResult"' in line
+    ]
+    assert [(r["toolCallId"], r["isError"], _text_of(r["content"])) for r in results] == [
+        ("rm", True, "rm -rf is not allowed here (guard extension)")
+    ]
+    child_requests = [r for r in scripted_server.requests_for(scenario) if r.route == key]
+    assert len(child_requests) == 2
+    assert "Guard rule: never delete files ('remove victim')." in json.dumps(
+        child_requests[0].body["messages"][0]
+    )

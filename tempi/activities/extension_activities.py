@@ -59,7 +59,7 @@ from tempi.workflows.session_types import (
 def setup_of(paths: list[str]) -> ExtensionSetup:
     """What the extensions registered; the first of two tools with one name wins."""
     loaded, problems = load_all(paths)
-    setup = ExtensionSetup(problems=problems)
+    setup = ExtensionSetup(problems=problems, events=sorted({e for ext in loaded for e in ext.handlers}))
     for ext in loaded:
         for tool in ext.tools.values():
             if setup.find(tool.name) is not None:

@@ -56,6 +56,9 @@ class ExtensionSetup(PiModel):
     # applied once, then dropped (a failing handler does not unload its extension).
     effects: ExtensionEffects | None = None
     start_problems: list[ExtensionProblem] = Field(default_factory=list)
+    # The events the extensions have handlers for: a run ends without the agent_end
+    # activity when none observes turn_end or agent_end.
+    events: list[str] = Field(default_factory=list)
 
     def find(self, name: str) -> ExtensionTool | None:
         return next((t for t in self.tools if t.name == name), None)

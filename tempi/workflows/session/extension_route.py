@@ -135,9 +135,12 @@ class ExtensionTools:
         """The run's last turn_end and its agent_end, in one activity once its entries are
         written (before the run stops streaming, so what the handlers appended is in the
         file when a client sees the run end); only for a run whose agent_start they saw."""
+        setup = self.state.extension_setup
         if (
             not self.config.extensions
             or self.state.extension_prompt_run != self.state.runs
+            or setup is None
+            or not {"turn_end", "agent_end"} & set(setup.events)
             # Sessions begun before these events replay without them.
             or not workflow.patched("extension-agent-end")
         ):
