@@ -128,6 +128,8 @@ class ExtensionTools:
 
     def next_turn(self) -> int:
         """The index of the run's turn that starts now (from 0)."""
+        if not self.config.extensions:
+            return 0
         self.state.extension_turn += 1
         return self.state.extension_turn - 1
 
