@@ -88,17 +88,15 @@ def test_session_before_compact_supplies_the_summary_and_then_cancels_a_compacti
 ) -> None:
     scenario = "ext-compact"
     big = {"input": 1900, "output": 50}
-    home, work = _project(
-        tmp_path,
-        scripted_server,
-        scenario,
-        [
-            {"text": "one", "usage": {"input": 100, "output": 10}},
-            {"text": "two " * 50, "usage": big},
-            {"text": "three", "usage": big},
-            {"text": "four"},
-        ],
-    )
+    home, work = _project(tmp_path, scripted_server, scenario, [])
+    turns = [
+        {"text": "one", "usage": {"input": 100, "output": 10}},
+        {"text": "two " * 50, "usage": big},
+        {"text": "three", "usage": big},
+        {"text": "four"},
+    ]
+    # In order: after a compaction the context no longer counts every earlier answer.
+    scripted_server.add_scenario(scenario, {"select": "sequential", "turns": turns})
     write_models_json(home, scripted_server, scenario, context_window=2000)
     (home / "settings.json").write_text(
         json.dumps({"compaction": {"enabled": True, "reserveTokens": 500, "keepRecentTokens": 100}})
