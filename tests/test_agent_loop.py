@@ -127,6 +127,9 @@ class FakePort:
     def end_run(self) -> None:
         self.streaming = False
 
+    async def after_run(self) -> None:
+        return None
+
     async def call_llm(self) -> LlmCallResult:
         self.llm_calls += 1
         self.emit({"type": "message_start", "message": _assistant([]).to_json_dict()})

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Literal
 
 from tempi.activities.llm import StreamOptions, complete
 from tempi.agent.compaction import (
@@ -61,6 +63,16 @@ class CompactionAborted(CompactionError):
 
 class NothingToCompactError(CompactionError):
     """A manual compaction found nothing to summarize."""
+
+
+class CompactionCancelled(CompactionError):
+    """An extension's session_before_compact handler cancelled it."""
+
+
+# Asked with the plan before the model is: None to summarize as usual, CANCEL to make no
+# compaction, or the compaction to store instead (extensions' session_before_compact).
+CANCEL: Literal["cancel"] = "cancel"
+BeforeCompact = Callable[[CompactionPlan], Awaitable[CompactionOutcome | Literal["cancel"] | None]]
 
 
 def _output_budget(model: ModelSpec, tokens: float) -> int:
@@ -170,9 +182,10 @@ async def compact_session(
     entry_timestamp: str,
     reason: CompactionReason,
     abort: asyncio.Event | None = None,
+    before: BeforeCompact | None = None,
 ) -> CompactionOutcome | None:
     """Compact the branch ending at `leaf_id` and append the `compaction` entry
-    `entry_id` as its child.
+    `entry_id` as its child. `before` may cancel it (CompactionCancelled) or supply it.
 
     Returns the stored outcome without a model call when `entry_id` already exists (an
     earlier attempt finished). When there is nothing to compact, an automatic compaction
@@ -193,7 +206,10 @@ async def compact_session(
             raise NothingToCompactError("Already compacted: the conversation ends with a compaction")
         raise NothingToCompactError("Nothing to compact: the conversation has no messages yet")
 
-    outcome = await summarize(plan, model, options, custom_instructions, abort)
+    supplied = await before(plan) if before is not None else None
+    if supplied == CANCEL:
+        raise CompactionCancelled("an extension cancelled the compaction")
+    outcome = supplied or await summarize(plan, model, options, custom_instructions, abort)
     entry = CompactionEntry(
         id=entry_id,
         parent_id=leaf_id,
@@ -202,7 +218,7 @@ async def compact_session(
         first_kept_entry_id=outcome.first_kept_entry_id,
         tokens_before=outcome.tokens_before,
         details=outcome.details.to_json_dict(),
-        from_hook=False,
+        from_hook=supplied is not None,
     )
     if store.append(session_path, [entry]) == 0:
         # Another attempt wrote this id meanwhile; the file is the truth.

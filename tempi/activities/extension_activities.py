@@ -5,6 +5,8 @@ tool_call and tool_result hooks run inside whichever activity runs the tool (`ho
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from pathlib import Path
 from typing import Any
 
 from temporalio import activity
@@ -18,6 +20,8 @@ from tempi.activities.session_activities import (
     park_entry,
 )
 from tempi.agent.messages import ToolResultMessage
+from tempi.agent.session_entries import SessionEntry
+from tempi.agent.session_tree import UnknownEntryError, entry_message
 from tempi.agent.tool_specs import ToolOutcome
 from tempi.extensions.hooks import (
     BeforeAgentStartEvent,
@@ -36,10 +40,14 @@ from tempi.extensions.models import (
     ExtensionSetup,
     ExtensionTool,
 )
+from tempi.extensions.run_events import AgentEndEvent, TurnEvent, run_events, turn_end_of
 from tempi.store.live_channel import LiveWriter
+from tempi.store.session_store import SessionStore
 from tempi.store.sidecar import live_path
 from tempi.workflows import activity_names as names
 from tempi.workflows.session_types import (
+    AgentEndInput,
+    AgentEndResult,
     AgentStartInput,
     AgentStartResult,
     ExtensionCallInput,
@@ -51,7 +59,7 @@ from tempi.workflows.session_types import (
 def setup_of(paths: list[str]) -> ExtensionSetup:
     """What the extensions registered; the first of two tools with one name wins."""
     loaded, problems = load_all(paths)
-    setup = ExtensionSetup(problems=problems)
+    setup = ExtensionSetup(problems=problems, events=sorted({e for ext in loaded for e in ext.handlers}))
     for ext in loaded:
         for tool in ext.tools.values():
             if setup.find(tool.name) is not None:
@@ -78,8 +86,28 @@ def setup_of(paths: list[str]) -> ExtensionSetup:
 
 
 class ExtensionActivities:
+    def __init__(self, store: SessionStore) -> None:
+        self.store = store
+
     def all(self) -> list[Any]:
-        return [self.load_extensions, self.before_agent_start, self.call_extension_tool]
+        return [self.load_extensions, self.before_agent_start, self.call_extension_tool, self.agent_end]
+
+    @activity.defn(name=names.EXTENSIONS_AGENT_END)
+    async def agent_end(self, inp: AgentEndInput) -> AgentEndResult:
+        """The run's last turn_end and its agent_end, once the run's entries are written."""
+        path: list[SessionEntry] = []
+        if inp.leaf_id is not None:
+            with contextlib.suppress(UnknownEntryError):
+                path = self.store.load(Path(inp.file.session_path)).tree.path_to(inp.leaf_id)
+        ids = [e.id for e in path]
+        start = ids.index(inp.run_entry_id) if inp.run_entry_id in ids else len(ids)
+        messages = [m.to_json_dict() for e in path[start:] if (m := entry_message(e)) is not None]
+        events: list[TurnEvent | AgentEndEvent] = []
+        if inp.last_turn >= 0 and (ended := turn_end_of(messages, inp.last_turn)) is not None:
+            events.append(ended)
+        events.append(AgentEndEvent(messages))
+        problems, effects = await run_events(inp.extensions, context_for(inp.file), events)
+        return AgentEndResult(problems=problems, effects=None if effects.empty() else effects)
 
     @activity.defn(name=names.LOAD_EXTENSIONS)
     async def load_extensions(self, inp: ExtensionSetupInput) -> ExtensionSetup:
@@ -102,6 +130,7 @@ class ExtensionActivities:
             system_prompt=change.system_prompt,
             problems=[*problems, *change.problems],
             effects=None if change.effects.empty() else change.effects,
+            messages=change.messages,
         )
 
     @activity.defn(name=names.CALL_EXTENSION_TOOL)

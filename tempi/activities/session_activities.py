@@ -22,6 +22,7 @@ from temporalio.exceptions import ApplicationError
 
 from tempi.activities.compaction import (
     CompactionAborted,
+    CompactionCancelled,
     CompactionError,
     compact_session,
     summarize_branch_session,
@@ -47,7 +48,10 @@ from tempi.agent.session_entries import MessageEntry
 from tempi.agent.tool_specs import labelled, tool_specs
 from tempi.config.errors import ConfigError
 from tempi.config.settings import images_blocked, provider_retries, shell_command_prefix
+from tempi.extensions.compaction_hook import BeforeCompactHooks
 from tempi.extensions.hooks import context_for, hooked, with_context_hooks
+from tempi.extensions.models import ExtensionEffects, ExtensionProblem
+from tempi.extensions.run_events import turn_hooks
 from tempi.store.live_channel import LiveWriter, remove_live_files
 from tempi.store.session_store import SessionStore
 from tempi.store.sidecar import live_path, pending_path, sidecar_dir
@@ -298,7 +302,12 @@ class SessionActivities:
                 return _llm_result(existing.message)
 
         context = build_llm_context(self.store, inp)
+        problems: list[ExtensionProblem] = []
+        effects = ExtensionEffects()
         if inp.extensions:
+            problems, effects = await turn_hooks(
+                inp.extensions, context_for(inp.file), context, inp.turn_index
+            )
             context = await with_context_hooks(inp.extensions, context_for(inp.file), context)
         options = self._options(inp.model, inp.thinking_level, inp.file.session_id, inp.file.cwd)
         live = LiveWriter(
@@ -329,7 +338,9 @@ class SessionActivities:
             raise file_changed(inp.file.session_path)
         self.store.append(path, [entry])
         turns.settle()
-        return _llm_result(final)
+        return _llm_result(final).model_copy(
+            update={"problems": problems, "effects": None if effects.empty() else effects}
+        )
 
     @activity.defn(name=names.RUN_TOOL)
     async def run_tool(self, inp: ToolCallInput) -> ToolCallResult:
@@ -455,6 +466,15 @@ class SessionActivities:
             options = self._options(inp.model, inp.thinking_level, inp.file.session_id, inp.file.cwd)
         except ApplicationError as err:
             return CompactActivityResult(error=f"Compaction failed: {err.message}")
+        hooks = (
+            BeforeCompactHooks(inp.extensions, context_for(inp.file), inp.reason, inp.custom_instructions)
+            if inp.extensions
+            else None
+        )
+
+        def hooks_problems() -> list[ExtensionProblem]:
+            return hooks.problems if hooks is not None else []
+
         try:
             async with Heartbeater():
                 outcome = await compact_session(
@@ -468,16 +488,24 @@ class SessionActivities:
                     inp.entry_id,
                     inp.entry_timestamp,
                     inp.reason,
+                    before=hooks,
                 )
+        except CompactionCancelled:
+            # pi reports an extension's cancel as an aborted compaction.
+            return CompactActivityResult(
+                aborted=True, error="An extension cancelled the compaction.", problems=hooks_problems()
+            )
         except (CompactionAborted, asyncio.CancelledError):
             return CompactActivityResult(aborted=True, error="Compaction was aborted.")
         except CompactionError as err:
-            return CompactActivityResult(error=f"Compaction failed: {err}")
+            return CompactActivityResult(error=f"Compaction failed: {err}", problems=hooks_problems())
         if outcome is None:
             return CompactActivityResult(error="Nothing to compact.")
         with out_of_space_is_final(inp.file.session_path):
             turns.settle()
-        return CompactActivityResult(outcome=CompactResult.model_validate(outcome.to_json_dict()))
+        return CompactActivityResult(
+            outcome=CompactResult.model_validate(outcome.to_json_dict()), problems=hooks_problems()
+        )
 
     @activity.defn(name=names.SUMMARIZE_BRANCH)
     async def summarize_branch(self, inp: BranchSummaryInput) -> BranchSummaryResult:

@@ -1,13 +1,17 @@
-"""Extensions' slash commands in the front ends: `/name args` typed in interactive mode,
-sent over RPC or given to `tempi -p` runs the command here, in the front end's process."""
+"""Extensions' slash commands and input handlers in the front ends: `/name args` typed in
+interactive mode, sent over RPC or given to `tempi -p` runs the command here, in the front
+end's process, and other text passes the extensions' `input` handlers here first."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from tempi.cli.errors import UserError
 from tempi.extensions.api import ExtensionContext
 from tempi.extensions.commands import CommandOutcome, extension_commands, find_command, run_command
+from tempi.extensions.models import ExtensionProblem
+from tempi.extensions.user_input import InputEvent, InputSource, run_input
 
 
 def command_context(session_id: str, session_file: str, cwd: str) -> ExtensionContext:
@@ -23,13 +27,37 @@ async def outcome_of(text: str, paths: list[str], ctx: ExtensionContext) -> Comm
     return await run_command(command, args, ctx)
 
 
-async def prompts_after_commands(prompts: list[str], paths: list[str], ctx: ExtensionContext) -> list[str]:
-    """The prompts, each extension command replaced by the prompt it made (or dropped)."""
+async def after_input_handlers(
+    text: str, paths: list[str], ctx: ExtensionContext, source: InputSource
+) -> tuple[str | None, list[ExtensionProblem]]:
+    """What the input handlers made of the user's text (None: one handled it, send nothing)."""
+    if not paths:
+        return text, []
+    outcome = await run_input(paths, InputEvent(text, source), ctx)
+    return (None if outcome.handled else outcome.text), outcome.problems
+
+
+def input_error_event(problem: ExtensionProblem) -> dict[str, Any]:
+    return {
+        "type": "extension_error",
+        "extensionPath": problem.extension,
+        "event": "input",
+        "error": problem.error,
+    }
+
+
+async def prompts_after_extensions(prompts: list[str], paths: list[str], ctx: ExtensionContext) -> list[str]:
+    """The prompts, each extension command replaced by the prompt it made (or dropped), the
+    rest as the input handlers left them (dropped when one handled it)."""
     kept: list[str] = []
     for text in prompts:
         outcome = await outcome_of(text, paths, ctx)
         if outcome is None:
-            kept.append(text)
+            changed, problems = await after_input_handlers(text, paths, ctx, "interactive")
+            for problem in problems:
+                print(f"tempi: extension {problem.extension}: {problem.error}", file=sys.stderr)
+            if changed is not None:
+                kept.append(changed)
         elif outcome.error is not None:
             raise UserError(outcome.error)
         elif outcome.prompt is not None:

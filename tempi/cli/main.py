@@ -57,7 +57,7 @@ async def run_session_command(args: argparse.Namespace) -> int:
     choice = choose_session(store, args, planned.settings, cwd)
     # Imported only now: the worker they bring in loads the provider SDKs, which commands
     # that fail early or only read files (--list-models, --export, sessions show) do without.
-    from tempi.cli.extension_commands import command_context, prompts_after_commands
+    from tempi.cli.extension_commands import command_context, prompts_after_extensions
     from tempi.cli.print_mode import run_print
     from tempi.cli.rpc_mode import run_rpc
     from tempi.cli.runtime import open_runtime
@@ -79,13 +79,13 @@ async def run_session_command(args: argparse.Namespace) -> int:
         try:
             if out is not None:
                 return await run_rpc(service, planned, opened, out)
-            prompts = await prompts_after_commands(
+            prompts = await prompts_after_extensions(
                 prompts,
                 planned.options.extensions or [],
                 command_context(opened.config.session_id, opened.config.session_path, opened.config.cwd),
             )
             if not prompts:
-                return 0  # the extension commands sent nothing to the model
+                return 0  # the extensions' commands or input handlers sent nothing to the model
             return await run_print(opened, prompts, images, args.mode)
         finally:
             mark.clear()

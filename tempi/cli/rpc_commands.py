@@ -14,7 +14,13 @@ from tempi.agent.messages import ImageContent
 from tempi.agent.model_spec import THINKING_LEVELS, ModelSpec, ThinkingLevel
 from tempi.agent.session_entries import MessageEntry
 from tempi.agent.thinking_levels import DEFAULT_THINKING_LEVEL
-from tempi.cli.extension_commands import command_context, outcome_of, rpc_command_list
+from tempi.cli.extension_commands import (
+    after_input_handlers,
+    command_context,
+    input_error_event,
+    outcome_of,
+    rpc_command_list,
+)
 from tempi.cli.html_export import default_export_path, export_session_html
 from tempi.cli.plan import PlannedRun
 from tempi.cli.session_choice import OpenSession
@@ -40,6 +46,8 @@ class RpcContext(Protocol):
     def session(self) -> SessionClient: ...
 
     def respond(self, command_id: Any, command: str, data: Any = ..., error: str | None = None) -> None: ...
+
+    def write_event(self, event: dict[str, Any]) -> None: ...
 
     async def use_session(self, opened: OpenSession) -> None: ...
 
@@ -101,6 +109,16 @@ async def prompt(srv: RpcContext, cmd: dict[str, Any]) -> Any:
         if ran.prompt is None:
             return NO_DATA
         message = ran.prompt
+    elif paths:
+        state = await srv.session.state()
+        changed, problems = await after_input_handlers(
+            message, paths, command_context(state.session_id, state.session_file, state.cwd), "rpc"
+        )
+        for problem in problems:
+            srv.write_event(input_error_event(problem))
+        if changed is None:
+            return NO_DATA
+        message = changed
     images = _images(cmd)
     # The ack goes out before any event of the run it starts, as in pi.
     async with srv.gate:

@@ -103,6 +103,10 @@ class RpcServer:
 
     # --- responses ----------------------------------------------------------------------
 
+    def write_event(self, event: dict[str, Any]) -> None:
+        """An event the front end itself makes (an extension's input handler that failed)."""
+        self.out.write(event)
+
     def respond(self, command_id: Any, command: str, data: Any = NO_DATA, error: str | None = None) -> None:
         response: dict[str, Any] = {"type": "response", "command": command}
         if command_id is not None:

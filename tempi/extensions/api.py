@@ -19,7 +19,19 @@ from tempi.extensions.models import CustomEntry, DeclaredEffect, ExtensionEffect
 
 # pi's events that tempi delivers; a handler for another name is refused when it is added,
 # so a typo is not a hook that silently never runs.
-EVENTS = ("session_start", "before_agent_start", "agent_start", "context", "tool_call", "tool_result")
+EVENTS = (
+    "session_start",
+    "input",
+    "before_agent_start",
+    "agent_start",
+    "context",
+    "tool_call",
+    "tool_result",
+    "session_before_compact",
+    "turn_start",
+    "turn_end",
+    "agent_end",
+)
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _COMMAND_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_:-]*$")
 

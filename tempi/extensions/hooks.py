@@ -20,7 +20,7 @@ from tempi.agent.messages import TextContent, ToolCall
 from tempi.agent.tool_specs import ToolOutcome
 from tempi.extensions.api import ExtensionAPI, ExtensionContext, Update, call_scope
 from tempi.extensions.loader import describe_failure, load_all
-from tempi.extensions.models import ExtensionEffects, ExtensionProblem
+from tempi.extensions.models import ExtensionEffects, ExtensionProblem, InjectedMessage
 
 if TYPE_CHECKING:
     from tempi.workflows.session_types import SessionFileRef
@@ -87,16 +87,17 @@ class AgentStartChange:
     system_prompt: str
     problems: list[ExtensionProblem] = field(default_factory=list)
     effects: ExtensionEffects = field(default_factory=ExtensionEffects)
+    messages: list[InjectedMessage] = field(default_factory=list)
 
 
-async def _call(handler: Any, *args: Any) -> Any:
+async def call_handler(handler: Any, *args: Any) -> Any:
     result = handler(*args)
     if inspect.isawaitable(result):
         result = await result
     return result
 
 
-def _get(result: Any, *keys: str) -> Any:
+def field_of(result: Any, *keys: str) -> Any:
     """A field of a handler's answer, a dict (pi's camelCase or snake_case) or an object."""
     for key in keys:
         if isinstance(result, dict) and key in result:
@@ -123,7 +124,7 @@ async def run_tool_call(
     for ext in extensions:
         for handler in ext.handlers.get("tool_call", []):
             try:
-                result = await _call(handler, event, ctx)
+                result = await call_handler(handler, event, ctx)
             except Exception as err:
                 return ToolCallDecision(
                     event.input,
@@ -131,10 +132,10 @@ async def run_tool_call(
                 )
             if result is None:
                 continue
-            if _get(result, "block"):
-                reason = _get(result, "reason") or f"Blocked by extension {ext.name}."
+            if field_of(result, "block"):
+                reason = field_of(result, "reason") or f"Blocked by extension {ext.name}."
                 return ToolCallDecision(event.input, blocked=str(reason))
-            changed = _get(result, "input")
+            changed = field_of(result, "input")
             if isinstance(changed, dict):
                 event.input = changed
     return ToolCallDecision(event.input)
@@ -147,7 +148,7 @@ async def run_tool_result(
     for ext in extensions:
         for handler in ext.handlers.get("tool_result", []):
             try:
-                result = await _call(handler, event, ctx)
+                result = await call_handler(handler, event, ctx)
             except Exception as err:
                 problems.append(
                     ExtensionProblem(extension=ext.path, error=f"tool_result hook: {describe_failure(err)}")
@@ -155,11 +156,11 @@ async def run_tool_result(
                 continue
             if result is None:
                 continue
-            if (content := _get(result, "content")) is not None:
+            if (content := field_of(result, "content")) is not None:
                 event.content = blocks_of(content)
-            if (details := _get(result, "details")) is not None:
+            if (details := field_of(result, "details")) is not None:
                 event.details = details
-            if (is_error := _get(result, "isError", "is_error")) is not None:
+            if (is_error := field_of(result, "isError", "is_error")) is not None:
                 event.is_error = bool(is_error)
     return ToolResultChange(event.content, event.details, event.is_error, problems)
 
@@ -182,7 +183,7 @@ async def notify(
     for ext in extensions:
         for handler in ext.handlers.get(event.type, []):
             try:
-                await _call(handler, event, ctx)
+                await call_handler(handler, event, ctx)
             except Exception as err:
                 problems.append(
                     ExtensionProblem(extension=ext.path, error=f"{event.type} hook: {describe_failure(err)}")
@@ -201,22 +202,47 @@ async def run_session_start(
 async def _before_agent_start(
     extensions: list[ExtensionAPI], event: BeforeAgentStartEvent, ctx: ExtensionContext
 ) -> AgentStartChange:
-    problems: list[ExtensionProblem] = []
+    change = AgentStartChange(event.system_prompt)
     for ext in extensions:
         for handler in ext.handlers.get("before_agent_start", []):
             try:
-                result = await _call(handler, event, ctx)
+                result = await call_handler(handler, event, ctx)
+                message = _injected(ext, field_of(result, "message") if result is not None else None)
             except Exception as err:
-                problems.append(
+                change.problems.append(
                     ExtensionProblem(
                         extension=ext.path, error=f"before_agent_start hook: {describe_failure(err)}"
                     )
                 )
                 continue
-            prompt = _get(result, "systemPrompt", "system_prompt") if result is not None else None
+            if message is not None:
+                change.messages.append(message)
+            prompt = field_of(result, "systemPrompt", "system_prompt") if result is not None else None
             if isinstance(prompt, str):
                 event.system_prompt = prompt
-    return AgentStartChange(event.system_prompt, problems)
+    change.system_prompt = event.system_prompt
+    return change
+
+
+def _injected(ext: ExtensionAPI, message: Any) -> InjectedMessage | None:
+    """pi's `{customType, content, display, details}` (a bare string is its content); a
+    malformed one raises, so it is reported like a handler that failed."""
+    if message is None:
+        return None
+    if isinstance(message, str):
+        message = {"content": message}
+    content = field_of(message, "content")
+    if content is None:
+        raise ValueError("the message it returned has no content")
+    display = field_of(message, "display")
+    return InjectedMessage.model_validate(
+        {
+            "custom_type": field_of(message, "customType", "custom_type") or ext.name,
+            "content": content if isinstance(content, str) else blocks_of(content),
+            "display": True if display is None else bool(display),
+            "details": field_of(message, "details"),
+        }
+    )
 
 
 @dataclass
@@ -242,7 +268,7 @@ async def run_registered_tool(
         except ValidationError as err:
             return ToolRun(blocks_of(f"Invalid arguments for {name}: {err}"), None, True)
     try:
-        result = await _call(tool.execute, value, update)
+        result = await call_handler(tool.execute, value, update)
     except Exception as err:
         return ToolRun(blocks_of(f"{name} failed: {type(err).__name__}: {err}"), None, True)
     if isinstance(result, BaseModel):
@@ -322,8 +348,8 @@ async def with_context_hooks(paths: list[str], ctx: ExtensionContext, context: L
         for handler in ext.handlers.get("context", []):
             event = ContextEvent([m.to_json_dict() for m in messages])
             try:
-                result = await _call(handler, event, ctx)
-                changed = _get(result, "messages") if result is not None else None
+                result = await call_handler(handler, event, ctx)
+                changed = field_of(result, "messages") if result is not None else None
                 messages = LlmContext.model_validate(
                     {"messages": changed if isinstance(changed, list) else event.messages}
                 ).messages

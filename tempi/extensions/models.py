@@ -9,6 +9,7 @@ from pydantic import Field
 
 from tempi.agent.base import PiModel
 from tempi.agent.llm_context import ToolSpec
+from tempi.agent.messages import UserBlock
 from tempi.agent.tools.definition import ToolEffect
 
 # What an extension declares about a tool it registers.
@@ -41,6 +42,7 @@ class ExtensionCommand(PiModel):
 class ExtensionProblem(PiModel):
     extension: str
     error: str
+    event: str = ""  # the event whose handler failed, when the reporter does not know it
 
 
 class ExtensionSetup(PiModel):
@@ -54,6 +56,9 @@ class ExtensionSetup(PiModel):
     # applied once, then dropped (a failing handler does not unload its extension).
     effects: ExtensionEffects | None = None
     start_problems: list[ExtensionProblem] = Field(default_factory=list)
+    # The events the extensions have handlers for: a run ends without the agent_end
+    # activity when none observes turn_end or agent_end.
+    events: list[str] = Field(default_factory=list)
 
     def find(self, name: str) -> ExtensionTool | None:
         return next((t for t in self.tools if t.name == name), None)
@@ -82,3 +87,13 @@ class ExtensionEffects(PiModel):
 
     def empty(self) -> bool:
         return not self.custom_entries and not self.messages
+
+
+class InjectedMessage(PiModel):
+    """A message a before_agent_start handler puts into the conversation after the run's
+    prompt (pi's `custom` message): a `custom_message` entry, sent to the model as the user's."""
+
+    custom_type: str
+    content: str | list[UserBlock]
+    display: bool = True
+    details: Any = None

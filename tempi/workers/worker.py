@@ -79,7 +79,7 @@ def build_worker(
         activities=[
             *activities.all(),
             *McpActivities().all(),
-            *ExtensionActivities().all(),
+            *ExtensionActivities(activities.store).all(),
             SandboxActivities().create,
             *PIPELINE_ACTIVITIES,
         ],

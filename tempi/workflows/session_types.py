@@ -23,7 +23,13 @@ from tempi.agent.messages import (
 )
 from tempi.agent.model_spec import ModelSpec, ThinkingLevel
 from tempi.agent.subagents import AgentDefinition
-from tempi.extensions.models import ExtensionEffects, ExtensionProblem, ExtensionSetup, ExtensionTool
+from tempi.extensions.models import (
+    ExtensionEffects,
+    ExtensionProblem,
+    ExtensionSetup,
+    ExtensionTool,
+    InjectedMessage,
+)
 
 QueueMode = Literal["one-at-a-time", "all"]
 SandboxKind = Literal["local", "bwrap", "docker", "container"]
@@ -145,6 +151,10 @@ class CarriedState(PiModel):
     # `extension_prompt_run` (None: the configured one).
     extension_system_prompt: str | None = None
     extension_prompt_run: int = 0
+    # The index of the run's next turn, and the run's first entry (its prompt): what the
+    # extensions' turn and agent_end handlers are told.
+    extension_turn: int = 0
+    extension_run_entry: str | None = None
 
 
 class SessionInput(PiModel):
@@ -227,13 +237,17 @@ class LlmCallInput(PiModel):
     tools: list[str]
     extra_tools: list[ToolSpec] = Field(default_factory=list)  # specs the workflow owns (task)
     tool_labels: bool = False
-    extensions: list[str] = Field(default_factory=list)  # their context hooks run
+    extensions: list[str] = Field(default_factory=list)  # their turn and context hooks run
+    turn_index: int = 0  # the run's turn this call starts; turn_end of the one before runs first
 
 
 class LlmCallResult(PiModel):
     message: AssistantMessage
     error_kind: ErrorKind | None = None
     retry_after_ms: int | None = None
+    # The extensions' turn handlers that failed, and what they asked of the session.
+    problems: list[ExtensionProblem] = Field(default_factory=list)
+    effects: ExtensionEffects | None = None
 
 
 class ToolCallInput(PiModel):
@@ -271,6 +285,20 @@ class AgentStartInput(PiModel):
 
 class AgentStartResult(PiModel):
     system_prompt: str
+    problems: list[ExtensionProblem] = Field(default_factory=list)
+    effects: ExtensionEffects | None = None
+    messages: list[InjectedMessage] = Field(default_factory=list)
+
+
+class AgentEndInput(PiModel):
+    file: SessionFileRef  # written up to `leaf_id`
+    extensions: list[str]
+    leaf_id: str | None
+    run_entry_id: str | None  # the run's first entry: agent_end gets the messages from there
+    last_turn: int  # whose turn_end runs first (-1: none)
+
+
+class AgentEndResult(PiModel):
     problems: list[ExtensionProblem] = Field(default_factory=list)
     effects: ExtensionEffects | None = None
 
@@ -356,6 +384,7 @@ class CompactInput(PiModel):
     entry_id: str
     entry_timestamp: str
     reason: Literal["manual", "threshold", "overflow"]
+    extensions: list[str] = Field(default_factory=list)  # their session_before_compact hooks run
 
 
 class CompactActivityResult(PiModel):
@@ -365,6 +394,7 @@ class CompactActivityResult(PiModel):
     outcome: CompactResult | None = None
     error: str | None = None
     aborted: bool = False
+    problems: list[ExtensionProblem] = Field(default_factory=list)  # extensions' hooks that failed
 
 
 class UserBashInput(PiModel):

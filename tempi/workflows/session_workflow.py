@@ -83,10 +83,12 @@ class AgentSessionWorkflow:
         self.queues = MessageQueues(self.state, self.log)
         self.sandbox = SandboxLease(cfg, self.state, self.entries.file_ref, activities)
         self.subagents = SubagentRunner(cfg, self.state, self.log, self.control)
-        self.compactor = Compactor(cfg, self.state, self.log, self.entries, self.control, activities)
+        extensions = ExtensionTools(cfg, self.state, self.log, self.entries, activities, self.queues)
+        self.compactor = Compactor(
+            cfg, self.state, self.log, self.entries, self.control, activities, extensions
+        )
         self.user_bash = UserBash(self.state, self.entries, self.sandbox, self.control, activities)
         # Tools from extensions or MCP servers register their routes here.
-        extensions = ExtensionTools(cfg, self.state, self.log, self.entries, activities, self.queues)
         routes = ToolRoutes(
             BuiltinToolRoute(cfg, self.control, self.entries, self.sandbox, activities, extensions)
         )

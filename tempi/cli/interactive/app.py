@@ -36,7 +36,7 @@ from temporalio.service import RPCError
 from tempi.agent.messages import ImageContent
 from tempi.agent.skills import Skill
 from tempi.cli import slash_input
-from tempi.cli.extension_commands import command_context, outcome_of
+from tempi.cli.extension_commands import after_input_handlers, command_context, outcome_of
 from tempi.cli.interactive import commands
 from tempi.cli.interactive.footer import FooterInfo, answers_in, usage_tokens
 from tempi.cli.interactive.input_editor import InputCompleter, build_input_buffer, history_for
@@ -317,9 +317,24 @@ class InteractiveApp:
         if stripped.startswith("!") and len(stripped) > 1:
             await self.run_bash(stripped)
             return
+        changed = await self._after_input_handlers(text)
+        if changed is None:
+            return
         await self.send(
-            slash_input.expand_input(text, self.planned.templates, self.skills), follow_up=follow_up
+            slash_input.expand_input(changed, self.planned.templates, self.skills), follow_up=follow_up
         )
+
+    async def _after_input_handlers(self, text: str) -> str | None:
+        paths = self.planned.options.extensions or []
+        if not paths:
+            return text
+        state = await self.session.state()
+        changed, problems = await after_input_handlers(
+            text, paths, command_context(state.session_id, state.session_file, state.cwd), "interactive"
+        )
+        for problem in problems:
+            await self.show(notice(f"extension {problem.extension}: {problem.error}", "red"))
+        return changed
 
     async def _extension_command(self, text: str) -> CommandOutcome | None:
         paths = self.planned.options.extensions or []

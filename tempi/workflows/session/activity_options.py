@@ -52,6 +52,7 @@ ACTIVITY_OPTIONS: dict[str, ActivityOptions] = {
     # Loading runs the extensions' factories: code tempi did not write, so a short bound.
     act.LOAD_EXTENSIONS: ActivityOptions(timedelta(minutes=2), INFRA_RETRY),
     act.EXTENSIONS_BEFORE_AGENT_START: ActivityOptions(timedelta(minutes=2), INFRA_RETRY),
+    act.EXTENSIONS_AGENT_END: ActivityOptions(timedelta(minutes=2), INFRA_RETRY),
     act.CALL_EXTENSION_TOOL: ActivityOptions(TOOL_TIMEOUT, INFRA_RETRY, TOOL_HEARTBEAT, WAIT_CANCELLED),
     act.CREATE_SANDBOX: ActivityOptions(
         timedelta(minutes=5), RetryPolicy(maximum_attempts=3, initial_interval=timedelta(seconds=2))

@@ -68,9 +68,12 @@ class AgentLoop:
             take_from: QueueName | None = "steering" if handoff and self.port.has_steering() else None
             self.overflow_compacted = handoff.overflow_compacted if handoff else False
             self.last_good = handoff.last_good if handoff else None
-            if not await self._turns(list(first), take_from):
+            finished = await self._turns(list(first), take_from)
+            if finished:
+                self._agent_end()
+            await self.port.after_run()
+            if not finished:
                 return
-            self._agent_end()
             last_good = self.last_good
             if last_good is not None and over_threshold(last_good, self.state.model, self.config.compaction):
                 await self.port.compact("threshold", will_retry=False)

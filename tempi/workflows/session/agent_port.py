@@ -30,6 +30,11 @@ class AgentPort(Protocol):
         """The run is over, unless it was handed off to the next workflow run."""
         ...
 
+    async def after_run(self) -> None:
+        """The run has ended (its agent_end is out) and is still streaming: what must
+        happen before a client waiting for it sees it idle."""
+        ...
+
     async def call_llm(self) -> LlmCallResult:
         """Stream the next assistant message: announce it (message_start) and return it
         finished, or as an error/aborted message when no answer came."""

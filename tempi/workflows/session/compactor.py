@@ -18,6 +18,7 @@ with workflow.unsafe.imports_passed_through():
     from tempi.workflows.session.activity_options import Activities
     from tempi.workflows.session.entries import EntryWriter, now_ms
     from tempi.workflows.session.event_log import EventLog
+    from tempi.workflows.session.extension_route import ExtensionTools
     from tempi.workflows.session.run_control import RunControl
     from tempi.workflows.session_types import (
         CarriedState,
@@ -47,6 +48,7 @@ class Compactor:
         entries: EntryWriter,
         control: RunControl,
         activities: Activities,
+        extensions: ExtensionTools | None = None,
     ) -> None:
         self.config = config
         self.state = state
@@ -54,6 +56,7 @@ class Compactor:
         self.entries = entries
         self.control = control
         self.activities = activities
+        self.extensions = extensions
         self.compacting = False
 
     async def compact_with_events(
@@ -104,6 +107,8 @@ class Compactor:
                     entry_id=entry_id,
                     entry_timestamp=iso_timestamp(now_ms()),
                     reason=reason,
+                    # Their session_before_compact handlers run inside the activity.
+                    extensions=self.extensions.active() if self.extensions is not None else [],
                 )
                 task = asyncio.ensure_future(self.activities.execute(act.COMPACT, inp, CompactActivityResult))
                 try:
@@ -115,6 +120,8 @@ class Compactor:
                     )
                 if result.outcome is not None:
                     self.entries.written(entry_id)
+                if self.extensions is not None:
+                    self.extensions.report(result.problems, "session_before_compact")
                 return result
         finally:
             self.compacting = False

@@ -13,9 +13,15 @@ from temporalio.exceptions import ActivityError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
     from tempi.agent.llm_context import ToolSpec
-    from tempi.agent.messages import TextContent, ToolCall, UserMessage
+    from tempi.agent.messages import CustomMessage, TextContent, ToolCall, UserMessage
     from tempi.agent.session_entries import iso_timestamp
-    from tempi.extensions.models import ExtensionEffects, ExtensionProblem, ExtensionSetup, ExtensionTool
+    from tempi.extensions.models import (
+        ExtensionEffects,
+        ExtensionProblem,
+        ExtensionSetup,
+        ExtensionTool,
+        InjectedMessage,
+    )
     from tempi.workflows import activity_names as act
     from tempi.workflows.session.activity_errors import cause, is_disk_full
     from tempi.workflows.session.activity_options import Activities, extension_tool_options
@@ -26,6 +32,8 @@ with workflow.unsafe.imports_passed_through():
     from tempi.workflows.session.texts import ABORTED_TEXT, synthetic_result
     from tempi.workflows.session.tool_routes import RouteResult, ToolSlot
     from tempi.workflows.session_types import (
+        AgentEndInput,
+        AgentEndResult,
         AgentStartInput,
         AgentStartResult,
         CarriedState,
@@ -39,6 +47,10 @@ LOST_EXTENSION_TEXT = (
     "The worker running this extension tool stopped before it reported back, and the extension "
     "does not declare the tool read-only or idempotent, so it was not run again; it may or may not have run."
 )
+
+
+def _present(key: str, value: object) -> dict[str, object]:
+    return {} if value is None else {key: value}
 
 
 class ExtensionTools:
@@ -72,8 +84,8 @@ class ExtensionTools:
         effects, setup.effects = setup.effects, None
         start_problems, setup.start_problems = setup.start_problems, []
         self.state.extension_setup = setup
-        self._report(setup.problems, "load")
-        self._report(start_problems, "session_start")
+        self.report(setup.problems, "load")
+        self.report(start_problems, "session_start")
         self.apply(effects)
 
     async def system_prompt(self, prompt: str) -> str:
@@ -82,6 +94,8 @@ class ExtensionTools:
         if not self.config.extensions:
             return self.config.system_prompt
         if self.state.extension_prompt_run != self.state.runs:
+            self.state.extension_turn = 0
+            self.state.extension_run_entry = self._run_entry()
             try:
                 result: AgentStartResult = await self.activities.execute(
                     act.EXTENSIONS_BEFORE_AGENT_START,
@@ -94,13 +108,79 @@ class ExtensionTools:
                     AgentStartResult,
                 )
                 self.state.extension_system_prompt = result.system_prompt
-                self._report(result.problems, "before_agent_start")
+                self.report(result.problems, "before_agent_start")
                 self.apply(result.effects)
+                for injected in result.messages:
+                    self._inject(injected)
             except ActivityError as err:
                 self.state.extension_system_prompt = None
-                self._report([ExtensionProblem(extension="", error=cause(err))], "before_agent_start")
+                self.report([ExtensionProblem(extension="", error=cause(err))], "before_agent_start")
             self.state.extension_prompt_run = self.state.runs
         return self.state.extension_system_prompt or self.config.system_prompt
+
+    def _run_entry(self) -> str | None:
+        """The run's prompt: its first user message, still in the outbox."""
+        for item in self.entries.outbox:
+            entry = item.entry or {}
+            if entry.get("type") == "message" and (entry.get("message") or {}).get("role") == "user":
+                return str(entry["id"])
+        return None
+
+    def next_turn(self) -> int:
+        """The index of the run's turn that starts now (from 0)."""
+        if not self.config.extensions:
+            return 0
+        self.state.extension_turn += 1
+        return self.state.extension_turn - 1
+
+    async def run_ended(self) -> None:
+        """The run's last turn_end and its agent_end, in one activity once its entries are
+        written (before the run stops streaming, so what the handlers appended is in the
+        file when a client sees the run end); only for a run whose agent_start they saw."""
+        setup = self.state.extension_setup
+        if (
+            not self.config.extensions
+            or self.state.extension_prompt_run != self.state.runs
+            or setup is None
+            or not {"turn_end", "agent_end"} & set(setup.events)
+            # Sessions begun before these events replay without them.
+            or not workflow.patched("extension-agent-end")
+        ):
+            return
+        await self.entries.flush()
+        inp = AgentEndInput(
+            file=self.entries.file(),
+            extensions=self.active(),
+            leaf_id=self.state.leaf_id,
+            run_entry_id=self.state.extension_run_entry,
+            last_turn=self.state.extension_turn - 1,
+        )
+        try:
+            result: AgentEndResult = await self.activities.execute(
+                act.EXTENSIONS_AGENT_END, inp, AgentEndResult
+            )
+        except ActivityError as err:
+            self.report([ExtensionProblem(extension="", error=cause(err))], "agent_end")
+            return
+        self.report(result.problems, "agent_end")
+        self.apply(result.effects)
+        await self.entries.flush()
+
+    def _inject(self, injected: InjectedMessage) -> None:
+        """pi's custom message: after the run's prompt (still in the outbox), before the
+        model call that writes them both, so the model reads it as the user's."""
+        message = CustomMessage(
+            custom_type=injected.custom_type,
+            content=injected.content,
+            display=injected.display,
+            details=injected.details,
+            timestamp=now_ms(),
+        ).to_json_dict()
+        entry = {"type": "custom_message", "customType": injected.custom_type, "content": message["content"]}
+        self.entries.record({**entry, "display": injected.display, **_present("details", injected.details)})
+        self.log.emit({"type": "message_start", "message": message})
+        self.log.emit({"type": "message_end", "message": message})
+        self.state.message_count += 1
 
     def apply(self, effects: ExtensionEffects | None) -> None:
         """Record the custom entries extension code appended and queue the messages it sent."""
@@ -112,13 +192,13 @@ class ExtensionTools:
             message = UserMessage(content=[TextContent(text=sent.text)], timestamp=now_ms())
             self.queues.add(message, "steering" if sent.deliver_as == "steer" else "follow_up")
 
-    def _report(self, problems: list[ExtensionProblem], event: str) -> None:
+    def report(self, problems: list[ExtensionProblem], event: str) -> None:
         for problem in problems:
             self.log.emit(
                 {
                     "type": "extension_error",
                     "extensionPath": problem.extension,
-                    "event": event,
+                    "event": problem.event or event,
                     "error": problem.error,
                 }
             )

@@ -86,6 +86,7 @@ class LlmCaller:
                 ],
                 tool_labels=self.config.tool_labels,
                 extensions=self.extensions.active() if self.extensions is not None else [],
+                turn_index=self.extensions.next_turn() if self.extensions is not None else 0,
             )
             task = asyncio.ensure_future(self.activities.execute(act.CALL_LLM, inp, LlmCallResult))
             try:
@@ -101,6 +102,9 @@ class LlmCaller:
                 self.entries.record({"type": "message", "message": message.to_json_dict()}, entry_id=entry_id)
                 return LlmCallResult(message=message)
         self.entries.written(entry_id)
+        if self.extensions is not None:
+            self.extensions.report(result.problems, "turn_start")
+            self.extensions.apply(result.effects)
         if result.message.stop_reason != "error":
             self.state.last_assistant_text = result.message.text()
         return result

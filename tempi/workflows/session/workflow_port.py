@@ -83,6 +83,10 @@ class WorkflowPort:
         self.control.streaming = False
         self.user_bash.record_deferred()
 
+    async def after_run(self) -> None:
+        if self.extensions is not None:
+            await self.extensions.run_ended()
+
     async def call_llm(self) -> LlmCallResult:
         return await self.llm.call()
 
