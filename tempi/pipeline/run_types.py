@@ -6,6 +6,7 @@ carries paths, states and the short tail of a failed verify."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -26,6 +27,10 @@ RUN_VERIFY = "pipeline_run_verify"
 SAVE_SHARD_PATCH = "pipeline_save_shard_patch"
 INTEGRATE_SHARD = "pipeline_integrate_shard"
 RELEASE_WORKTREES = "pipeline_release_worktrees"
+
+# The pipeline's activities heartbeat while they work; one whose worker died is retried after
+# this long without a beat, not at the end of its start-to-close timeout.
+ACTIVITY_HEARTBEAT = timedelta(seconds=10)
 
 ShardState = Literal["pending", "running", "stepped", "verified", "committed", "failed", "conflict"]
 DONE_STATES = frozenset({"committed", "failed", "conflict"})

@@ -19,6 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from tempi.agent.session_entries import iso_timestamp
     from tempi.pipeline import run_types as names
     from tempi.pipeline.run_types import (
+        ACTIVITY_HEARTBEAT,
         SHARD_CWD_MARK,
         CommandOutcome,
         IntegrateInput,
@@ -41,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
 
 GIT_RETRY = RetryPolicy(maximum_attempts=5, initial_interval=timedelta(seconds=1))
 GIT_TIMEOUT = timedelta(minutes=10)
+SETUP_RETRY = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(seconds=1))
 
 
 @workflow.defn(name=names.PIPELINE_WORKFLOW)
@@ -103,6 +105,7 @@ class PipelineWorkflow:
             ),
             result_type=OutputReady,
             start_to_close_timeout=GIT_TIMEOUT,
+            heartbeat_timeout=ACTIVITY_HEARTBEAT,
             retry_policy=GIT_RETRY,
         )
         for status in self.progress.shards:
@@ -121,7 +124,10 @@ class PipelineWorkflow:
                 ),
                 result_type=CommandOutcome,
                 start_to_close_timeout=timedelta(hours=2),
-                retry_policy=RetryPolicy(maximum_attempts=1),
+                heartbeat_timeout=ACTIVITY_HEARTBEAT,
+                # A failing command is an outcome, not an error: a retry is for a lost worker,
+                # and the commands run again from the start (the marker is written after all).
+                retry_policy=SETUP_RETRY,
             )
             if failed is not None:
                 code = "timed out" if failed.exit_code is None else f"exit {failed.exit_code}"
@@ -141,6 +147,7 @@ class PipelineWorkflow:
                 committed_shards=[s.shard.id for s in self.progress.shards if s.state == "committed"],
             ),
             start_to_close_timeout=GIT_TIMEOUT,
+            heartbeat_timeout=ACTIVITY_HEARTBEAT,
             retry_policy=GIT_RETRY,
         )
         self.progress.phase = "done"
@@ -196,6 +203,7 @@ class PipelineWorkflow:
             ),
             result_type=str,
             start_to_close_timeout=GIT_TIMEOUT,
+            heartbeat_timeout=ACTIVITY_HEARTBEAT,
             retry_policy=GIT_RETRY,
         )
         session_id = str(workflow.uuid4())
@@ -271,6 +279,7 @@ class PipelineWorkflow:
             ),
             result_type=IntegrateResult,
             start_to_close_timeout=GIT_TIMEOUT,
+            heartbeat_timeout=ACTIVITY_HEARTBEAT,
             retry_policy=GIT_RETRY,
         )
         if done.commit:
@@ -292,6 +301,7 @@ class PipelineWorkflow:
             VerifyInput(cwd=output, command=command, timeout_s=3600),
             result_type=CommandOutcome,
             start_to_close_timeout=timedelta(hours=1, minutes=5),
+            heartbeat_timeout=ACTIVITY_HEARTBEAT,
             retry_policy=GIT_RETRY,
         )
         self.progress.final_verify = "passed" if outcome.passed else "failed"
