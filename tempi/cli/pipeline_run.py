@@ -120,6 +120,8 @@ def state_line(status: ShardStatus, count: int) -> str:
     line = f"shard {shard.index}/{count} {shard.id} {status.state}: {' '.join(shard.files)}"
     if status.resumed:
         line += " (committed by an earlier run)"
+    if status.rerun and status.state == "running":
+        line += " (again, at the output branch's head: its patch conflicted)"
     if status.repairs and status.state in ("verified", "committed"):
         line += f" ({status.repairs} repair{'s' if status.repairs > 1 else ''})"
     if status.reason and status.state in ("failed", "conflict"):
@@ -138,6 +140,7 @@ def _state_event(status: ShardStatus) -> str:
             "reason": status.reason,
             "repairs": status.repairs,
             "resumed": status.resumed,
+            "rerun": status.rerun,
         }
     )
 

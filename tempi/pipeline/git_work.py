@@ -126,8 +126,8 @@ def integrate(
     worktree: str, base_commit: str, patch_path: str, pipeline_id: str, shard_id: str, message: str
 ) -> tuple[str | None, str | None]:
     """Apply a shard's patch on the output branch and commit it with the trailers; returns
-    (commit, None), or (None, why) when the patch does not apply. A retry after the commit
-    was made finds it by its trailer instead of committing twice."""
+    (commit, None), or (None, why) when the patch does not apply on the branch's head. A
+    retry after the commit was made finds it by its trailer instead of committing twice."""
     clear_stale_locks(worktree)
     done = committed_shards(worktree, base_commit, pipeline_id).get(shard_id)
     if done:

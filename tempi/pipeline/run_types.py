@@ -63,6 +63,7 @@ class ShardStatus(BaseModel):
     commit: str | None = None
     session_file: str | None = None
     resumed: bool = False  # committed by an earlier run (found by its trailer)
+    rerun: bool = False  # its patch conflicted, so it ran again on the output branch's head
 
 
 class PipelineProgress(BaseModel):
@@ -143,6 +144,7 @@ class IntegrateInput(BaseModel):
 class IntegrateResult(BaseModel):
     commit: str | None = None
     conflict: str | None = None  # why the patch did not apply
+    head: str | None = None  # the output branch's commit it did not apply on
 
 
 class ReleaseInput(BaseModel):
@@ -165,6 +167,9 @@ class ShardInput(BaseModel):
     next_step: int = 0
     repairs_done: int = 0
     step_started_at_turn: int = 0  # the shard's turn count when the current prompt began
+    # A re-run after a conflict starts at this output-branch commit, and its patch is taken
+    # against it, instead of the base commit.
+    start_commit: str | None = None
 
 
 class ShardProgressSignal(BaseModel):

@@ -184,7 +184,7 @@ class PipelineShardWorkflow(AgentSessionWorkflow):
             names.SAVE_SHARD_PATCH,
             PatchInput(
                 cwd=self.config.cwd,
-                base_commit=inp.base_commit,
+                base_commit=inp.start_commit or inp.base_commit,
                 state_dir=inp.state_dir,
                 shard_id=inp.shard.id,
             ),

@@ -42,6 +42,8 @@ with workflow.unsafe.imports_passed_through():
 
 GIT_RETRY = RetryPolicy(maximum_attempts=5, initial_interval=timedelta(seconds=1))
 GIT_TIMEOUT = timedelta(minutes=10)
+# Histories from before a conflicting shard ran again marked it `conflict` at once.
+RERUN_ON_CONFLICT = "pipeline-rerun-on-conflict"
 SETUP_RETRY = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(seconds=1))
 
 
@@ -166,7 +168,7 @@ class PipelineWorkflow:
                     status = todo[next_up]
                     result = results[status.shard.id]
                     if result is not None and result.state == "verified" and result.patch_path:
-                        await self._integrate(status, result, output)
+                        await self._commit_or_rerun(status, result, output)
                     next_up += 1
 
         async def one(status: ShardStatus) -> None:
@@ -188,8 +190,9 @@ class PipelineWorkflow:
 
         await asyncio.gather(*(one(s) for s in todo))
 
-    async def _shard(self, status: ShardStatus) -> ShardResult | None:
-        """Run one shard's child session; None when the pipeline was cancelled first."""
+    async def _shard(self, status: ShardStatus, start_commit: str | None = None) -> ShardResult | None:
+        """Run one shard's child session (at the base commit, or at `start_commit` of the output
+        branch when it runs again after a conflict); None when the pipeline was cancelled first."""
         inp = self.inp
         shard = status.shard
         status.state = "running"
@@ -197,7 +200,7 @@ class PipelineWorkflow:
             names.PREPARE_SHARD,
             ShardPrepareInput(
                 repo_root=inp.repo_root,
-                base_commit=inp.base_commit,
+                base_commit=start_commit or inp.base_commit,
                 state_dir=inp.state_dir,
                 shard_id=shard.id,
             ),
@@ -229,6 +232,7 @@ class PipelineWorkflow:
             base_commit=inp.base_commit,
             state_dir=inp.state_dir,
             parent_workflow_id=workflow.info().workflow_id,
+            start_commit=start_commit,
         )
         task = asyncio.ensure_future(self._child(child))
         self.running[shard.id] = task
@@ -239,7 +243,10 @@ class PipelineWorkflow:
             return None
         finally:
             self.running.pop(shard.id, None)
-        status.turns, status.usage, status.repairs = result.turns, result.usage, result.repairs
+        # A re-run's turns and cost add to the first run's: both were spent.
+        status.turns += result.turns
+        status.usage = status.usage.add(result.usage)
+        status.repairs += result.repairs
         if result.state == "failed":
             status.state, status.reason, status.verify_tail = "failed", result.reason, result.verify_tail
         else:
@@ -251,7 +258,7 @@ class PipelineWorkflow:
             result: ShardResult = await workflow.execute_child_workflow(
                 names.SHARD_WORKFLOW,
                 child,
-                id=f"{workflow.info().workflow_id}-shard-{child.shard.id}",
+                id=f"{workflow.info().workflow_id}-shard-{child.shard.id}{'-again' if child.start_commit else ''}",
                 task_queue=workflow.info().task_queue,
                 result_type=ShardResult,
                 parent_close_policy=workflow.ParentClosePolicy.REQUEST_CANCEL,
@@ -264,7 +271,30 @@ class PipelineWorkflow:
             )
         return result
 
-    async def _integrate(self, status: ShardStatus, result: ShardResult, output: str) -> None:
+    async def _commit_or_rerun(self, status: ShardStatus, result: ShardResult, output: str) -> None:
+        """Commit a verified shard on the output branch. A patch that does not apply there
+        (an earlier shard changed the same lines) runs the shard once more, in a fresh
+        worktree at the branch's head, and that patch is committed; if it does not apply
+        either, or no new shard may start, the shard is a `conflict`. Integration waits for
+        the re-run, so at most one runs beyond the window."""
+        done = await self._integrate(status, result, output)
+        if done.conflict and done.head and not self.stop_new and workflow.patched(RERUN_ON_CONFLICT):
+            status.rerun = True
+            again = await self._shard(status, start_commit=done.head)
+            if again is None or again.state == "failed" or not again.patch_path:
+                status.reason = f"its re-run after a conflict: {status.reason}"
+                return
+            done = await self._integrate(status, again, output)
+        if done.commit:
+            status.state, status.commit = "committed", done.commit
+        else:
+            tried = " (nor did a re-run on its head)" if status.rerun else ""
+            status.state, status.reason = (
+                "conflict",
+                f"its patch does not apply on the output branch{tried}: {done.conflict}",
+            )
+
+    async def _integrate(self, status: ShardStatus, result: ShardResult, output: str) -> IntegrateResult:
         assert result.patch_path is not None
         step_names = ", ".join(s.name for s in self.inp.spec.steps)
         done: IntegrateResult = await workflow.execute_activity(
@@ -282,13 +312,7 @@ class PipelineWorkflow:
             heartbeat_timeout=ACTIVITY_HEARTBEAT,
             retry_policy=GIT_RETRY,
         )
-        if done.commit:
-            status.state, status.commit = "committed", done.commit
-        else:
-            status.state, status.reason = (
-                "conflict",
-                f"its patch does not apply on the output branch: {done.conflict}",
-            )
+        return done
 
     async def _final(self, output: str) -> None:
         command = self.inp.spec.final.verify

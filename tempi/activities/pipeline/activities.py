@@ -93,7 +93,10 @@ async def integrate(inp: IntegrateInput) -> IntegrateResult:
         inp.shard_id,
         inp.message,
     )
-    return IntegrateResult(commit=commit, conflict=conflict)
+    if conflict is None:
+        return IntegrateResult(commit=commit)
+    head = await _beating(git_work.git, inp.worktree, "rev-parse", "HEAD")
+    return IntegrateResult(conflict=conflict, head=head.strip())
 
 
 @activity.defn(name=names.RELEASE_WORKTREES)
