@@ -62,9 +62,8 @@ def _run(tmp_path: Path, temporal_address: str, server: ScriptedLLMServer, scena
     home = tmp_path / "home"
     write_models_json(home, server, scenario)
     repo = _fixture(tmp_path / "repo")
-    proc = run_tempi(
-        ["pipeline", "run", "pipeline.yaml"], cwd=repo, env=tempi_env(home, temporal_address), timeout=180
-    )
+    args = ["pipeline", "run", "pipeline.yaml", "--markdown", "out/summary.md"]
+    proc = run_tempi(args, cwd=repo, env=tempi_env(home, temporal_address), timeout=180)
     print(proc.stdout, proc.stderr)
     return repo, proc
 
@@ -93,6 +92,7 @@ def test_a_conflicting_shard_runs_again_on_the_branch_head_and_is_committed(
     summary = json.loads((repo / "out/summary.json").read_text())
     two = next(s for s in summary["shards"] if s["files"] == ["feature-two"])
     assert two["state"] == "committed" and two["rerun"] is True and two["turns"] == 4
+    assert "features: 2 shards: 2 committed" in (repo / "out/summary.md").read_text()
 
 
 @pytest.mark.slow

@@ -242,6 +242,7 @@ async def run_pipeline(
     concurrency: int | None,
     json_path: str | None,
     junit: str | None,
+    markdown: str | None = None,
     json_mode: bool = False,
 ) -> int:
     from tempi.cli.runtime import open_runtime
@@ -287,6 +288,6 @@ async def run_pipeline(
         progress,
         json_path=json_path or spec.report.json_path,
         junit=junit or spec.report.junit,
-        md=spec.report.markdown,
+        md=markdown or spec.report.markdown,
     )
     return exit_code(progress)
