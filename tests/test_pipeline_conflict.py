@@ -11,7 +11,11 @@ from pathlib import Path
 from xml.etree import ElementTree as ET
 
 import pytest
+from temporalio.testing import ActivityEnvironment
 
+from tempi.activities.pipeline.activities import integrate
+from tempi.pipeline import git_work
+from tempi.pipeline.run_types import IntegrateInput
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tests.conftest import run_tempi, tempi_env, write_models_json
 from tests.pipeline_repo import git
@@ -76,7 +80,7 @@ def test_a_conflicting_shard_runs_again_on_the_branch_head_and_is_committed(
     routes = _routes([write("features.txt", both), {"text": "Done, after feature-one."}])
     repo, proc = _run(tmp_path, temporal_address, scripted_server, "pipeline-conflict", routes)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "running: feature-two (again, at the output branch's head: its patch conflicted)" in proc.stdout
+    assert "committed: feature-two (run again after a conflict)" in proc.stdout
     assert "2 shards: 2 committed" in proc.stdout
 
     assert git(repo, "show", "tempi/features:features.txt") == both
@@ -124,3 +128,34 @@ def test_a_shard_whose_rerun_conflicts_too_is_marked_conflict(
     failure = next(case for case in suite.iter("testcase") if case.find("failure") is not None)
     assert failure.get("name") == "feature-two"
     assert failure.find("failure").get("type") == "conflict"  # type: ignore[union-attr]
+
+
+async def test_integration_of_a_patch_that_does_not_apply_names_the_head_it_met(tmp_path: Path) -> None:
+    repo = _fixture(tmp_path / "repo")
+    base = git(repo, "rev-parse", "HEAD").strip()
+    state = str(tmp_path / "state")
+    patches = {}
+    for shard in ("one", "two"):
+        work = Path(git_work.prepare_shard_worktree(str(repo), base, state, shard))
+        (work / "features.txt").write_text(START + f"feature-{shard}\n")
+        patches[shard] = git_work.save_shard_patch(str(work), base, state, shard)
+    output = git_work.prepare_output(str(repo), base, "tempi/features", state)
+    env = ActivityEnvironment()
+
+    def inp(shard: str) -> IntegrateInput:
+        return IntegrateInput(
+            worktree=output,
+            base_commit=base,
+            patch_path=patches[shard],
+            pipeline_id="p",
+            shard_id=shard,
+            message=shard,
+        )
+
+    first = await env.run(integrate, inp("one"))
+    second = await env.run(integrate, inp("two"))
+    assert first.commit and second.commit is None
+    assert second.head == first.commit and second.conflict
+    # The branch and its checkout are as the first commit left them.
+    assert git(Path(output), "status", "--porcelain") == ""
+    assert (Path(output) / "features.txt").read_text() == START + "feature-one\n"

@@ -120,8 +120,10 @@ def state_line(status: ShardStatus, count: int) -> str:
     line = f"shard {shard.index}/{count} {shard.id} {status.state}: {' '.join(shard.files)}"
     if status.resumed:
         line += " (committed by an earlier run)"
-    if status.rerun and status.state == "running":
+    if status.rerun and status.state in ("running", "stepped", "verified"):
         line += " (again, at the output branch's head: its patch conflicted)"
+    elif status.rerun and status.state == "committed":
+        line += " (run again after a conflict)"
     if status.repairs and status.state in ("verified", "committed"):
         line += f" ({status.repairs} repair{'s' if status.repairs > 1 else ''})"
     if status.reason and status.state in ("failed", "conflict"):
