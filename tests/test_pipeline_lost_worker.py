@@ -5,6 +5,7 @@ environment."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from temporalio.testing import ActivityEnvironment
@@ -66,3 +67,20 @@ async def test_a_shard_worktree_left_locked_starts_again_clean(tmp_path: Path) -
     (git_dir / "index.lock").write_text("")
     assert git_work.prepare_shard_worktree(str(repo), base, str(state), "s1") == str(work)
     assert git(work, "status", "--porcelain") == ""
+
+
+async def test_worktrees_their_repository_forgot_are_made_again(tmp_path: Path) -> None:
+    # As after a new clone at the same place (a CI job's checkout) with tempi's state kept.
+    repo = make_repo(tmp_path / "repo")
+    base = git(repo, "rev-parse", "main").strip()
+    state = tmp_path / "state"
+    patch = _shard_patch(repo, base, state)
+    output = git_work.prepare_output(str(repo), base, "tempi/out", str(state))
+    commit, _ = git_work.integrate(output, base, patch, "p1", "s1", "m")
+    for admin in (repo / ".git/worktrees").iterdir():
+        shutil.rmtree(admin)
+
+    assert git_work.prepare_output(str(repo), base, "tempi/out", str(state)) == output
+    assert git_work.committed_shards(output, base, "p1") == {"s1": commit}
+    work = git_work.prepare_shard_worktree(str(repo), base, str(state), "s1")
+    assert git(Path(work), "rev-parse", "HEAD").strip() == base

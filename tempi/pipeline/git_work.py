@@ -37,7 +37,11 @@ def git(cwd: str | Path, *args: str, check: bool = True, stdin: bytes | None = N
 
 
 def _is_worktree(path: Path) -> bool:
-    return (path / ".git").exists()
+    """A checkout git still knows. One whose repository lost its record of it (a new clone
+    at the same place, a `git worktree prune`) is not: it is made again."""
+    if not (path / ".git").exists():
+        return False
+    return git(path, "rev-parse", "--git-dir", check=False) != ""
 
 
 def clear_stale_locks(worktree: str | Path) -> None:
@@ -93,6 +97,8 @@ def prepare_output(repo_root: str, base_commit: str, branch: str, state_dir: str
     exists = git(repo_root, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", check=False).strip()
     if not exists:
         git(repo_root, "branch", branch, base_commit)
+    if path.exists():
+        shutil.rmtree(path)  # a checkout its repository forgot; the branch keeps the commits
     git(repo_root, "worktree", "prune")
     try:
         git(repo_root, "worktree", "add", "-q", str(path), branch)
