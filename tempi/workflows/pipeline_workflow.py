@@ -94,6 +94,13 @@ class PipelineWorkflow:
             return "budget.deadline"
         return None
 
+    def _may_start(self) -> bool:
+        """Whether a shard may start now (or run again); once a budget is reached, none may."""
+        if not self.stop_new:
+            self.progress.stopped_by = self._budget_stop()
+            self.stop_new = self.progress.stopped_by is not None
+        return not self.stop_new
+
     @workflow.run
     async def run(self, inp: PipelineInput) -> PipelineProgress:
         ready: OutputReady = await workflow.execute_activity(
@@ -174,10 +181,7 @@ class PipelineWorkflow:
         async def one(status: ShardStatus) -> None:
             async with window:
                 result = None
-                if not self.stop_new:
-                    self.progress.stopped_by = self._budget_stop()
-                    self.stop_new = self.progress.stopped_by is not None
-                if not self.stop_new:
+                if self._may_start():
                     result = await self._shard(status)
                     if (
                         result is not None
@@ -278,7 +282,7 @@ class PipelineWorkflow:
         either, or no new shard may start, the shard is a `conflict`. Integration waits for
         the re-run, so at most one runs beyond the window."""
         done = await self._integrate(status, result, output)
-        if done.conflict and done.head and not self.stop_new and workflow.patched(RERUN_ON_CONFLICT):
+        if done.conflict and done.head and workflow.patched(RERUN_ON_CONFLICT) and self._may_start():
             status.rerun = True
             again = await self._shard(status, start_commit=done.head)
             if again is None or again.state == "failed" or not again.patch_path:
