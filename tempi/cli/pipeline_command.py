@@ -45,7 +45,8 @@ examples:
 
 exit codes: 0 all shards committed (and the final verify passed); 1 some shards failed, the
 rest committed; 2 spec or usage error; 3 configuration error (no key, Temporal unreachable);
-5 the final verify failed; 7 cancelled
+5 the final verify failed; 6 a budget or the deadline stopped it (the same command goes on);
+7 cancelled
 """
 
 
@@ -63,7 +64,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Run the pipeline SPEC describes. If this spec on this base commit ran before, "
         "follow that run instead (a finished one: its result, with no model request).",
         epilog="exit codes: 0 all committed; 1 some shards failed; 2 spec or usage error; "
-        "3 configuration error; 5 final verify failed; 7 cancelled",
+        "3 configuration error; 5 final verify failed; 6 budget or deadline reached (run it again "
+        "to go on); 7 cancelled",
     )
     run.add_argument("spec", metavar="SPEC.yaml", help="the pipeline spec (see `tempi pipeline schema`)")
     run.add_argument(
@@ -84,6 +86,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--json", metavar="FILE", help="write the JSON summary here (also report.json)")
     run.add_argument("--junit", metavar="FILE", help="write JUnit XML here (also report.junit)")
+    run.add_argument(
+        "--markdown",
+        metavar="FILE",
+        help="write the Markdown summary here (also report.markdown), e.g. $GITHUB_STEP_SUMMARY",
+    )
     run.add_argument(
         "--mode",
         choices=["text", "json"],
@@ -183,6 +190,7 @@ def _real_run(spec: PipelineSpec, discovery: Discovery, args: argparse.Namespace
                 concurrency=args.concurrency,
                 json_path=args.json,
                 junit=args.junit,
+                markdown=args.markdown,
                 json_mode=args.mode == "json",
             )
         )

@@ -120,6 +120,10 @@ def state_line(status: ShardStatus, count: int) -> str:
     line = f"shard {shard.index}/{count} {shard.id} {status.state}: {' '.join(shard.files)}"
     if status.resumed:
         line += " (committed by an earlier run)"
+    if status.rerun and status.state in ("running", "stepped", "verified"):
+        line += " (again, at the output branch's head: its patch conflicted)"
+    elif status.rerun and status.state == "committed":
+        line += " (run again after a conflict)"
     if status.repairs and status.state in ("verified", "committed"):
         line += f" ({status.repairs} repair{'s' if status.repairs > 1 else ''})"
     if status.reason and status.state in ("failed", "conflict"):
@@ -138,6 +142,7 @@ def _state_event(status: ShardStatus) -> str:
             "reason": status.reason,
             "repairs": status.repairs,
             "resumed": status.resumed,
+            "rerun": status.rerun,
         }
     )
 
@@ -239,6 +244,7 @@ async def run_pipeline(
     concurrency: int | None,
     json_path: str | None,
     junit: str | None,
+    markdown: str | None = None,
     json_mode: bool = False,
 ) -> int:
     from tempi.cli.runtime import open_runtime
@@ -284,6 +290,6 @@ async def run_pipeline(
         progress,
         json_path=json_path or spec.report.json_path,
         junit=junit or spec.report.junit,
-        md=spec.report.markdown,
+        md=markdown or spec.report.markdown,
     )
     return exit_code(progress)

@@ -37,7 +37,25 @@ def git(cwd: str | Path, *args: str, check: bool = True, stdin: bytes | None = N
 
 
 def _is_worktree(path: Path) -> bool:
-    return (path / ".git").exists()
+    """A checkout git still knows. One whose repository lost its record of it (a new clone
+    at the same place, a `git worktree prune`) is not: it is made again."""
+    if not (path / ".git").exists():
+        return False
+    return git(path, "rev-parse", "--git-dir", check=False) != ""
+
+
+def clear_stale_locks(worktree: str | Path) -> None:
+    """Remove the lock files a git command killed with its worker leaves in a worktree (its
+    index, its HEAD, its branch), which would make every retry fail. Only one activity works
+    in a pipeline's worktree at a time, so a lock found at the start of one is stale."""
+    git_dir = Path(git(worktree, "rev-parse", "--absolute-git-dir").strip())
+    common = Path(git(worktree, "rev-parse", "--path-format=absolute", "--git-common-dir").strip())
+    branch = git(worktree, "symbolic-ref", "-q", "HEAD", check=False).strip()
+    locks = [git_dir / "index.lock", git_dir / "HEAD.lock"]
+    if branch:
+        locks.append(common / f"{branch}.lock")
+    for lock in locks:
+        lock.unlink(missing_ok=True)
 
 
 def shard_worktree(state_dir: str, shard_id: str) -> Path:
@@ -49,6 +67,7 @@ def prepare_shard_worktree(repo_root: str, base_commit: str, state_dir: str, sha
     session lost) starts from the base commit, not from what its last attempt left."""
     path = shard_worktree(state_dir, shard_id)
     if _is_worktree(path):
+        clear_stale_locks(path)
         git(path, "reset", "-q", "--hard", base_commit)
         git(path, "clean", "-q", "-fdx")
         return str(path)
@@ -62,6 +81,7 @@ def prepare_shard_worktree(repo_root: str, base_commit: str, state_dir: str, sha
 
 def save_shard_patch(cwd: str, base_commit: str, state_dir: str, shard_id: str) -> str:
     """Everything the shard changed against the base commit (new files too), as a patch file."""
+    clear_stale_locks(cwd)
     git(cwd, "add", "-A")
     patch = git(cwd, "diff", "--cached", "--binary", base_commit)
     path = Path(state_dir) / "shards" / shard_id / "shard.patch"
@@ -77,6 +97,8 @@ def prepare_output(repo_root: str, base_commit: str, branch: str, state_dir: str
     exists = git(repo_root, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", check=False).strip()
     if not exists:
         git(repo_root, "branch", branch, base_commit)
+    if path.exists():
+        shutil.rmtree(path)  # a checkout its repository forgot; the branch keeps the commits
     git(repo_root, "worktree", "prune")
     try:
         git(repo_root, "worktree", "add", "-q", str(path), branch)
@@ -110,8 +132,9 @@ def integrate(
     worktree: str, base_commit: str, patch_path: str, pipeline_id: str, shard_id: str, message: str
 ) -> tuple[str | None, str | None]:
     """Apply a shard's patch on the output branch and commit it with the trailers; returns
-    (commit, None), or (None, why) when the patch does not apply. A retry after the commit
-    was made finds it by its trailer instead of committing twice."""
+    (commit, None), or (None, why) when the patch does not apply on the branch's head. A
+    retry after the commit was made finds it by its trailer instead of committing twice."""
+    clear_stale_locks(worktree)
     done = committed_shards(worktree, base_commit, pipeline_id).get(shard_id)
     if done:
         return done, None

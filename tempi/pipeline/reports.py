@@ -96,6 +96,7 @@ def json_summary(progress: PipelineProgress) -> dict[str, Any]:
                 "turns": s.turns,
                 "commit": s.commit,
                 "resumed": s.resumed,
+                "rerun": s.rerun,
                 "session_file": s.session_file,
                 "verify_tail": s.verify_tail,
             }

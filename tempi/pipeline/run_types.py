@@ -6,6 +6,7 @@ carries paths, states and the short tail of a failed verify."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -26,6 +27,10 @@ RUN_VERIFY = "pipeline_run_verify"
 SAVE_SHARD_PATCH = "pipeline_save_shard_patch"
 INTEGRATE_SHARD = "pipeline_integrate_shard"
 RELEASE_WORKTREES = "pipeline_release_worktrees"
+
+# The pipeline's activities heartbeat while they work; one whose worker died is retried after
+# this long without a beat, not at the end of its start-to-close timeout.
+ACTIVITY_HEARTBEAT = timedelta(seconds=10)
 
 ShardState = Literal["pending", "running", "stepped", "verified", "committed", "failed", "conflict"]
 DONE_STATES = frozenset({"committed", "failed", "conflict"})
@@ -58,6 +63,7 @@ class ShardStatus(BaseModel):
     commit: str | None = None
     session_file: str | None = None
     resumed: bool = False  # committed by an earlier run (found by its trailer)
+    rerun: bool = False  # its patch conflicted, so it ran again on the output branch's head
 
 
 class PipelineProgress(BaseModel):
@@ -138,6 +144,7 @@ class IntegrateInput(BaseModel):
 class IntegrateResult(BaseModel):
     commit: str | None = None
     conflict: str | None = None  # why the patch did not apply
+    head: str | None = None  # the output branch's commit it did not apply on
 
 
 class ReleaseInput(BaseModel):
@@ -160,6 +167,9 @@ class ShardInput(BaseModel):
     next_step: int = 0
     repairs_done: int = 0
     step_started_at_turn: int = 0  # the shard's turn count when the current prompt began
+    # A re-run after a conflict starts at this output-branch commit, and its patch is taken
+    # against it, instead of the base commit.
+    start_commit: str | None = None
 
 
 class ShardProgressSignal(BaseModel):

@@ -17,6 +17,7 @@ with workflow.unsafe.imports_passed_through():
     from tempi.pipeline.plan import shard_values
     from tempi.pipeline.prompts import render
     from tempi.pipeline.run_types import (
+        ACTIVITY_HEARTBEAT,
         CommandOutcome,
         PatchInput,
         ShardInput,
@@ -133,6 +134,7 @@ class PipelineShardWorkflow(AgentSessionWorkflow):
             VerifyInput(cwd=self.config.cwd, command=verify.command, timeout_s=verify.timeout),
             result_type=CommandOutcome,
             start_to_close_timeout=timedelta(seconds=verify.timeout + 60),
+            heartbeat_timeout=ACTIVITY_HEARTBEAT,
             retry_policy=SHARD_ACTIVITY_RETRY,
         )
         return result
@@ -182,12 +184,13 @@ class PipelineShardWorkflow(AgentSessionWorkflow):
             names.SAVE_SHARD_PATCH,
             PatchInput(
                 cwd=self.config.cwd,
-                base_commit=inp.base_commit,
+                base_commit=inp.start_commit or inp.base_commit,
                 state_dir=inp.state_dir,
                 shard_id=inp.shard.id,
             ),
             result_type=str,
             start_to_close_timeout=timedelta(minutes=5),
+            heartbeat_timeout=ACTIVITY_HEARTBEAT,
             retry_policy=SHARD_ACTIVITY_RETRY,
         )
         return self._result(None).model_copy(update={"state": "verified", "patch_path": patch})

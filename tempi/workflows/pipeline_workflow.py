@@ -19,6 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from tempi.agent.session_entries import iso_timestamp
     from tempi.pipeline import run_types as names
     from tempi.pipeline.run_types import (
+        ACTIVITY_HEARTBEAT,
         SHARD_CWD_MARK,
         CommandOutcome,
         IntegrateInput,
@@ -41,6 +42,9 @@ with workflow.unsafe.imports_passed_through():
 
 GIT_RETRY = RetryPolicy(maximum_attempts=5, initial_interval=timedelta(seconds=1))
 GIT_TIMEOUT = timedelta(minutes=10)
+# Histories from before a conflicting shard ran again marked it `conflict` at once.
+RERUN_ON_CONFLICT = "pipeline-rerun-on-conflict"
+SETUP_RETRY = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(seconds=1))
 
 
 @workflow.defn(name=names.PIPELINE_WORKFLOW)
@@ -90,6 +94,13 @@ class PipelineWorkflow:
             return "budget.deadline"
         return None
 
+    def _may_start(self) -> bool:
+        """Whether a shard may start now (or run again); once a budget is reached, none may."""
+        if not self.stop_new:
+            self.progress.stopped_by = self._budget_stop()
+            self.stop_new = self.progress.stopped_by is not None
+        return not self.stop_new
+
     @workflow.run
     async def run(self, inp: PipelineInput) -> PipelineProgress:
         ready: OutputReady = await workflow.execute_activity(
@@ -103,6 +114,7 @@ class PipelineWorkflow:
             ),
             result_type=OutputReady,
             start_to_close_timeout=GIT_TIMEOUT,
+            heartbeat_timeout=ACTIVITY_HEARTBEAT,
             retry_policy=GIT_RETRY,
         )
         for status in self.progress.shards:
@@ -121,7 +133,10 @@ class PipelineWorkflow:
                 ),
                 result_type=CommandOutcome,
                 start_to_close_timeout=timedelta(hours=2),
-                retry_policy=RetryPolicy(maximum_attempts=1),
+                heartbeat_timeout=ACTIVITY_HEARTBEAT,
+                # A failing command is an outcome, not an error: a retry is for a lost worker,
+                # and the commands run again from the start (the marker is written after all).
+                retry_policy=SETUP_RETRY,
             )
             if failed is not None:
                 code = "timed out" if failed.exit_code is None else f"exit {failed.exit_code}"
@@ -141,6 +156,7 @@ class PipelineWorkflow:
                 committed_shards=[s.shard.id for s in self.progress.shards if s.state == "committed"],
             ),
             start_to_close_timeout=GIT_TIMEOUT,
+            heartbeat_timeout=ACTIVITY_HEARTBEAT,
             retry_policy=GIT_RETRY,
         )
         self.progress.phase = "done"
@@ -159,16 +175,13 @@ class PipelineWorkflow:
                     status = todo[next_up]
                     result = results[status.shard.id]
                     if result is not None and result.state == "verified" and result.patch_path:
-                        await self._integrate(status, result, output)
+                        await self._commit_or_rerun(status, result, output)
                     next_up += 1
 
         async def one(status: ShardStatus) -> None:
             async with window:
                 result = None
-                if not self.stop_new:
-                    self.progress.stopped_by = self._budget_stop()
-                    self.stop_new = self.progress.stopped_by is not None
-                if not self.stop_new:
+                if self._may_start():
                     result = await self._shard(status)
                     if (
                         result is not None
@@ -181,8 +194,9 @@ class PipelineWorkflow:
 
         await asyncio.gather(*(one(s) for s in todo))
 
-    async def _shard(self, status: ShardStatus) -> ShardResult | None:
-        """Run one shard's child session; None when the pipeline was cancelled first."""
+    async def _shard(self, status: ShardStatus, start_commit: str | None = None) -> ShardResult | None:
+        """Run one shard's child session (at the base commit, or at `start_commit` of the output
+        branch when it runs again after a conflict); None when the pipeline was cancelled first."""
         inp = self.inp
         shard = status.shard
         status.state = "running"
@@ -190,12 +204,13 @@ class PipelineWorkflow:
             names.PREPARE_SHARD,
             ShardPrepareInput(
                 repo_root=inp.repo_root,
-                base_commit=inp.base_commit,
+                base_commit=start_commit or inp.base_commit,
                 state_dir=inp.state_dir,
                 shard_id=shard.id,
             ),
             result_type=str,
             start_to_close_timeout=GIT_TIMEOUT,
+            heartbeat_timeout=ACTIVITY_HEARTBEAT,
             retry_policy=GIT_RETRY,
         )
         session_id = str(workflow.uuid4())
@@ -221,6 +236,7 @@ class PipelineWorkflow:
             base_commit=inp.base_commit,
             state_dir=inp.state_dir,
             parent_workflow_id=workflow.info().workflow_id,
+            start_commit=start_commit,
         )
         task = asyncio.ensure_future(self._child(child))
         self.running[shard.id] = task
@@ -231,7 +247,10 @@ class PipelineWorkflow:
             return None
         finally:
             self.running.pop(shard.id, None)
-        status.turns, status.usage, status.repairs = result.turns, result.usage, result.repairs
+        # A re-run's turns and cost add to the first run's: both were spent.
+        status.turns += result.turns
+        status.usage = status.usage.add(result.usage)
+        status.repairs += result.repairs
         if result.state == "failed":
             status.state, status.reason, status.verify_tail = "failed", result.reason, result.verify_tail
         else:
@@ -243,7 +262,7 @@ class PipelineWorkflow:
             result: ShardResult = await workflow.execute_child_workflow(
                 names.SHARD_WORKFLOW,
                 child,
-                id=f"{workflow.info().workflow_id}-shard-{child.shard.id}",
+                id=f"{workflow.info().workflow_id}-shard-{child.shard.id}{'-again' if child.start_commit else ''}",
                 task_queue=workflow.info().task_queue,
                 result_type=ShardResult,
                 parent_close_policy=workflow.ParentClosePolicy.REQUEST_CANCEL,
@@ -256,7 +275,30 @@ class PipelineWorkflow:
             )
         return result
 
-    async def _integrate(self, status: ShardStatus, result: ShardResult, output: str) -> None:
+    async def _commit_or_rerun(self, status: ShardStatus, result: ShardResult, output: str) -> None:
+        """Commit a verified shard on the output branch. A patch that does not apply there
+        (an earlier shard changed the same lines) runs the shard once more, in a fresh
+        worktree at the branch's head, and that patch is committed; if it does not apply
+        either, or no new shard may start, the shard is a `conflict`. Integration waits for
+        the re-run, so at most one runs beyond the window."""
+        done = await self._integrate(status, result, output)
+        if done.conflict and done.head and workflow.patched(RERUN_ON_CONFLICT) and self._may_start():
+            status.rerun = True
+            again = await self._shard(status, start_commit=done.head)
+            if again is None or again.state == "failed" or not again.patch_path:
+                status.reason = f"its re-run after a conflict: {status.reason}"
+                return
+            done = await self._integrate(status, again, output)
+        if done.commit:
+            status.state, status.commit = "committed", done.commit
+        else:
+            tried = " (nor did a re-run on its head)" if status.rerun else ""
+            status.state, status.reason = (
+                "conflict",
+                f"its patch does not apply on the output branch{tried}: {done.conflict}",
+            )
+
+    async def _integrate(self, status: ShardStatus, result: ShardResult, output: str) -> IntegrateResult:
         assert result.patch_path is not None
         step_names = ", ".join(s.name for s in self.inp.spec.steps)
         done: IntegrateResult = await workflow.execute_activity(
@@ -271,15 +313,10 @@ class PipelineWorkflow:
             ),
             result_type=IntegrateResult,
             start_to_close_timeout=GIT_TIMEOUT,
+            heartbeat_timeout=ACTIVITY_HEARTBEAT,
             retry_policy=GIT_RETRY,
         )
-        if done.commit:
-            status.state, status.commit = "committed", done.commit
-        else:
-            status.state, status.reason = (
-                "conflict",
-                f"its patch does not apply on the output branch: {done.conflict}",
-            )
+        return done
 
     async def _final(self, output: str) -> None:
         command = self.inp.spec.final.verify
@@ -292,6 +329,7 @@ class PipelineWorkflow:
             VerifyInput(cwd=output, command=command, timeout_s=3600),
             result_type=CommandOutcome,
             start_to_close_timeout=timedelta(hours=1, minutes=5),
+            heartbeat_timeout=ACTIVITY_HEARTBEAT,
             retry_policy=GIT_RETRY,
         )
         self.progress.final_verify = "passed" if outcome.passed else "failed"

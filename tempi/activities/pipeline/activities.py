@@ -1,15 +1,19 @@
 """Thin activities over `tempi.pipeline`'s plain functions; blocking git and shell work
-runs in a thread so the worker's loop keeps serving sessions."""
+runs in a thread so the worker's loop keeps serving sessions, and heartbeats while it does,
+so an activity whose worker died is retried elsewhere within the workflow's heartbeat
+timeout instead of at the end of its start-to-close timeout. Every one is safe to run again
+(the plain functions say how)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from tempi.activities.session_activities import Heartbeater
 from tempi.pipeline import git_work
 from tempi.pipeline import run_types as names
 from tempi.pipeline.commands import run_command, run_setup
@@ -26,6 +30,13 @@ from tempi.pipeline.run_types import (
     VerifyInput,
 )
 
+T = TypeVar("T")
+
+
+async def _beating(fn: Callable[..., T], *args: Any) -> T:
+    async with Heartbeater():
+        return await asyncio.to_thread(fn, *args)
+
 
 def _said(err: git_work.GitWorkError) -> ApplicationError:
     # A git refusal (a branch checked out elsewhere) does not go away by retrying.
@@ -41,20 +52,20 @@ async def prepare_output(inp: OutputInput) -> OutputReady:
         )
 
     try:
-        return await asyncio.to_thread(work)
+        return await _beating(work)
     except git_work.GitWorkError as err:
         raise _said(err) from None
 
 
 @activity.defn(name=names.RUN_SETUP)
 async def setup(inp: SetupInput) -> CommandOutcome | None:
-    return await asyncio.to_thread(run_setup, inp.commands, inp.worktree, inp.state_dir, inp.base_commit)
+    return await _beating(run_setup, inp.commands, inp.worktree, inp.state_dir, inp.base_commit)
 
 
 @activity.defn(name=names.PREPARE_SHARD)
 async def prepare_shard(inp: ShardPrepareInput) -> str:
     try:
-        return await asyncio.to_thread(
+        return await _beating(
             git_work.prepare_shard_worktree, inp.repo_root, inp.base_commit, inp.state_dir, inp.shard_id
         )
     except git_work.GitWorkError as err:
@@ -63,19 +74,17 @@ async def prepare_shard(inp: ShardPrepareInput) -> str:
 
 @activity.defn(name=names.RUN_VERIFY)
 async def verify(inp: VerifyInput) -> CommandOutcome:
-    return await asyncio.to_thread(run_command, inp.command, inp.cwd, inp.timeout_s)
+    return await _beating(run_command, inp.command, inp.cwd, inp.timeout_s)
 
 
 @activity.defn(name=names.SAVE_SHARD_PATCH)
 async def save_patch(inp: PatchInput) -> str:
-    return await asyncio.to_thread(
-        git_work.save_shard_patch, inp.cwd, inp.base_commit, inp.state_dir, inp.shard_id
-    )
+    return await _beating(git_work.save_shard_patch, inp.cwd, inp.base_commit, inp.state_dir, inp.shard_id)
 
 
 @activity.defn(name=names.INTEGRATE_SHARD)
 async def integrate(inp: IntegrateInput) -> IntegrateResult:
-    commit, conflict = await asyncio.to_thread(
+    commit, conflict = await _beating(
         git_work.integrate,
         inp.worktree,
         inp.base_commit,
@@ -84,15 +93,16 @@ async def integrate(inp: IntegrateInput) -> IntegrateResult:
         inp.shard_id,
         inp.message,
     )
-    return IntegrateResult(commit=commit, conflict=conflict)
+    if conflict is None:
+        return IntegrateResult(commit=commit)
+    head = await _beating(git_work.git, inp.worktree, "rev-parse", "HEAD")
+    return IntegrateResult(conflict=conflict, head=head.strip())
 
 
 @activity.defn(name=names.RELEASE_WORKTREES)
 async def release(inp: ReleaseInput) -> None:
     try:
-        await asyncio.to_thread(
-            git_work.release_worktrees, inp.repo_root, inp.state_dir, inp.committed_shards
-        )
+        await _beating(git_work.release_worktrees, inp.repo_root, inp.state_dir, inp.committed_shards)
     except git_work.GitWorkError as err:
         raise _said(err) from None
 
