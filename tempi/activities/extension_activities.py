@@ -14,10 +14,9 @@ from temporalio import activity
 from tempi.activities.session_activities import (
     WORKER_STOPPED_TOOL_TEXT,
     Heartbeater,
-    encodable,
     find_parked,
     for_history,
-    park_entry,
+    park_result,
 )
 from tempi.agent.messages import ToolResultMessage
 from tempi.agent.session_entries import SessionEntry
@@ -166,7 +165,8 @@ class ExtensionActivities:
             outcome, effects = blocked_outcome(stopped), ExtensionEffects()
         finally:
             live.close()
-        message = encodable(
+        return park_result(
+            inp,
             ToolResultMessage(
                 tool_call_id=call.id,
                 tool_name=call.name,
@@ -174,16 +174,6 @@ class ExtensionActivities:
                 details=outcome.details if outcome.details is not None else {},
                 is_error=outcome.is_error,
                 timestamp=inp.timestamp_ms,
-            )
+            ),
+            effects,
         )
-        park_entry(
-            inp.file,
-            {
-                "type": "message",
-                "id": inp.entry_id,
-                "parentId": inp.parent_id,
-                "timestamp": inp.entry_timestamp,
-                "message": message.to_json_dict(),
-            },
-        )
-        return ToolCallResult(message=for_history(message), effects=None if effects.empty() else effects)

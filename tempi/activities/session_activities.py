@@ -15,7 +15,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -198,6 +198,40 @@ def park_entry(ref: SessionFileRef, entry: dict[str, Any]) -> None:
     tmp = blob.with_suffix(".tmp")
     tmp.write_text(json.dumps(entry, ensure_ascii=False), encoding="utf-8")
     os.replace(tmp, blob)
+
+
+class ParkedCall(Protocol):
+    """What a tool activity's input says about where its result entry goes."""
+
+    @property
+    def file(self) -> SessionFileRef: ...
+    @property
+    def entry_id(self) -> str: ...
+    @property
+    def parent_id(self) -> str | None: ...
+    @property
+    def entry_timestamp(self) -> str: ...
+
+
+def park_result(
+    inp: ParkedCall, message: ToolResultMessage, effects: ExtensionEffects | None
+) -> ToolCallResult:
+    """Park a tool's result entry beside the session file and return what history carries:
+    a reference-sized message, and the extensions' effects when there are any."""
+    message = encodable(message)
+    park_entry(
+        inp.file,
+        {
+            "type": "message",
+            "id": inp.entry_id,
+            "parentId": inp.parent_id,
+            "timestamp": inp.entry_timestamp,
+            "message": message.to_json_dict(),
+        },
+    )
+    return ToolCallResult(
+        message=for_history(message), effects=effects if effects and not effects.empty() else None
+    )
 
 
 def find_parked(ref: SessionFileRef, entry_id: str) -> dict[str, Any] | None:
@@ -412,20 +446,7 @@ class SessionActivities:
                 is_error=outcome.is_error,
                 timestamp=inp.timestamp_ms,
             )
-        message = encodable(message)
-        park_entry(
-            inp.file,
-            {
-                "type": "message",
-                "id": inp.entry_id,
-                "parentId": inp.parent_id,
-                "timestamp": inp.entry_timestamp,
-                "message": message.to_json_dict(),
-            },
-        )
-        return ToolCallResult(
-            message=for_history(message), effects=effects if effects and not effects.empty() else None
-        )
+        return park_result(inp, message, effects)
 
     @activity.defn(name=names.RUN_USER_BASH)
     async def run_user_bash(self, inp: UserBashInput) -> BashResult:

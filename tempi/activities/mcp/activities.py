@@ -15,10 +15,9 @@ from tempi.activities.mcp.results import result_blocks
 from tempi.activities.session_activities import (
     WORKER_STOPPED_TOOL_TEXT,
     Heartbeater,
-    encodable,
     find_parked,
     for_history,
-    park_entry,
+    park_result,
 )
 from tempi.agent.mcp_tools import McpServerProblem, McpTool, McpToolList, mcp_tool_name
 from tempi.agent.messages import TextContent, ToolResultMessage
@@ -123,7 +122,8 @@ class McpActivities:
             task.cancel()
             stopped = WORKER_STOPPED_TOOL_TEXT if activity.is_worker_shutdown() else "Aborted by the user."
             content, details, is_error = [TextContent(text=stopped)], {}, True
-        message = encodable(
+        return park_result(
+            inp,
             ToolResultMessage(
                 tool_call_id=inp.tool_call.id,
                 tool_name=inp.tool_call.name,
@@ -131,20 +131,8 @@ class McpActivities:
                 details=details if details is not None else {},
                 is_error=is_error,
                 timestamp=inp.timestamp_ms,
-            )
-        )
-        park_entry(
-            inp.file,
-            {
-                "type": "message",
-                "id": inp.entry_id,
-                "parentId": inp.parent_id,
-                "timestamp": inp.entry_timestamp,
-                "message": message.to_json_dict(),
-            },
-        )
-        return ToolCallResult(
-            message=for_history(message), effects=effects if effects and not effects.empty() else None
+            ),
+            effects,
         )
 
     async def _call(self, inp: McpCallInput, args: dict[str, Any]) -> tuple[list[Any], dict[str, Any], bool]:
