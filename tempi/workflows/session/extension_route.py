@@ -6,10 +6,8 @@ tool_call and tool_result hooks run inside the tool activities, never here."""
 
 from __future__ import annotations
 
-import asyncio
-
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, CancelledError
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from tempi.agent.llm_context import ToolSpec
@@ -23,13 +21,14 @@ with workflow.unsafe.imports_passed_through():
         InjectedMessage,
     )
     from tempi.workflows import activity_names as act
-    from tempi.workflows.session.activity_errors import cause, is_disk_full
+    from tempi.workflows.session.activity_errors import cause
     from tempi.workflows.session.activity_options import Activities, extension_tool_options
+    from tempi.workflows.session.activity_tool import failed_result, run_tool_activity
     from tempi.workflows.session.entries import EntryWriter, now_ms
     from tempi.workflows.session.event_log import EventLog
     from tempi.workflows.session.queues import MessageQueues
     from tempi.workflows.session.run_control import RunControl
-    from tempi.workflows.session.texts import ABORTED_TEXT, synthetic_result
+    from tempi.workflows.session.texts import ABORTED_TEXT
     from tempi.workflows.session.tool_routes import RouteResult, ToolSlot
     from tempi.workflows.session_types import (
         AgentEndInput,
@@ -40,7 +39,6 @@ with workflow.unsafe.imports_passed_through():
         ExtensionCallInput,
         ExtensionSetupInput,
         SessionConfig,
-        ToolCallResult,
     )
 
 LOST_EXTENSION_TEXT = (
@@ -238,7 +236,7 @@ class ExtensionToolRoute:
         tool = self.tools.find(call.name)
         assert tool is not None, "the route handles registered tools only"
         if self.control.abort_requested:
-            return self._failed(call, ABORTED_TEXT)
+            return failed_result(call, ABORTED_TEXT)
         started_ms = now_ms()
         inp = ExtensionCallInput(
             file=self.entries.file(),
@@ -250,22 +248,14 @@ class ExtensionToolRoute:
             timestamp_ms=started_ms,
             extensions=self.tools.active(),
         )
-        task = asyncio.ensure_future(
-            self.activities.execute(
-                act.CALL_EXTENSION_TOOL, inp, ToolCallResult, options=extension_tool_options(tool.effect)
-            )
+        return await run_tool_activity(
+            call,
+            self.control,
+            self.activities,
+            act.CALL_EXTENSION_TOOL,
+            inp,
+            extension_tool_options(tool.effect),
+            effect=tool.effect,
+            lost_text=LOST_EXTENSION_TEXT,
+            failure="The extension tool failed",
         )
-        try:
-            result: ToolCallResult = await self.control.track(task)
-        except (ActivityError, CancelledError, asyncio.CancelledError) as err:
-            if self.control.abort_requested:
-                return self._failed(call, ABORTED_TEXT)
-            if is_disk_full(err):
-                return self._failed(call, cause(err))
-            if tool.effect == "executes":
-                return self._failed(call, LOST_EXTENSION_TEXT)
-            return self._failed(call, f"The extension tool failed: {cause(err)}")
-        return RouteResult(result.message, parked=True, effects=result.effects)
-
-    def _failed(self, call: ToolCall, text: str) -> RouteResult:
-        return RouteResult(synthetic_result(call, text, now_ms()))

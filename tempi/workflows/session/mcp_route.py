@@ -6,10 +6,8 @@ the rest run at most once."""
 
 from __future__ import annotations
 
-import asyncio
-
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, CancelledError
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from tempi.agent.llm_context import ToolSpec
@@ -17,19 +15,19 @@ with workflow.unsafe.imports_passed_through():
     from tempi.agent.messages import ToolCall
     from tempi.agent.session_entries import iso_timestamp
     from tempi.workflows import activity_names as act
-    from tempi.workflows.session.activity_errors import cause, is_disk_full
+    from tempi.workflows.session.activity_errors import cause
     from tempi.workflows.session.activity_options import Activities, mcp_tool_options
+    from tempi.workflows.session.activity_tool import failed_result, run_tool_activity
     from tempi.workflows.session.entries import EntryWriter, now_ms
     from tempi.workflows.session.extension_route import ExtensionTools
     from tempi.workflows.session.run_control import RunControl
-    from tempi.workflows.session.texts import ABORTED_TEXT, synthetic_result
+    from tempi.workflows.session.texts import ABORTED_TEXT
     from tempi.workflows.session.tool_routes import RouteResult, ToolSlot
     from tempi.workflows.session_types import (
         CarriedState,
         McpCallInput,
         McpListInput,
         SessionConfig,
-        ToolCallResult,
     )
 
 LOST_MCP_TEXT = (
@@ -89,7 +87,7 @@ class McpToolRoute:
         tool = self.tools.find(call.name)
         assert tool is not None, "the route handles listed tools only"
         if self.control.abort_requested:
-            return self._failed(call, ABORTED_TEXT)
+            return failed_result(call, ABORTED_TEXT)
         started_ms = now_ms()
         inp = McpCallInput(
             file=self.entries.file(),
@@ -101,22 +99,14 @@ class McpToolRoute:
             timestamp_ms=started_ms,
             extensions=self.extensions.active() if self.extensions is not None else [],
         )
-        task = asyncio.ensure_future(
-            self.activities.execute(
-                act.CALL_MCP_TOOL, inp, ToolCallResult, options=mcp_tool_options(tool.effect)
-            )
+        return await run_tool_activity(
+            call,
+            self.control,
+            self.activities,
+            act.CALL_MCP_TOOL,
+            inp,
+            mcp_tool_options(tool.effect),
+            effect=tool.effect,
+            lost_text=LOST_MCP_TEXT,
+            failure="The MCP tool failed",
         )
-        try:
-            result: ToolCallResult = await self.control.track(task)
-        except (ActivityError, CancelledError, asyncio.CancelledError) as err:
-            if self.control.abort_requested:
-                return self._failed(call, ABORTED_TEXT)
-            if is_disk_full(err):
-                return self._failed(call, cause(err))
-            if tool.effect == "executes":
-                return self._failed(call, LOST_MCP_TEXT)
-            return self._failed(call, f"The MCP tool failed: {cause(err)}")
-        return RouteResult(result.message, parked=True, effects=result.effects)
-
-    def _failed(self, call: ToolCall, text: str) -> RouteResult:
-        return RouteResult(synthetic_result(call, text, now_ms()))
