@@ -128,6 +128,17 @@ def tempi_env(home: Path, temporal_address: str | None, **extra: str) -> dict[st
     return env
 
 
+def start_tempi_worker(home: Path, address: str, queue: str, log: Path) -> subprocess.Popen[bytes]:
+    """A `tempi worker` process on `queue`, its output appended to `log`: the worker a test
+    kills and starts again."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "tempi", "worker", "--task-queue", queue],
+        env=tempi_env(home, address),
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+    )
+
+
 def run_tempi(
     args: list[str], *, cwd: Path, env: dict[str, str], timeout: float = 120, input: str | None = None
 ) -> subprocess.CompletedProcess[str]:

@@ -9,7 +9,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -19,7 +18,7 @@ import pytest
 from temporalio.client import Client
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
-from tests.conftest import run_tempi, tempi_env, write_models_json
+from tests.conftest import run_tempi, start_tempi_worker, tempi_env, write_models_json
 from tests.session_harness import running_worker, scripted_model, start_session, unique_queue
 from tests.test_rpc_mode import RpcProcess
 
@@ -234,15 +233,6 @@ def test_an_extension_command_makes_the_prompt_of_tempi_p_and_rpc_lists_and_runs
         rpc.close()
 
 
-def _start_worker(home: Path, address: str, queue: str, log: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "tempi", "worker", "--task-queue", queue],
-        env=tempi_env(home, address),
-        stdout=log.open("ab"),
-        stderr=subprocess.STDOUT,
-    )
-
-
 @pytest.mark.slow
 async def test_after_a_lost_worker_a_read_tool_runs_again_and_a_write_tool_does_not(
     tmp_path: Path, temporal_address: str, temporal_client: Client, scripted_server: ScriptedLLMServer
@@ -265,7 +255,7 @@ async def test_after_a_lost_worker_a_read_tool_runs_again_and_a_write_tool_does_
     (ext_dir / "gate.path").write_text(str(gate))
     queue = unique_queue()
     worker_log = tmp_path / "worker.log"
-    worker = _start_worker(home, temporal_address, queue, worker_log)
+    worker = start_tempi_worker(home, temporal_address, queue, worker_log)
     try:
         s = await start_session(
             temporal_client,
@@ -282,7 +272,7 @@ async def test_after_a_lost_worker_a_read_tool_runs_again_and_a_write_tool_does_
         os.kill(worker.pid, signal.SIGKILL)
         worker.wait()
         gate.touch()
-        worker = _start_worker(home, temporal_address, queue, worker_log)
+        worker = start_tempi_worker(home, temporal_address, queue, worker_log)
         await s.run_to_idle(timeout=120)
     finally:
         worker.kill()

@@ -24,7 +24,7 @@ from tempi.cli.errors import UserError
 from tempi.cli.mcp_command import cmd_mcp
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tempi.workflows.session_types import workflow_id_for
-from tests.conftest import run_tempi, tempi_env, write_models_json
+from tests.conftest import run_tempi, start_tempi_worker, tempi_env, write_models_json
 from tests.session_harness import scripted_model, start_session, unique_queue
 
 DEMO_SERVER = Path(__file__).parent / "mcp_servers" / "demo_server.py"
@@ -290,15 +290,6 @@ def test_a_run_with_a_bad_mcp_json_stops_before_starting_and_names_the_file(
     assert "give either `command`" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def _start_worker(home: Path, address: str, queue: str, log: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "tempi", "worker", "--task-queue", queue],
-        env=tempi_env(home, address),
-        stdout=log.open("ab"),
-        stderr=subprocess.STDOUT,
-    )
-
-
 @pytest.mark.slow
 async def test_after_a_lost_worker_a_read_only_tool_runs_again_and_a_changing_one_does_not(
     tmp_path: Path, temporal_address: str, temporal_client: Client, scripted_server: ScriptedLLMServer
@@ -335,7 +326,7 @@ async def test_after_a_lost_worker_a_read_only_tool_runs_again_and_a_changing_on
     )
     queue = unique_queue()
     worker_log = tmp_path / "worker.log"
-    worker = _start_worker(home, temporal_address, queue, worker_log)
+    worker = start_tempi_worker(home, temporal_address, queue, worker_log)
     try:
         s = await start_session(
             temporal_client, tmp_path, scripted_model(scripted_server, scenario), task_queue=queue
@@ -350,7 +341,7 @@ async def test_after_a_lost_worker_a_read_only_tool_runs_again_and_a_changing_on
         os.kill(worker.pid, signal.SIGKILL)
         worker.wait()
         gate.touch()
-        worker = _start_worker(home, temporal_address, queue, worker_log)
+        worker = start_tempi_worker(home, temporal_address, queue, worker_log)
         await s.run_to_idle(timeout=120)
     finally:
         worker.kill()

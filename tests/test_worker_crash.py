@@ -7,26 +7,15 @@ import itertools
 import json
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 from temporalio.client import Client
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
-from tests.conftest import tempi_env, write_models_json
+from tests.conftest import start_tempi_worker, write_models_json
 from tests.session_harness import scripted_model, start_session, unique_queue
 
 TURNS = 6
-
-
-def _start_worker(home: Path, address: str, queue: str, log: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "tempi", "worker", "--task-queue", queue],
-        env=tempi_env(home, address),
-        stdout=open(log, "ab"),
-        stderr=subprocess.STDOUT,
-    )
 
 
 async def test_sigkill_worker_mid_turn_then_new_worker_finishes(
@@ -48,7 +37,7 @@ async def test_sigkill_worker_mid_turn_then_new_worker_finishes(
     write_models_json(home, scripted_server, scenario)
     queue = unique_queue()
     worker_log = tmp_path / "worker.log"
-    worker = _start_worker(home, temporal_address, queue, worker_log)
+    worker = start_tempi_worker(home, temporal_address, queue, worker_log)
     try:
         s = await start_session(
             temporal_client, tmp_path, scripted_model(scripted_server, scenario), task_queue=queue
@@ -60,7 +49,7 @@ async def test_sigkill_worker_mid_turn_then_new_worker_finishes(
         )
         os.kill(worker.pid, signal.SIGKILL)
         worker.wait()
-        worker = _start_worker(home, temporal_address, queue, worker_log)
+        worker = start_tempi_worker(home, temporal_address, queue, worker_log)
         await s.run_to_idle(timeout=90)
     finally:
         worker.kill()
