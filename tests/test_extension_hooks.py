@@ -15,7 +15,8 @@ from tempi.agent.llm_context import LlmContext
 from tempi.agent.llm_conversion import to_llm_messages
 from tempi.agent.messages import TextContent
 from tempi.config.settings import CompactionSettings
-from tempi.extensions.api import ExtensionContext
+from tempi.extensions.api import CommandContext, ExtensionContext
+from tempi.extensions.commands import find_command, run_command
 from tempi.extensions.compaction_hook import BeforeCompactHooks
 from tempi.extensions.hooks import (
     BeforeAgentStartEvent,
@@ -214,3 +215,34 @@ async def test_agent_end_gets_the_runs_messages_and_its_last_turn_end(tmp_path: 
         {"event": "turn_end", "turn": 0, "tools": ["c2"], "answer": "answer 2 " + "a" * 400},
         {"event": "agent_end", "roles": ["user", "assistant", "toolResult"]},
     ]
+
+
+async def test_a_command_reports_its_own_notices_and_refuses_entries_it_cannot_keep(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path / "cmds.py",
+        "def extension(tempi):\n"
+        "    def note(args, ctx):\n"
+        "        ctx.ui.notify('noted ' + args)\n"
+        "        tempi.send_message('later ' + args, deliver_as='follow_up')\n"
+        "    def keep(args, ctx):\n"
+        "        tempi.append_entry('kept', {'a': args})\n"
+        "    def shout(args, ctx):\n"
+        "        ctx.ui.notify('x', 'loud')\n"
+        "    tempi.register_command('note', '', note)\n"
+        "    tempi.register_command('keep', '', keep)\n"
+        "    tempi.register_command('shout', '', shout)\n",
+    )
+    ctx = CommandContext(cwd="/work", session_id="s", session_file="/nowhere.jsonl", has_ui=True)
+    ran = []
+    for line in ["/note one", "/note two", "/keep it", "/shout"]:
+        found = find_command([path], line)
+        assert found is not None
+        ran.append(await run_command(*found, ctx))
+    first, second, kept, shouted = ran
+    # Each run shows its own notices only, though the context is shared.
+    assert [n.message for n in first.notices] == ["noted one"]
+    assert [n.message for n in second.notices] == ["noted two"]
+    assert [(m.text, m.deliver_as) for m in second.messages] == [("later two", "follow_up")]
+    assert first.prompt is None and first.error is None
+    assert kept.error == "/keep: append_entry works in event handlers and tools, not in commands"
+    assert shouted.error is not None and "notify_type must be one of info, warning, error" in shouted.error

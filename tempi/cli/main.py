@@ -82,7 +82,9 @@ async def run_session_command(args: argparse.Namespace) -> int:
             prompts = await prompts_after_extensions(
                 prompts,
                 planned.options.extensions or [],
-                command_context(opened.config.session_id, opened.config.session_path, opened.config.cwd),
+                command_context(
+                    opened.config.session_id, opened.config.session_path, opened.config.cwd, has_ui=False
+                ),
             )
             if not prompts:
                 return 0  # the extensions' commands or input handlers sent nothing to the model

@@ -15,6 +15,8 @@ from tempi.agent.model_registry import ModelSelectionError
 from tempi.cli.pipeline_run import key_configured, model_choice, run_pipeline
 from tempi.config.errors import ConfigError
 from tempi.config.paths import tempi_home
+from tempi.extensions.discovery import discover_extensions
+from tempi.extensions.loader import check_extensions
 from tempi.pipeline.loading import SpecError, load_spec
 from tempi.pipeline.plan import PipelinePlan, plan_pipeline
 from tempi.pipeline.spec import PipelineSpec, json_schema
@@ -153,6 +155,15 @@ def _run(args: argparse.Namespace) -> int:
         discovery = discover(spec, cwd)
     except TargetError as err:
         print(f"tempi pipeline: {args.spec}: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    broken = check_extensions(discover_extensions(Path(discovery.root), spec.extensions))
+    if broken:
+        # Every shard would run without the extension (or with its tools blocked): stop first.
+        for failure in broken:
+            print(
+                f"tempi pipeline: {args.spec}: extension {failure.extension}: {failure.error}",
+                file=sys.stderr,
+            )
         return EXIT_USAGE
     try:
         model = _model_line(spec, Path(discovery.root))

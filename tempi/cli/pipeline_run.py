@@ -23,9 +23,11 @@ from tempi.agent.thinking_levels import DEFAULT_THINKING_LEVEL, clamp_level
 from tempi.agent.tool_specs import DEFAULT_TOOLS
 from tempi.cli.context_files import discover_context_files
 from tempi.config.api_keys import has_configured_key
+from tempi.config.mcp_json import mcp_configured
 from tempi.config.models_json import load_model_registry
 from tempi.config.paths import pi_agent_dir, tempi_home
 from tempi.config.settings import load_settings
+from tempi.extensions.discovery import discover_extensions
 from tempi.pipeline.reports import exit_code, json_summary, shard_count, summary_line, write_reports
 from tempi.pipeline.run_types import (
     PIPELINE_WORKFLOW,
@@ -101,6 +103,9 @@ def session_template(spec: PipelineSpec, root: Path) -> SessionConfig:
         tools=tools,
         sandbox=cast(SandboxKind, kind),  # the spec accepts only local, bwrap and docker
         sandbox_image=image or DEFAULT_SANDBOX_IMAGE,
+        # As `tempi` in the repository would: its .tempi/ extensions and MCP servers.
+        extensions=discover_extensions(root, spec.extensions),
+        mcp=mcp_configured(root),
         retry=RetryPolicySettings(
             enabled=retry.enabled,
             max_retries=retry.max_retries,

@@ -17,7 +17,9 @@ from tempi.agent.thinking_levels import DEFAULT_THINKING_LEVEL
 from tempi.cli.extension_commands import (
     after_input_handlers,
     command_context,
+    deliver_messages,
     input_error_event,
+    notify_request,
     outcome_of,
     rpc_command_list,
 )
@@ -99,20 +101,26 @@ async def prompt(srv: RpcContext, cmd: dict[str, Any]) -> Any:
     if paths and find_command(paths, message) is not None:
         state = await srv.session.state()
         ran = await outcome_of(
-            message, paths, command_context(state.session_id, state.session_file, state.cwd)
+            message, paths, command_context(state.session_id, state.session_file, state.cwd, has_ui=True)
         )
     else:
         ran = None
     if ran is not None:
+        for notice in ran.notices:
+            srv.write_event(notify_request(notice))
         if ran.error is not None:
             raise RpcError(ran.error)
         if ran.prompt is None:
+            await deliver_messages(srv.session, ran.messages)
             return NO_DATA
         message = ran.prompt
     elif paths:
         state = await srv.session.state()
         changed, problems = await after_input_handlers(
-            message, paths, command_context(state.session_id, state.session_file, state.cwd), "rpc"
+            message,
+            paths,
+            command_context(state.session_id, state.session_file, state.cwd, has_ui=True),
+            "rpc",
         )
         for problem in problems:
             srv.write_event(input_error_event(problem))
@@ -127,6 +135,8 @@ async def prompt(srv: RpcContext, cmd: dict[str, Any]) -> Any:
         except SessionRefused as err:
             raise RpcError(str(err)) from err
         srv.respond(cmd.get("id"), "prompt")
+    if ran is not None:
+        await deliver_messages(srv.session, ran.messages)
     return ALREADY_SENT
 
 

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel
 
@@ -68,6 +68,41 @@ class ExtensionContext:
             if entry.get("type") == "custom" and custom_type in (None, entry.get("customType")):
                 found.append(CustomEntry(custom_type=entry.get("customType", ""), data=entry.get("data")))
         return found
+
+
+NotifyType = Literal["info", "warning", "error"]
+
+
+@dataclass(frozen=True)
+class Notice:
+    message: str
+    notify_type: NotifyType = "info"
+
+
+@dataclass
+class CommandUI:
+    """What a slash command may show the user: in the interactive mode a notice, over RPC
+    pi's fire-and-forget `extension_ui_request` (method `notify`), in print mode a line on
+    stderr."""
+
+    notices: list[Notice] = field(default_factory=list)
+
+    def notify(self, message: str, notify_type: NotifyType = "info") -> None:
+        if notify_type not in get_args(NotifyType):
+            raise ExtensionError(
+                f"notify: notify_type must be one of {', '.join(get_args(NotifyType))}, not {notify_type!r}"
+            )
+        self.notices.append(Notice(str(message), notify_type))
+
+
+@dataclass(frozen=True)
+class CommandContext(ExtensionContext):
+    """The session a slash command runs for, in the front end the user typed it in.
+    `has_ui` is False in print mode, where nobody answers; `tempi.send_message` queues a
+    message into the session from here as from a hook."""
+
+    has_ui: bool = False
+    ui: CommandUI = field(default_factory=CommandUI)
 
 
 @dataclass

@@ -197,6 +197,11 @@ class PipelineSpec(SpecModel):
         default_factory=list, description="shell commands run once per base commit, before the shards"
     )
     context: str = Field(default="", description="shared instructions every shard's session gets")
+    extensions: list[Text] = Field(
+        default_factory=list,
+        description="Python extension modules (paths from the repository) every shard's session "
+        "loads, besides those in .tempi/extensions/",
+    )
     targets: TargetsSpec
     steps: list[StepSpec] = Field(min_length=1, description="prompts sent in order to each shard's session")
     verify: VerifySpec | None = None
@@ -233,7 +238,10 @@ RUN_KNOBS = frozenset({"concurrency", "budget", "on_shard_failure", "report"})
 
 def work_definition(spec: PipelineSpec) -> dict[str, Any]:
     """The part of the spec that defines the work, for the pipeline's id."""
-    return spec.model_dump(mode="json", by_alias=True, exclude=set(RUN_KNOBS))
+    work = spec.model_dump(mode="json", by_alias=True, exclude=set(RUN_KNOBS))
+    if not spec.extensions:
+        del work["extensions"]  # a spec written before the field keeps its id
+    return work
 
 
 def json_schema() -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """The tests' stateful extension: a counter kept in the session's custom entries, a tool
-that sends a steering message, and a slash command."""
+that sends a steering message, and slash commands."""
 
 from __future__ import annotations
 
@@ -19,6 +19,12 @@ def extension(tempi: Any) -> None:
     def greet(args: str, ctx: Any) -> str:
         return f"Say hello to {args or 'everyone'}."
 
+    def remind(args: str, ctx: Any) -> str:
+        where = "on screen" if ctx.has_ui else "without a screen"
+        ctx.ui.notify(f"Reminder about {args} queued ({where}).", "warning")
+        tempi.send_message(f"Remember to check {args}.", deliver_as="follow_up")
+        return f"Start on {args}."
+
     empty = {"type": "object", "properties": {}}
     tempi.register_tool("count", "Count one more.", empty, count, effect="write")
     tempi.register_tool(
@@ -29,3 +35,4 @@ def extension(tempi: Any) -> None:
         effect="execute",
     )
     tempi.register_command("greet", "Ask the model to greet someone", greet)
+    tempi.register_command("remind", "Start on something and queue a reminder", remind)

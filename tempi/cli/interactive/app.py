@@ -58,6 +58,8 @@ CTRL_C_WINDOW_S = 2.0
 # How long leaving may wait for the server to say whether the session is still working.
 FAREWELL_WAIT_S = 3.0
 STATUS_SHOWN_S = 4.0
+# How an extension command's ctx.ui.notify(message, type) looks in the transcript.
+NOTICE_STYLES = {"info": "cyan", "warning": "yellow", "error": "red"}
 # Room the editor, queue and footer need below the live area.
 RESERVED_ROWS = 9
 
@@ -296,10 +298,7 @@ class InteractiveApp:
                 await command.run(self, arg)
                 return
             if (ran := await self._extension_command(stripped)) is not None:
-                if ran.error is not None:
-                    await self.show(notice(ran.error, "red"))
-                elif ran.prompt is not None:
-                    await self.send(ran.prompt, follow_up=follow_up)
+                await self._show_command_outcome(ran, follow_up=follow_up)
                 return
             refused = slash_input.refusal(
                 stripped, self.planned.templates, self.skills, list(commands.BY_NAME)
@@ -330,7 +329,10 @@ class InteractiveApp:
             return text
         state = await self.session.state()
         changed, problems = await after_input_handlers(
-            text, paths, command_context(state.session_id, state.session_file, state.cwd), "interactive"
+            text,
+            paths,
+            command_context(state.session_id, state.session_file, state.cwd, has_ui=True),
+            "interactive",
         )
         for problem in problems:
             await self.show(notice(f"extension {problem.extension}: {problem.error}", "red"))
@@ -341,7 +343,20 @@ class InteractiveApp:
         if not paths or find_command(paths, text) is None:
             return None
         state = await self.session.state()
-        return await outcome_of(text, paths, command_context(state.session_id, state.session_file, state.cwd))
+        return await outcome_of(
+            text, paths, command_context(state.session_id, state.session_file, state.cwd, has_ui=True)
+        )
+
+    async def _show_command_outcome(self, ran: CommandOutcome, *, follow_up: bool) -> None:
+        for shown in ran.notices:
+            await self.show(notice(shown.message, NOTICE_STYLES[shown.notify_type]))
+        if ran.error is not None:
+            await self.show(notice(ran.error, "red"))
+            return
+        if ran.prompt is not None:
+            await self.send(ran.prompt, follow_up=follow_up)
+        for message in ran.messages:
+            await self.send(message.text, follow_up=message.deliver_as == "follow_up")
 
     async def send_initial(self, prompts: list[str], images: list[ImageContent]) -> None:
         """The command line's prompts, as `pi "prompt"` sends them: the first at once, the
