@@ -68,7 +68,8 @@ def test_a_command_over_rpc_sends_pis_notify_request_and_its_follow_up_reaches_t
     )
     try:
         assert rpc.call({"id": "p", "type": "prompt", "message": "/remind the docs"}, timeout=90)["success"]
-        shown = rpc.event("extension_ui_request")
+        # Shown while the command ran, before the prompt's response, as in pi.
+        shown = next(m for m in rpc.seen if isinstance(m, dict) and m.get("type") == "extension_ui_request")
         assert shown["method"] == "notify" and shown["notifyType"] == "warning"
         assert shown["message"] == "Reminder about the docs queued (on screen)."
         assert isinstance(shown["id"], str) and shown["id"]
