@@ -67,6 +67,18 @@ def parse(argv: list[str]) -> argparse.Namespace:
         "container that mounts WORKING_DIR and keeps what tools install (mom's docker:NAME; "
         "e.g. `docker run -d --name NAME -v WORKING_DIR:/workspace alpine sleep infinity`) (default local)",
     )
+    p.add_argument(
+        "-e",
+        "--extension",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a Python extension every session loads (repeatable), besides those in "
+        "~/.tempi/extensions/ and WORKING_DIR/.tempi/extensions/",
+    )
+    p.add_argument(
+        "-ne", "--no-extensions", action="store_true", help="load only the extensions given with --extension"
+    )
     p.add_argument("--provider", help="model provider for new sessions")
     p.add_argument("--model", help="model id or provider/id for new sessions")
     p.add_argument("--thinking", choices=THINKING_LEVELS, help="thinking level for new sessions")
@@ -102,6 +114,10 @@ def _session_argv(args: argparse.Namespace) -> list[str]:
         value = getattr(args, flag)
         if value:
             argv += [f"--{flag}", value]
+    for path in args.extension:
+        argv += ["--extension", str(Path(path).expanduser().resolve())]
+    if args.no_extensions:
+        argv.append("--no-extensions")
     return argv
 
 
