@@ -39,7 +39,10 @@ def test_a_session_traced_to_a_file_has_workflow_llm_and_tool_spans(
         scenario,
         [
             {
-                "tool_calls": [{"name": "bash", "arguments": {"command": "echo traced"}}],
+                "tool_calls": [
+                    {"name": "bash", "arguments": {"command": "echo traced"}},
+                    {"name": "shout", "arguments": {"text": "traced"}},
+                ],
                 "usage": {"input": 1234, "output": 56},
             },
             {"text": "done", "usage": {"input": 1400, "output": 7}},
@@ -48,7 +51,11 @@ def test_a_session_traced_to_a_file_has_workflow_llm_and_tool_spans(
     write_models_json(home, scripted_server, scenario)
     traces = tmp_path / "spans.jsonl"
     env = tempi_env(home, temporal_address, TEMPI_OTEL_FILE=str(traces))
-    proc = run_tempi(["--mode", "json", "--model", "mock/mock-model", "-p", "run it"], cwd=work, env=env)
+    # An extension's tool, beside the builtin one: every tool route has its span.
+    extension = ["--extension", str(Path(__file__).parent / "extensions" / "guard.py")]
+    proc = run_tempi(
+        ["--mode", "json", "--model", "mock/mock-model", *extension, "-p", "run it"], cwd=work, env=env
+    )
     assert proc.returncode == 0, proc.stderr
     spans = _spans(traces)
     names = [s["name"] for s in spans]
@@ -73,6 +80,9 @@ def test_a_session_traced_to_a_file_has_workflow_llm_and_tool_spans(
     assert {s["trace_id"] for s in [*llm, tool]} == {workflow["trace_id"]}
     by_id = {s["span_id"]: s for s in spans}
     assert by_id[tool["parent_span_id"]]["name"] == "RunActivity:run_tool"
+    [shout] = [s for s in spans if s["name"] == "execute_tool shout"]
+    assert shout["attributes"]["tempi.tool.is_error"] is False
+    assert by_id[shout["parent_span_id"]]["name"] == "RunActivity:call_extension_tool"
     assert all(s["service"] == "tempi" for s in spans)
 
 

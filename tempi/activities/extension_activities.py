@@ -18,6 +18,7 @@ from tempi.activities.session_activities import (
     for_history,
     park_result,
 )
+from tempi.activities.spans import traced_tool_call
 from tempi.agent.messages import ToolResultMessage
 from tempi.agent.session_entries import SessionEntry
 from tempi.agent.session_tree import UnknownEntryError, entry_message
@@ -134,6 +135,9 @@ class ExtensionActivities:
 
     @activity.defn(name=names.CALL_EXTENSION_TOOL)
     async def call_extension_tool(self, inp: ExtensionCallInput) -> ToolCallResult:
+        return await traced_tool_call(inp.tool_call.name, self._call_extension_tool(inp))
+
+    async def _call_extension_tool(self, inp: ExtensionCallInput) -> ToolCallResult:
         parked = find_parked(inp.file, inp.entry_id)
         if parked is not None:
             return ToolCallResult(message=for_history(ToolResultMessage.model_validate(parked["message"])))

@@ -33,7 +33,7 @@ from tempi.activities.llm.contract import SDK_RETRIES
 from tempi.activities.llm.unicode_guard import holds_lone_surrogate
 from tempi.activities.sandbox import WORKSPACE_DIR, SandboxUnavailableError, open_backend
 from tempi.activities.sandbox.user_container import open_user_container
-from tempi.activities.spans import llm_span, record_usage, tool_span
+from tempi.activities.spans import llm_span, record_usage, traced_tool_call
 from tempi.activities.tools import ExecutionBackend, LocalBackend, ToolContext, execute_tool
 from tempi.activities.tools.bash import run_command
 from tempi.activities.tools.bwrap_backend import BwrapBackend
@@ -378,10 +378,8 @@ class SessionActivities:
 
     @activity.defn(name=names.RUN_TOOL)
     async def run_tool(self, inp: ToolCallInput) -> ToolCallResult:
-        with out_of_space_is_final(inp.file.session_path), tool_span(inp.tool_call.name) as span:
-            result = await self._run_tool(inp)
-            span.set_attribute("tempi.tool.is_error", result.message.is_error)
-            return result
+        with out_of_space_is_final(inp.file.session_path):
+            return await traced_tool_call(inp.tool_call.name, self._run_tool(inp))
 
     async def _run_tool(self, inp: ToolCallInput) -> ToolCallResult:
         parked = find_parked(inp.file, inp.entry_id)

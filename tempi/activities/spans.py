@@ -6,9 +6,11 @@ cost a no-op span."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 
 from opentelemetry import trace
+
+from tempi.workflows.session_types import ToolCallResult
 
 _tracer = trace.get_tracer("tempi")
 
@@ -42,3 +44,11 @@ def tool_span(name: str) -> Iterator[trace.Span]:
     attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name}
     with _tracer.start_as_current_span(f"execute_tool {name}", attributes=attributes) as span:
         yield span
+
+
+async def traced_tool_call(name: str, call: Awaitable[ToolCallResult]) -> ToolCallResult:
+    """A tool activity's work under its `execute_tool` span, marked with whether it failed."""
+    with tool_span(name) as span:
+        result = await call
+        span.set_attribute("tempi.tool.is_error", result.message.is_error)
+        return result

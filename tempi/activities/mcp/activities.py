@@ -19,6 +19,7 @@ from tempi.activities.session_activities import (
     for_history,
     park_result,
 )
+from tempi.activities.spans import traced_tool_call
 from tempi.agent.mcp_tools import McpServerProblem, McpTool, McpToolList, mcp_tool_name
 from tempi.agent.messages import TextContent, ToolResultMessage
 from tempi.agent.tool_specs import ToolOutcome
@@ -103,6 +104,9 @@ class McpActivities:
 
     @activity.defn(name=names.CALL_MCP_TOOL)
     async def call_mcp_tool(self, inp: McpCallInput) -> ToolCallResult:
+        return await traced_tool_call(inp.tool_call.name, self._call_mcp_tool(inp))
+
+    async def _call_mcp_tool(self, inp: McpCallInput) -> ToolCallResult:
         parked = find_parked(inp.file, inp.entry_id)
         if parked is not None:
             return ToolCallResult(message=for_history(ToolResultMessage.model_validate(parked["message"])))
