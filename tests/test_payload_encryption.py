@@ -284,3 +284,31 @@ def test_codec_server_without_keys_says_what_to_set(tmp_path: Path) -> None:
     proc = run_tempi(["codec-server"], cwd=tmp_path, env=tempi_env(tmp_path / "home", None))
     assert proc.returncode == 3
     assert "TEMPI_CODEC_KEYS" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_the_background_server_refuses_a_client_with_other_codec_keys(tmp_path: Path) -> None:
+    home, work = tmp_path / "home", tmp_path / "project"
+    work.mkdir()
+
+    def tempi(keys: str | None, *args: str) -> subprocess.CompletedProcess[str]:
+        extra = {"TEMPI_CODEC_KEYS": keys} if keys else {}
+        return run_tempi(list(args), cwd=work, env=tempi_env(home, None, **extra))
+
+    try:
+        assert tempi(f"k1:{KEY_1}", "--model", "faux/demo", "-p", "hello").returncode == 0
+        for keys, says in [
+            (None, "encrypts with codec keys this command does not have"),
+            (f"k2:{KEY_2}", "runs with other codec keys than this command"),
+        ]:
+            refused = tempi(keys, "--model", "faux/demo", "-p", "hello")
+            assert refused.returncode == 3, refused.stderr
+            assert says in refused.stderr and "`tempi server stop`" in refused.stderr, refused.stderr
+            assert KEY_1 not in refused.stderr and KEY_2 not in refused.stderr
+        # As the message says: stopped, the server starts again with the next command's keys.
+        assert tempi(None, "server", "stop").returncode == 0
+        assert tempi(None, "--model", "faux/demo", "-p", "hello").returncode == 0
+        refused = tempi(f"k1:{KEY_1}", "--model", "faux/demo", "-p", "hello")
+        assert refused.returncode == 3 and "was started without codec keys" in refused.stderr, refused.stderr
+    finally:
+        tempi(None, "server", "stop")

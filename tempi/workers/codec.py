@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -100,6 +101,37 @@ def load_key_ring(environ: Mapping[str, str] | None = None) -> KeyRing | None:
     if inline:
         return parse_keys(inline, KEYS_VARIABLE)
     return None
+
+
+def ring_fingerprint(ring: KeyRing | None) -> str:
+    """Tells rings apart without revealing them: the same for the same keys and ids, empty
+    without encryption. A process that serves others records it for them to compare."""
+    if ring is None:
+        return ""
+    digest = hashlib.sha256()
+    for key_id, key in ring.keys:
+        digest.update(key_id.encode() + b"\0" + hashlib.sha256(key).digest())
+    return digest.hexdigest()[:16]
+
+
+def mismatch(service_pid: int, theirs: str, mine: str) -> CodecKeyError | None:
+    """Why a client cannot use the background service's workers, if their keys differ
+    (fingerprints from `ring_fingerprint`)."""
+    if theirs == mine:
+        return None
+    if not theirs:
+        state = "was started without codec keys, and this command has some"
+    elif not mine:
+        state = (
+            f"encrypts with codec keys this command does not have (give it the same {KEYS_VARIABLE} "
+            f"or {KEYS_FILE_VARIABLE})"
+        )
+    else:
+        state = "runs with other codec keys than this command"
+    return CodecKeyError(
+        f"The background tempi server (pid {service_pid}) {state}. Stop it with `tempi server stop` "
+        "and run this again: it starts anew with this command's keys."
+    )
 
 
 class EncryptionCodec(PayloadCodec):

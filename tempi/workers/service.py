@@ -41,6 +41,7 @@ class ServiceInfo:
     pid: int
     started: float
     ui: str | None = None
+    codec: str = ""  # its codec keys' fingerprint (tempi.workers.codec.ring_fingerprint)
 
 
 def info_path(home: Path) -> Path:
@@ -94,6 +95,7 @@ async def serve(
     # the service) need none of it, and here it costs no wall time where a second core runs
     # the server.
     from tempi.workers.activity_tracker import ActivityTracker
+    from tempi.workers.codec import load_key_ring, ring_fingerprint
     from tempi.workers.telemetry import serve_metrics
     from tempi.workers.temporal_client import connect
     from tempi.workers.temporal_connection import TemporalSettingsError
@@ -129,6 +131,7 @@ async def serve(
             pid=os.getpid(),
             started=time.time(),
             ui=f"http://127.0.0.1:{ui_port}" if ui_port else None,
+            codec=ring_fingerprint(load_key_ring()),
         )
         tmp = info_path(home).with_suffix(".tmp")
         tmp.write_text(json.dumps(info.__dict__))
@@ -185,7 +188,18 @@ def drop_unneeded() -> None:
 
 
 def ensure_service(home: Path, *, quiet: bool = False, timeout_s: float = 90) -> ServiceInfo:
-    """Find the running service for `home`, starting it in the background when needed."""
+    """Find the running service for `home`, starting it in the background when needed, and
+    check that its workers read and write history with this process's codec keys."""
+    from tempi.workers.codec import load_key_ring, mismatch, ring_fingerprint
+
+    info = _find_or_start(home, quiet=quiet, timeout_s=timeout_s)
+    problem = mismatch(info.pid, info.codec, ring_fingerprint(load_key_ring()))
+    if problem is not None:
+        raise problem
+    return info
+
+
+def _find_or_start(home: Path, *, quiet: bool, timeout_s: float) -> ServiceInfo:
     early = _early.pop(home, None)
     info = read_info(home)
     if info and early is None:
