@@ -108,7 +108,7 @@ async def test_a_session_moves_to_the_new_build_at_continue_as_new(
 
     try:
         worker_a = start_worker("build-a")
-        make_current(temporal_address, deployment, "build-a")
+        await asyncio.to_thread(make_current, temporal_address, deployment, "build-a")
         # A budget of ten events: the session continues as new after every prompt.
         s = await start_session(
             temporal_client,
@@ -125,7 +125,7 @@ async def test_a_session_moves_to_the_new_build_at_continue_as_new(
         assert build == "build-a"
 
         worker_b = start_worker("build-b")
-        make_current(temporal_address, deployment, "build-b")
+        await asyncio.to_thread(make_current, temporal_address, deployment, "build-b")
         # B is current, yet the pinned run answers this prompt on A, then continues as new on B.
         await s.prompt("question 1")
         await s.run_to_idle()
