@@ -128,12 +128,14 @@ def tempi_env(home: Path, temporal_address: str | None, **extra: str) -> dict[st
     return env
 
 
-def start_tempi_worker(home: Path, address: str, queue: str, log: Path) -> subprocess.Popen[bytes]:
+def start_tempi_worker(
+    home: Path, address: str, queue: str, log: Path, **extra_env: str
+) -> subprocess.Popen[bytes]:
     """A `tempi worker` process on `queue`, its output appended to `log`: the worker a test
     kills and starts again."""
     return subprocess.Popen(
         [sys.executable, "-m", "tempi", "worker", "--task-queue", queue],
-        env=tempi_env(home, address),
+        env=tempi_env(home, address, **extra_env),
         stdout=log.open("ab"),
         stderr=subprocess.STDOUT,
     )

@@ -27,6 +27,7 @@ EXPECTED = {
     "dequeue_abort": 1,
     "docker_sandbox": 2,
     "handoff_mid_run": 9,
+    "handoff_to_current_build": 3,
     "manual_compaction": 1,
     "navigate_branch_summary": 1,
     "overflow_compaction": 2,

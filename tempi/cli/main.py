@@ -164,14 +164,16 @@ async def cmd_server(argv: list[str]) -> int:
 
 async def cmd_worker(argv: list[str]) -> int:
     from tempi.workers.temporal_client import configured_address, connect
-    from tempi.workers.worker import running_workers
+    from tempi.workers.worker import build_id, deployment_name, running_workers
     from tempi.workflows.session_types import DEFAULT_TASK_QUEUE
 
     p = argparse.ArgumentParser(
         prog="tempi worker",
         description="Run a tempi worker against TEMPORAL_ADDRESS (or the background server). "
         "It runs model calls and tools, so start it where the project files and API keys are.",
-        epilog="examples:\n  TEMPORAL_ADDRESS=temporal.example.com:7233 ANTHROPIC_API_KEY=... tempi worker",
+        epilog="examples:\n  TEMPORAL_ADDRESS=temporal.example.com:7233 ANTHROPIC_API_KEY=... tempi worker\n"
+        "  TEMPI_DEPLOYMENT_NAME=tempi TEMPI_BUILD_ID=v2 tempi worker   "
+        "# worker versioning (docs/operations.md)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
@@ -185,11 +187,13 @@ async def cmd_worker(argv: list[str]) -> int:
 
         address = ensure_service(tempi_home()).address
     client = await connect(address)
+    deployment = deployment_name()
     async with running_workers(
-        client, task_queue=args.task_queue, sessions_root=default_sessions_root()
+        client, task_queue=args.task_queue, sessions_root=default_sessions_root(), deployment=deployment
     ) as workers:
         queues = ", ".join(w.task_queue for w in workers)
-        print(f"tempi worker: polling {queues} on {address}", file=sys.stderr, flush=True)
+        build = f" as build {build_id()} of deployment {deployment}" if deployment else ""
+        print(f"tempi worker: polling {queues} on {address}{build}", file=sys.stderr, flush=True)
         await asyncio.Event().wait()  # until interrupted
     return 0
 

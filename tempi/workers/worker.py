@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import contextlib
 import importlib.metadata
+import os
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client
-from temporalio.worker import Interceptor, Worker
+from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
+from temporalio.worker import Interceptor, Worker, WorkerDeploymentConfig
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from tempi.activities.extension_activities import ExtensionActivities
@@ -45,12 +47,42 @@ WORKFLOWS = [
 HEARTBEAT_THROTTLE = timedelta(milliseconds=200)
 
 
+# Worker versioning is opt-in: with a deployment name, the main-queue worker joins that Worker
+# Deployment as the version named by its build id, and sessions stay on the build they run on.
+DEPLOYMENT_NAME_ENV = "TEMPI_DEPLOYMENT_NAME"
+BUILD_ID_ENV = "TEMPI_BUILD_ID"
+
+
 def build_id() -> str:
     """The worker's build id, named rather than left to the SDK: its default hashes the code of
     every loaded module (4,000+), which took 0.7 s of each worker start, and 8 s where Python
-    keeps no bytecode cache. tempi uses no worker versioning, so the id only labels the worker
-    in history and the UI."""
-    return f"tempi-{importlib.metadata.version('tempi')}"
+    keeps no bytecode cache. A deployment sets its own (an image tag, a commit) in
+    TEMPI_BUILD_ID; without versioning it only labels the worker in history and the UI."""
+    return os.environ.get(BUILD_ID_ENV, "").strip() or f"tempi-{importlib.metadata.version('tempi')}"
+
+
+def deployment_name() -> str | None:
+    """The Worker Deployment `tempi worker` joins, from TEMPI_DEPLOYMENT_NAME. Only that
+    command reads it: the embedded service's worker is alone and stays unversioned."""
+    return os.environ.get(DEPLOYMENT_NAME_ENV, "").strip() or None
+
+
+def versioning(deployment: str | None) -> dict[str, Any]:
+    """The Worker options that name this worker's build: a member of the Worker Deployment
+    `deployment` when given, else a plain build id (the single-process default).
+
+    Versioned workflows are pinned: a run finishes on the code it started on, so a change to
+    workflow code never meets a history it did not write. Sessions move to the deployment's
+    current build when they continue as new (AgentSessionWorkflow._continue_as_new)."""
+    if deployment is None:
+        return {"build_id": build_id()}
+    return {
+        "deployment_config": WorkerDeploymentConfig(
+            version=WorkerDeploymentVersion(deployment_name=deployment, build_id=build_id()),
+            use_worker_versioning=True,
+            default_versioning_behavior=VersioningBehavior.PINNED,
+        )
+    }
 
 
 def workflow_runner() -> SandboxedWorkflowRunner:
@@ -69,6 +101,7 @@ def build_worker(
     sessions_root: Path,
     credentials: CredentialResolver | None = None,
     activity_hook: Interceptor | None = None,
+    deployment: str | None = None,
 ) -> Worker:
     activities = SessionActivities(SessionStore(sessions_root), credentials or owner_credentials())
     return Worker(
@@ -88,7 +121,7 @@ def build_worker(
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         interceptors=[activity_hook] if activity_hook else [],
-        build_id=build_id(),
+        **versioning(deployment),
     )
 
 
@@ -131,6 +164,8 @@ def build_sandbox_worker(
     activity_hook: Interceptor | None = None,
 ) -> Worker:
     activities = SessionActivities(SessionStore(sessions_root), credentials or owner_credentials())
+    # Unversioned even in a versioned deployment: it runs no workflow code, and a session pinned
+    # to an older build must still reach the tools of whatever build serves this host.
     return Worker(
         client,
         task_queue=queue,
@@ -152,6 +187,7 @@ async def running_workers(
     credentials: CredentialResolver | None = None,
     activity_hook: Interceptor | None = None,
     host_sandboxes: bool = True,
+    deployment: str | None = None,
 ) -> AsyncIterator[list[Worker]]:
     workers = [
         build_worker(
@@ -160,6 +196,7 @@ async def running_workers(
             sessions_root=sessions_root,
             credentials=credentials,
             activity_hook=activity_hook,
+            deployment=deployment,
         )
     ]
     queue = docker_host_queue() if host_sandboxes else None

@@ -60,6 +60,16 @@ with workflow.unsafe.imports_passed_through():
     )
 
 IDLE_TIMEOUT = timedelta(days=7)
+UPGRADE_AT_CONTINUE_AS_NEW = "upgrade-at-continue-as-new"
+
+
+def _next_run_build() -> dict[str, Any]:
+    """A versioned worker pins each run to its build; the next run starts on the deployment's
+    current build, so a session picks up new workflow code at its next continue-as-new.
+    Unversioned workers ignore it."""
+    if not workflow.patched(UPGRADE_AT_CONTINUE_AS_NEW):
+        return {}
+    return {"initial_versioning_behavior": workflow.ContinueAsNewVersioningBehavior.AUTO_UPGRADE}
 
 
 @workflow.defn(name="AgentSessionWorkflow")
@@ -162,7 +172,7 @@ class AgentSessionWorkflow:
             update={"event_offset": event_offset, "recent_events": tail, "handoff": handoff}
         )
         self.control.handed_off = handoff is not None
-        workflow.continue_as_new(self._next_run_input(carried))
+        workflow.continue_as_new(self._next_run_input(carried), **_next_run_build())
 
     def _next_run_input(self, carried: CarriedState) -> Any:
         return SessionInput(config=self.config, carried=carried)

@@ -463,6 +463,19 @@ async def handoff_mid_run(rig: Rig) -> None:
 
 
 @scenario
+async def handoff_to_current_build(rig: Rig) -> None:
+    """Hand-offs between prompts that ask for the deployment's current build (the
+    upgrade-at-continue-as-new patch); the worker here is unversioned, as in one process."""
+    key = rig.script(
+        "answers", {"select": "sequential", "turns": [{"text": f"answer {i}"} for i in range(2)]}
+    )
+    s = await rig.start(key, history_event_budget=10)
+    for i in range(2):
+        await s.prompt(f"question {i}")
+        await s.run_to_idle()
+
+
+@scenario
 async def settings_signals(rig: Rig) -> None:
     key = rig.script("settings", {"select": "sequential", "turns": [{"text": "one"}, {"text": "two"}]})
     s = await rig.start(key)
