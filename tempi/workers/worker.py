@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.metadata
+import os
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -43,14 +44,16 @@ WORKFLOWS = [
 # cancellation arrives only in a heartbeat's answer: an abort let a `sleep 3` finish. A short
 # throttle delivers it within a beat.
 HEARTBEAT_THROTTLE = timedelta(milliseconds=200)
+BUILD_ID_VARIABLE = "TEMPI_BUILD_ID"
 
 
 def build_id() -> str:
     """The worker's build id, named rather than left to the SDK: its default hashes the code of
     every loaded module (4,000+), which took 0.7 s of each worker start, and 8 s where Python
     keeps no bytecode cache. tempi uses no worker versioning, so the id only labels the worker
-    in history and the UI."""
-    return f"tempi-{importlib.metadata.version('tempi')}"
+    in history and the UI. An image sets TEMPI_BUILD_ID (its BUILD_ID build argument) to tell
+    its builds apart."""
+    return os.environ.get(BUILD_ID_VARIABLE) or f"tempi-{importlib.metadata.version('tempi')}"
 
 
 def workflow_runner() -> SandboxedWorkflowRunner:
