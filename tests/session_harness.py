@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -127,3 +128,12 @@ async def start_session(
 
 def unique_queue() -> str:
     return f"test-{uuid.uuid4().hex[:8]}"
+
+
+def assert_single_chain(entries: list[dict[str, Any]]) -> None:
+    """A session file's entries (header first) were each written once, each the child of the
+    entry before it: what a retried or moved session must still leave behind."""
+    ids = [e["id"] for e in entries[1:]]
+    assert len(ids) == len(set(ids)), "an entry was written twice"
+    for prev, entry in itertools.pairwise(entries[1:]):
+        assert entry["parentId"] == prev["id"], f"{entry['id']} does not follow {prev['id']}"

@@ -34,6 +34,7 @@ from tempi.workers.dev_server import free_port
 from tempi.workflows.session_types import DEFAULT_TASK_QUEUE
 from tests.conftest import tempi_env, write_models_json
 from tests.docker_support import docker_client  # noqa: F401 (fixture)
+from tests.session_harness import assert_single_chain
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_DIR = ROOT / "deploy" / "compose"
@@ -287,13 +288,6 @@ def _entries(home: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in files[0].read_text().splitlines()]
 
 
-def _assert_one_chain(entries: list[dict[str, Any]]) -> None:
-    ids = [e["id"] for e in entries[1:]]
-    assert len(ids) == len(set(ids)), "an entry was written twice"
-    for prev, entry in itertools.pairwise(entries[1:]):
-        assert entry["parentId"] == prev["id"]
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_session_survives_a_killed_worker_container_and_continues_on_another(
@@ -353,7 +347,7 @@ def test_session_survives_a_killed_worker_container_and_continues_on_another(
     assert out.strip() == "All turns done."
 
     entries = _entries(stack.home)
-    _assert_one_chain(entries)
+    assert_single_chain(entries)
     roles = [e["message"]["role"] for e in entries if e["type"] == "message"]
     assert roles == ["user"] + ["assistant", "toolResult"] * TURNS + ["assistant"]
     assert log_file.read_text().splitlines() == [f"turn-{i}" for i in range(TURNS)]
@@ -374,7 +368,7 @@ def test_session_survives_a_killed_worker_container_and_continues_on_another(
     assert more.stdout.strip() == "Still here."
     continued = _entries(stack.home)
     assert continued[: len(entries)] == entries
-    _assert_one_chain(continued)
+    assert_single_chain(continued)
     assert [e["message"]["role"] for e in continued[len(entries) :] if e["type"] == "message"] == [
         "user",
         "assistant",

@@ -4,7 +4,6 @@ semantics (steering, follow-ups, abort) and the session file it leaves behind.""
 from __future__ import annotations
 
 import base64
-import itertools
 import json
 from pathlib import Path
 
@@ -12,7 +11,14 @@ from temporalio.client import Client
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tests.fixture_paths import PI_FIXTURES
-from tests.session_harness import API_KEY, running_worker, scripted_model, start_session, unique_queue
+from tests.session_harness import (
+    API_KEY,
+    assert_single_chain,
+    running_worker,
+    scripted_model,
+    start_session,
+    unique_queue,
+)
 
 
 def _entries(path: str) -> list[dict]:
@@ -31,13 +37,6 @@ def _payload_texts(node: object) -> list[str]:
         for value in node:
             out.extend(_payload_texts(value))
     return out
-
-
-def _assert_single_chain(entries: list[dict]) -> None:
-    ids = [e["id"] for e in entries[1:]]
-    assert len(ids) == len(set(ids)), "an entry was written twice"
-    for prev, entry in itertools.pairwise(entries[1:]):
-        assert entry["parentId"] == prev["id"], f"{entry['id']} does not follow {prev['id']}"
 
 
 async def test_steer_and_follow_up_while_a_slow_tool_runs(
@@ -82,7 +81,7 @@ async def test_steer_and_follow_up_while_a_slow_tool_runs(
     tool_ends = [e["result"]["content"][0]["text"] for e in s.events if e["type"] == "tool_execution_end"]
     assert tool_ends == ["second\n", "slow-done\n"]
     entries = _entries(s.config.session_path)
-    _assert_single_chain(entries)
+    assert_single_chain(entries)
     roles = [e["message"]["role"] for e in entries if e["type"] == "message"]
     assert roles == [role for role, _ in summary]
 
@@ -119,7 +118,7 @@ async def test_abort_during_streaming_keeps_partial_text_and_session_stays_usabl
         answer = [e for e in second if e["type"] == "message_end"][-1]["message"]
         assert answer["stopReason"] == "stop"
         assert answer["content"][0]["text"] == "Back to work."
-    _assert_single_chain(_entries(s.config.session_path))
+    assert_single_chain(_entries(s.config.session_path))
 
 
 async def test_abort_during_a_long_tool_kills_it_and_ends_the_run(
@@ -155,7 +154,7 @@ async def test_abort_during_a_long_tool_kills_it_and_ends_the_run(
         answer = [e for e in await s.run_to_idle() if e["type"] == "message_end"][-1]["message"]
         assert answer["content"][0]["text"] == "Next prompt answered."
     assert not marker.exists(), "the aborted command kept running"
-    _assert_single_chain(_entries(s.config.session_path))
+    assert_single_chain(_entries(s.config.session_path))
 
 
 async def test_transient_errors_retry_with_events_and_then_succeed(
@@ -247,7 +246,7 @@ async def test_earlier_messages_join_a_prompt_each_as_its_own_message_with_one_m
     assert users(requests[0]) == ["[alice]: deploy at 3", "[bob]: ok", "[carol]: what now?"]
     assert users(requests[1])[3:] == ["[dave]: lunch first", "[carol]: and then?"]
     entries = _entries(s.config.session_path)
-    _assert_single_chain(entries)
+    assert_single_chain(entries)
     said = [
         (e["message"]["role"], e["message"]["content"][0]["text"]) for e in entries if e["type"] == "message"
     ]

@@ -3,7 +3,6 @@ session, and the session file holds every entry exactly once, in tree order."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import signal
@@ -13,7 +12,7 @@ from temporalio.client import Client
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tests.conftest import start_tempi_worker, write_models_json
-from tests.session_harness import scripted_model, start_session, unique_queue
+from tests.session_harness import assert_single_chain, scripted_model, start_session, unique_queue
 
 TURNS = 6
 
@@ -58,10 +57,7 @@ async def test_sigkill_worker_mid_turn_then_new_worker_finishes(
     final = [e for e in s.events if e["type"] == "message_end"][-1]["message"]
     assert final["content"][0]["text"] == "All turns done."
     entries = [json.loads(line) for line in Path(s.config.session_path).read_text().splitlines()]
-    ids = [e["id"] for e in entries[1:]]
-    assert len(ids) == len(set(ids)), "an entry was written twice"
-    for prev, entry in itertools.pairwise(entries[1:]):
-        assert entry["parentId"] == prev["id"]
+    assert_single_chain(entries)
     roles = [e["message"]["role"] for e in entries if e["type"] == "message"]
     assert roles == ["user"] + ["assistant", "toolResult"] * TURNS + ["assistant"]
     # Every command ran exactly once, none was lost or repeated.

@@ -4,7 +4,6 @@ build B is rolled out and made current, and moves to B at its next continue-as-n
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import subprocess
 import time
@@ -18,7 +17,7 @@ from temporalio.client import Client, WorkflowHandle
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tempi.workers.dev_server import temporal_binary
 from tests.conftest import start_tempi_worker, write_models_json
-from tests.session_harness import scripted_model, start_session, unique_queue
+from tests.session_harness import assert_single_chain, scripted_model, start_session, unique_queue
 
 pytestmark = pytest.mark.slow
 
@@ -157,9 +156,6 @@ async def test_a_session_moves_to_the_new_build_at_continue_as_new(
     ]
     assert answers == ["answer 0", "answer 1", "answer 2"]
     entries = [json.loads(line) for line in Path(s.config.session_path).read_text().splitlines()]
-    ids = [e["id"] for e in entries[1:]]
-    assert len(ids) == len(set(ids)), "an entry was written twice"
-    for prev, entry in itertools.pairwise(entries[1:]):
-        assert entry["parentId"] == prev["id"]
+    assert_single_chain(entries)
     roles = [e["message"]["role"] for e in entries if e["type"] == "message"]
     assert roles == ["user", "assistant"] * 3
