@@ -122,9 +122,13 @@ def committed_shards(worktree: str, base_commit: str, pipeline_id: str) -> dict[
         parts = record.strip("\n").split("\x00")
         if len(parts) != 3:
             continue
-        commit, pipeline, shard = (p.strip() for p in parts)
-        if pipeline == pipeline_id and shard:
-            found.setdefault(shard, commit)
+        commit, pipeline, shards = (p.strip() for p in parts)
+        if pipeline != pipeline_id:
+            continue
+        # A squashed branch has one commit with a Tempi-Shard trailer per shard.
+        for shard in shards.splitlines():
+            if shard.strip():
+                found.setdefault(shard.strip(), commit)
     return found
 
 
@@ -154,6 +158,24 @@ def integrate(
     text = f"{message}\n\n{PIPELINE_TRAILER}: {pipeline_id}\n{SHARD_TRAILER}: {shard_id}\n"
     git(worktree, "commit", "-q", "--allow-empty", "--no-verify", "-F", "-", stdin=text.encode())
     return git(worktree, "rev-parse", "HEAD").strip(), None
+
+
+def squash_output(
+    worktree: str, base_commit: str, pipeline_id: str, shard_ids: list[str], message: str
+) -> str:
+    """Make the output branch one commit on the base: the same tree, the pipeline's trailer
+    and one Tempi-Shard trailer per committed shard, so a later run still finds them. The
+    branch moves in one step (a commit made aside, then `reset --soft`), so a retry after a
+    lost worker finds one commit and leaves it."""
+    clear_stale_locks(worktree)
+    if int(git(worktree, "rev-list", "--count", f"{base_commit}..HEAD").strip()) <= 1:
+        return git(worktree, "rev-parse", "HEAD").strip()
+    trailers = "".join(f"{SHARD_TRAILER}: {shard}\n" for shard in shard_ids)
+    text = f"{message}\n\n{PIPELINE_TRAILER}: {pipeline_id}\n{trailers}"
+    tree = git(worktree, "rev-parse", "HEAD^{tree}").strip()
+    commit = git(worktree, "commit-tree", tree, "-p", base_commit, "-F", "-", stdin=text.encode()).strip()
+    git(worktree, "reset", "-q", "--soft", commit)
+    return commit
 
 
 def release_worktrees(repo_root: str, state_dir: str, done_shards: list[str]) -> None:
