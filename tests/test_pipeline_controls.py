@@ -114,6 +114,7 @@ def test_pause_skip_retry_concurrency_and_resume_steer_a_running_pipeline(
         waiting.kill()
     assert waiting.returncode == 0, out + err
     assert "4 shards: 3 committed, 1 skipped; final verify passed" in out
+    assert out.index("pipeline paused: no new shard starts") < out.index("pipeline resumed")
 
     assert Counter(r.route for r in scripted_server.requests_for("pipeline-controls")) == {
         "alpha.py": 6,

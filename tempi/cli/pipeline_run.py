@@ -154,13 +154,25 @@ def _state_event(status: ShardStatus) -> str:
 
 
 class ProgressPrinter:
-    """A line (or a JSON line) each time a shard's state changes."""
+    """A line (or a JSON line) each time a shard's state changes, and when an operator
+    pauses or resumes the pipeline."""
 
     def __init__(self, json_mode: bool = False) -> None:
         self.seen: dict[str, str] = {}
+        self.paused = False
         self.json_mode = json_mode
 
     def show(self, progress: PipelineProgress) -> None:
+        if progress.paused != self.paused:
+            self.paused = progress.paused
+            said = (
+                "pipeline paused: no new shard starts until `tempi pipeline resume ID`"
+                if self.paused
+                else "pipeline resumed"
+            )
+            print(
+                json.dumps({"type": "paused", "paused": self.paused}) if self.json_mode else said, flush=True
+            )
         count = len(progress.shards)
         for status in progress.shards:
             if self.seen.get(status.shard.id, "pending") != status.state:
