@@ -4,9 +4,12 @@ them retry)."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 PIPELINE_TRAILER = "Tempi-Pipeline"
@@ -58,6 +61,17 @@ def clear_stale_locks(worktree: str | Path) -> None:
         lock.unlink(missing_ok=True)
 
 
+@contextlib.contextmanager
+def worktree_changes(repo_root: str) -> Iterator[None]:
+    """One `git worktree add/remove/prune` at a time in a repository: git keeps every shard's
+    worktree record under `.git/worktrees/work*`, and two shards adding theirs at once race
+    for the same name ("failed to read .git/worktrees/work/commondir")."""
+    common = Path(git(repo_root, "rev-parse", "--path-format=absolute", "--git-common-dir").strip())
+    with open(common / "tempi-worktrees.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def shard_worktree(state_dir: str, shard_id: str) -> Path:
     return Path(state_dir) / "shards" / shard_id / "work"
 
@@ -74,8 +88,9 @@ def prepare_shard_worktree(repo_root: str, base_commit: str, state_dir: str, sha
     if path.exists():
         shutil.rmtree(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    git(repo_root, "worktree", "prune")
-    git(repo_root, "worktree", "add", "-q", "--detach", str(path), base_commit)
+    with worktree_changes(repo_root):
+        git(repo_root, "worktree", "prune")
+        git(repo_root, "worktree", "add", "-q", "--detach", str(path), base_commit)
     return str(path)
 
 
@@ -183,7 +198,8 @@ def release_worktrees(repo_root: str, state_dir: str, done_shards: list[str]) ->
     elsewhere (a rerun makes it again), and so do the worktrees of committed shards. A failed
     shard's worktree stays for a look at what it left."""
     paths = [Path(state_dir) / "output", *(shard_worktree(state_dir, s) for s in done_shards)]
-    for path in paths:
-        if _is_worktree(path):
-            git(repo_root, "worktree", "remove", "--force", str(path))
-    git(repo_root, "worktree", "prune")
+    with worktree_changes(repo_root):
+        for path in paths:
+            if _is_worktree(path):
+                git(repo_root, "worktree", "remove", "--force", str(path))
+        git(repo_root, "worktree", "prune")
