@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from bench import history, overhead, startup, throughput
+from bench import history, overhead, pipeline, startup, throughput
 from bench.report import machine, write_results
 
 BENCHMARKS: dict[str, Callable[[bool, bool], Coroutine[Any, Any, dict[str, Any]]]] = {
@@ -17,6 +17,7 @@ BENCHMARKS: dict[str, Callable[[bool, bool], Coroutine[Any, Any, dict[str, Any]]
     "history": history.run,
     "throughput": throughput.run,
     "startup": startup.run,
+    "pipeline": pipeline.run,
 }
 
 
@@ -24,12 +25,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench",
         description="tempi benchmarks on loopback: orchestration overhead (vs a plain loop and vs pi), "
-        "workflow history size, concurrent throughput, cold and warm start.",
+        "workflow history size, concurrent throughput, cold and warm start, a 1,000-target pipeline.",
     )
     parser.add_argument(
         "which", nargs="*", choices=[*BENCHMARKS, []], help="benchmarks to run (default: all)"
     )
-    parser.add_argument("--quick", action="store_true", help="smaller sizes: 200-turn history, N = 1 and 10")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="smaller sizes: 200-turn history, N = 1 and 10, a 200-target pipeline",
+    )
     parser.add_argument(
         "--profile", action="store_true", help="run the worker under cProfile and print where time goes"
     )

@@ -6,6 +6,7 @@ environment."""
 from __future__ import annotations
 
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from temporalio.testing import ActivityEnvironment
@@ -84,3 +85,19 @@ async def test_worktrees_their_repository_forgot_are_made_again(tmp_path: Path) 
     assert git_work.committed_shards(output, base, "p1") == {"s1": commit}
     work = git_work.prepare_shard_worktree(str(repo), base, str(state), "s1")
     assert git(Path(work), "rev-parse", "HEAD").strip() == base
+
+
+async def test_shards_making_their_worktrees_at_once_all_get_one(tmp_path: Path) -> None:
+    # Two shards' activities adding worktrees at once raced for git's record of them.
+    repo = make_repo(tmp_path / "repo")
+    base = git(repo, "rev-parse", "main").strip()
+    shards = [f"s{i}" for i in range(40)]
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        made = list(
+            pool.map(
+                lambda s: git_work.prepare_shard_worktree(str(repo), base, str(tmp_path / "state"), s), shards
+            )
+        )
+    for work in made:
+        assert git(Path(work), "rev-parse", "HEAD").strip() == base
+    assert git(repo, "worktree", "list").count("\n") == len(shards) + 1

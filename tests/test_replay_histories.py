@@ -32,6 +32,7 @@ EXPECTED = {
     "navigate_branch_summary": 1,
     "overflow_compaction": 2,
     "parallel_writes_same_path": 1,
+    "pipeline_before_controls": 5,
     "retry_429": 1,
     "settings_signals": 1,
     "steer_follow_up": 1,

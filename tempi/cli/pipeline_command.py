@@ -44,8 +44,11 @@ examples:
                                                         the base commit, id, shards and first prompts
   tempi pipeline run spec.yaml --junit out/junit.xml    run it (or follow it again), with a JUnit report
   tempi pipeline list; tempi pipeline status ID         the pipelines on the server; one's shards
+  tempi pipeline pause ID; tempi pipeline resume ID     hold new shards back; let them start again
+  tempi pipeline retry ID SHARD; skip ID SHARD          run a failed shard again; leave a pending one out
+  tempi pipeline concurrency ID 8                       more (or fewer) shards at once
 
-exit codes: 0 all shards committed (and the final verify passed); 1 some shards failed, the
+exit codes: 0 all shards committed or skipped (and the final verify passed); 1 some shards failed, the
 rest committed; 2 spec or usage error; 3 configuration error (no key, Temporal unreachable);
 5 the final verify failed; 6 a budget or the deadline stopped it (the same command goes on);
 7 cancelled
@@ -110,6 +113,28 @@ def _parser() -> argparse.ArgumentParser:
         cmd = sub.add_parser(name, help=what, description=f"{what}.")
         cmd.add_argument("pipeline", metavar="ID", help="a pipeline's workflow id (`tempi pipeline list`)")
     sub.add_parser("list", help="the pipelines on this server, newest first")
+    for name, what in (
+        ("pause", "pause a pipeline: no new shard starts, the running ones finish"),
+        ("resume", "resume a paused pipeline"),
+    ):
+        cmd = sub.add_parser(name, help=what, description=f"{what}.")
+        cmd.add_argument("pipeline", metavar="ID", help="a pipeline's workflow id (`tempi pipeline list`)")
+    for name, what in (
+        ("retry", "run a failed or conflict shard again while the pipeline runs"),
+        ("skip", "leave a pending shard out (reported as skipped, not as a failure)"),
+    ):
+        cmd = sub.add_parser(name, help=what, description=f"{what}.")
+        cmd.add_argument("pipeline", metavar="ID", help="a pipeline's workflow id (`tempi pipeline list`)")
+        cmd.add_argument(
+            "shard", metavar="SHARD", help="the shard's id, number or file (`tempi pipeline status ID`)"
+        )
+    cmd = sub.add_parser(
+        "concurrency",
+        help="change how many shards are at work at once",
+        description="change how many shards of a running pipeline are at work at once.",
+    )
+    cmd.add_argument("pipeline", metavar="ID", help="a pipeline's workflow id (`tempi pipeline list`)")
+    cmd.add_argument("n", metavar="N", type=_positive, help="shards at once, e.g. 8")
     return p
 
 
@@ -137,7 +162,10 @@ def cmd_pipeline(argv: list[str]) -> int:
     from tempi.cli.pipeline_manage import manage
 
     try:
-        return asyncio.run(manage(args.command, getattr(args, "pipeline", None)))
+        arg = getattr(args, "shard", None) or getattr(args, "n", None)
+        return asyncio.run(
+            manage(args.command, getattr(args, "pipeline", None), None if arg is None else str(arg))
+        )
     except TemporalUnreachable as err:
         print(f"tempi pipeline: {err}", file=sys.stderr)
         return EXIT_CONFIG

@@ -1,18 +1,24 @@
-"""`tempi pipeline status|attach|wait|cancel|list`: pipelines on the Temporal server, by
-their workflow id."""
+"""`tempi pipeline status|attach|wait|cancel|list|pause|resume|retry|skip|concurrency`:
+pipelines on the Temporal server, by their workflow id."""
 
 from __future__ import annotations
 
 import sys
 
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from tempi.cli.pipeline_run import failure_cause, follow, state_line
+from tempi.pipeline import run_types as names
 from tempi.pipeline.reports import exit_code, summary_line
-from tempi.pipeline.run_types import PIPELINE_WORKFLOW, PipelineProgress
+from tempi.pipeline.run_types import PIPELINE_WORKFLOW, PipelineProgress, ShardStatus
 
 EXIT_USAGE = 2
+CONTROLS = ("pause", "resume", "retry", "skip", "concurrency")
+
+
+class ControlError(Exception):
+    """A control the pipeline cannot take (an unknown shard, one in the wrong state)."""
 
 
 async def _progress(client: Client, workflow_id: str) -> PipelineProgress:
@@ -33,7 +39,35 @@ async def _list(client: Client) -> int:
     return 0
 
 
-async def manage(command: str, workflow_id: str | None) -> int:
+def find_shard(progress: PipelineProgress, name: str) -> ShardStatus:
+    """A shard by its id, its number or one of its files, as `tempi pipeline status` shows them."""
+    for status in progress.shards:
+        if name in (status.shard.id, str(status.shard.index), *status.shard.files):
+            return status
+    raise ControlError(
+        f"no shard {name!r} in {progress.pipeline_id}; name one by its id, number or file "
+        "as `tempi pipeline status ID` shows them"
+    )
+
+
+async def _control(client: Client, workflow_id: str, command: str, arg: str | None) -> str:
+    handle = client.get_workflow_handle(workflow_id)
+    if command in ("pause", "resume"):
+        update = names.PAUSE if command == "pause" else names.RESUME
+        said: str = await handle.execute_update(update, result_type=str)
+        return said
+    if command == "concurrency":
+        assert arg is not None
+        said = await handle.execute_update(names.SET_CONCURRENCY, int(arg), result_type=str)
+        return said
+    assert arg is not None
+    shard = find_shard(await _progress(client, workflow_id), arg)
+    update = names.RETRY_SHARD if command == "retry" else names.SKIP_SHARD
+    said = await handle.execute_update(update, shard.shard.id, result_type=str)
+    return said
+
+
+async def manage(command: str, workflow_id: str | None, arg: str | None = None) -> int:
     from tempi.cli.runtime import open_runtime
 
     # A query is answered by a worker: with TEMPORAL_ADDRESS, this process runs one.
@@ -46,6 +80,9 @@ async def manage(command: str, workflow_id: str | None) -> int:
                 await rt.client.get_workflow_handle(workflow_id).signal("cancel")
                 print(f"{workflow_id}: cancel asked; running shards stop, committed ones stay")
                 return 0
+            if command in CONTROLS:
+                print(f"{workflow_id}: {await _control(rt.client, workflow_id, command, arg)}")
+                return 0
             if command == "status":
                 progress = await _progress(rt.client, workflow_id)
                 for status in progress.shards:
@@ -55,6 +92,13 @@ async def manage(command: str, workflow_id: str | None) -> int:
             handle = rt.client.get_workflow_handle(workflow_id, result_type=PipelineProgress)
             progress = await follow(handle)
         except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND and command in CONTROLS:
+                print(
+                    f"tempi pipeline: {command}: no running pipeline {workflow_id} (it finished, or never ran "
+                    "on this server); `tempi pipeline list` shows them",
+                    file=sys.stderr,
+                )
+                return EXIT_USAGE
             if err.status == RPCStatusCode.NOT_FOUND:
                 print(
                     f"tempi pipeline: no pipeline {workflow_id} on this server; `tempi pipeline list` shows them",
@@ -62,6 +106,13 @@ async def manage(command: str, workflow_id: str | None) -> int:
                 )
                 return EXIT_USAGE
             raise
+        except ControlError as err:
+            print(f"tempi pipeline: {err}", file=sys.stderr)
+            return EXIT_USAGE
+        except WorkflowUpdateFailedError as err:
+            # The pipeline refused it (its validator said why).
+            print(f"tempi pipeline: {command}: {failure_cause(err)}", file=sys.stderr)
+            return EXIT_USAGE
         except WorkflowFailureError as err:
             print(f"tempi pipeline: {workflow_id} failed: {failure_cause(err)}", file=sys.stderr)
             return EXIT_USAGE

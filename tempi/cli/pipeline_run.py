@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import cast
 
-from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
@@ -30,6 +31,7 @@ from tempi.config.settings import load_settings
 from tempi.extensions.discovery import discover_extensions
 from tempi.pipeline.reports import exit_code, json_summary, shard_count, summary_line, write_reports
 from tempi.pipeline.run_types import (
+    HISTORY_EVENT_BUDGET,
     PIPELINE_WORKFLOW,
     SHARD_CWD_MARK,
     PipelineInput,
@@ -48,6 +50,7 @@ from tempi.workflows.session_types import (
 )
 
 POLL_S = 0.5
+HISTORY_ENV = "TEMPI_PIPELINE_HISTORY_EVENTS"
 EXIT_USAGE = 2
 
 
@@ -131,7 +134,9 @@ def state_line(status: ShardStatus, count: int) -> str:
         line += " (run again after a conflict)"
     if status.repairs and status.state in ("verified", "committed"):
         line += f" ({status.repairs} repair{'s' if status.repairs > 1 else ''})"
-    if status.reason and status.state in ("failed", "conflict"):
+    if status.retries and status.state in ("running", "stepped", "verified", "committed"):
+        line += f" (retry {status.retries})"
+    if status.reason and status.state in ("failed", "conflict", "skipped"):
         line += f"\n  {status.reason}"
     return line
 
@@ -148,18 +153,31 @@ def _state_event(status: ShardStatus) -> str:
             "repairs": status.repairs,
             "resumed": status.resumed,
             "rerun": status.rerun,
+            "retries": status.retries,
         }
     )
 
 
 class ProgressPrinter:
-    """A line (or a JSON line) each time a shard's state changes."""
+    """A line (or a JSON line) each time a shard's state changes, and when an operator
+    pauses or resumes the pipeline."""
 
     def __init__(self, json_mode: bool = False) -> None:
         self.seen: dict[str, str] = {}
+        self.paused = False
         self.json_mode = json_mode
 
     def show(self, progress: PipelineProgress) -> None:
+        if progress.paused != self.paused:
+            self.paused = progress.paused
+            said = (
+                "pipeline paused: no new shard starts until `tempi pipeline resume ID`"
+                if self.paused
+                else "pipeline resumed"
+            )
+            print(
+                json.dumps({"type": "paused", "paused": self.paused}) if self.json_mode else said, flush=True
+            )
         count = len(progress.shards)
         for status in progress.shards:
             if self.seen.get(status.shard.id, "pending") != status.state:
@@ -167,31 +185,29 @@ class ProgressPrinter:
                 print(_state_event(status) if self.json_mode else state_line(status, count), flush=True)
 
 
-async def start_or_find(
-    client: Client, inp: PipelineInput, workflow_id: str
-) -> tuple[WorkflowHandle[object, PipelineProgress], bool]:
-    """The pipeline's workflow: started now, the running one (attached), or the finished one
-    (its result); True when it finished before this command."""
+async def start_or_find(client: Client, inp: PipelineInput, workflow_id: str) -> bool:
+    """Start the pipeline's workflow, or find the running one (to attach to) or the finished
+    one (for its result); True when it finished before this command."""
     # A finished pipeline is answered with its result; a failed, cancelled or terminated
     # one starts again (and skips what its branch already has).
     first_run = WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY
     try:
-        return await _start(client, inp, workflow_id, first_run), False
+        await _start(client, inp, workflow_id, first_run)
+        return False
     except WorkflowAlreadyStartedError:
         pass
     handle = client.get_workflow_handle(workflow_id, result_type=PipelineProgress)
     last = await handle.result()
     if last.stopped_by is None:
-        return handle, True
+        return True
     # A budget stopped it: a new run goes on with the shards left, counting what it cost.
     ongoing = inp.model_copy(update={"spent_before_usd": last.cost_usd()})
-    return await _start(client, ongoing, workflow_id, WorkflowIDReusePolicy.ALLOW_DUPLICATE), False
+    await _start(client, ongoing, workflow_id, WorkflowIDReusePolicy.ALLOW_DUPLICATE)
+    return False
 
 
-async def _start(
-    client: Client, inp: PipelineInput, workflow_id: str, reuse: WorkflowIDReusePolicy
-) -> WorkflowHandle[object, PipelineProgress]:
-    return await client.start_workflow(
+async def _start(client: Client, inp: PipelineInput, workflow_id: str, reuse: WorkflowIDReusePolicy) -> None:
+    await client.start_workflow(
         PIPELINE_WORKFLOW,
         inp,
         id=workflow_id,
@@ -217,14 +233,7 @@ async def follow(
     return final
 
 
-def unenforced(spec: PipelineSpec) -> list[str]:
-    """Spec keys a run reads but does not act on yet, so a user is not misled by them."""
-    if spec.final.commits == "squash":
-        return ["final.commits: squash (one commit per shard is made)"]
-    return []
-
-
-def failure_cause(err: WorkflowFailureError) -> str:
+def failure_cause(err: WorkflowFailureError | WorkflowUpdateFailedError) -> str:
     cause: BaseException = err.cause
     while cause.__cause__ is not None:
         cause = cause.__cause__
@@ -238,6 +247,13 @@ def write_patch(root: str, base: str, branch: str, path: str) -> None:
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_bytes(proc.stdout)
+
+
+def history_budget() -> int:
+    """Events a pipeline run's history may reach before it continues as new; a lower
+    TEMPI_PIPELINE_HISTORY_EVENTS makes runs (and so each history) smaller."""
+    value = os.environ.get(HISTORY_ENV, "")
+    return int(value) if value.isdigit() and int(value) > 0 else HISTORY_EVENT_BUDGET
 
 
 async def run_pipeline(
@@ -259,6 +275,7 @@ async def run_pipeline(
     workflow_id = f"{pid}-{int(time.time())}" if fresh else pid
     inp = PipelineInput(
         pipeline_id=pid,
+        history_event_budget=history_budget(),
         spec=spec,
         repo_root=discovery.root,
         base_commit=discovery.base_commit,
@@ -267,11 +284,11 @@ async def run_pipeline(
         concurrency=concurrency or spec.concurrency,
         session=session_template(spec, root),
     )
-    ignored = unenforced(spec)
-    if ignored:
-        print(f"tempi pipeline: not enforced yet: {', '.join(ignored)}", file=sys.stderr)
     async with open_runtime(quiet=True) as rt:
-        handle, finished = await start_or_find(rt.client, inp, workflow_id)
+        finished = await start_or_find(rt.client, inp, workflow_id)
+        # By id alone, so queries and the result follow the pipeline's latest run (it
+        # continues as new), not the run this command started.
+        handle = rt.client.get_workflow_handle(workflow_id, result_type=PipelineProgress)
         started = (
             f"tempi pipeline: {spec.name}: {shard_count(len(discovery.shards))} at {discovery.base_commit[:12]}, "
             f"workflow {workflow_id}" + (" (finished before; its result follows)" if finished else "")

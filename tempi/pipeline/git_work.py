@@ -4,9 +4,12 @@ them retry)."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 PIPELINE_TRAILER = "Tempi-Pipeline"
@@ -58,6 +61,17 @@ def clear_stale_locks(worktree: str | Path) -> None:
         lock.unlink(missing_ok=True)
 
 
+@contextlib.contextmanager
+def worktree_changes(repo_root: str) -> Iterator[None]:
+    """One `git worktree add/remove/prune` at a time in a repository: git keeps every shard's
+    worktree record under `.git/worktrees/work*`, and two shards adding theirs at once race
+    for the same name ("failed to read .git/worktrees/work/commondir")."""
+    common = Path(git(repo_root, "rev-parse", "--path-format=absolute", "--git-common-dir").strip())
+    with open(common / "tempi-worktrees.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def shard_worktree(state_dir: str, shard_id: str) -> Path:
     return Path(state_dir) / "shards" / shard_id / "work"
 
@@ -74,8 +88,9 @@ def prepare_shard_worktree(repo_root: str, base_commit: str, state_dir: str, sha
     if path.exists():
         shutil.rmtree(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    git(repo_root, "worktree", "prune")
-    git(repo_root, "worktree", "add", "-q", "--detach", str(path), base_commit)
+    with worktree_changes(repo_root):
+        git(repo_root, "worktree", "prune")
+        git(repo_root, "worktree", "add", "-q", "--detach", str(path), base_commit)
     return str(path)
 
 
@@ -122,9 +137,13 @@ def committed_shards(worktree: str, base_commit: str, pipeline_id: str) -> dict[
         parts = record.strip("\n").split("\x00")
         if len(parts) != 3:
             continue
-        commit, pipeline, shard = (p.strip() for p in parts)
-        if pipeline == pipeline_id and shard:
-            found.setdefault(shard, commit)
+        commit, pipeline, shards = (p.strip() for p in parts)
+        if pipeline != pipeline_id:
+            continue
+        # A squashed branch has one commit with a Tempi-Shard trailer per shard.
+        for shard in shards.splitlines():
+            if shard.strip():
+                found.setdefault(shard.strip(), commit)
     return found
 
 
@@ -156,12 +175,31 @@ def integrate(
     return git(worktree, "rev-parse", "HEAD").strip(), None
 
 
+def squash_output(
+    worktree: str, base_commit: str, pipeline_id: str, shard_ids: list[str], message: str
+) -> str:
+    """Make the output branch one commit on the base: the same tree, the pipeline's trailer
+    and one Tempi-Shard trailer per committed shard, so a later run still finds them. The
+    branch moves in one step (a commit made aside, then `reset --soft`), so a retry after a
+    lost worker finds one commit and leaves it."""
+    clear_stale_locks(worktree)
+    if int(git(worktree, "rev-list", "--count", f"{base_commit}..HEAD").strip()) <= 1:
+        return git(worktree, "rev-parse", "HEAD").strip()
+    trailers = "".join(f"{SHARD_TRAILER}: {shard}\n" for shard in shard_ids)
+    text = f"{message}\n\n{PIPELINE_TRAILER}: {pipeline_id}\n{trailers}"
+    tree = git(worktree, "rev-parse", "HEAD^{tree}").strip()
+    commit = git(worktree, "commit-tree", tree, "-p", base_commit, "-F", "-", stdin=text.encode()).strip()
+    git(worktree, "reset", "-q", "--soft", commit)
+    return commit
+
+
 def release_worktrees(repo_root: str, state_dir: str, done_shards: list[str]) -> None:
     """At the end of a run: the output worktree goes, so the branch can be checked out
     elsewhere (a rerun makes it again), and so do the worktrees of committed shards. A failed
     shard's worktree stays for a look at what it left."""
     paths = [Path(state_dir) / "output", *(shard_worktree(state_dir, s) for s in done_shards)]
-    for path in paths:
-        if _is_worktree(path):
-            git(repo_root, "worktree", "remove", "--force", str(path))
-    git(repo_root, "worktree", "prune")
+    with worktree_changes(repo_root):
+        for path in paths:
+            if _is_worktree(path):
+                git(repo_root, "worktree", "remove", "--force", str(path))
+        git(repo_root, "worktree", "prune")

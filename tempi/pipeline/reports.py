@@ -26,7 +26,8 @@ def exit_code(progress: PipelineProgress) -> int:
         return EXIT_BUDGET
     if progress.final_verify == "failed":
         return EXIT_FINAL_VERIFY
-    if any(s.state != "committed" for s in progress.shards):
+    # A shard an operator skipped is not a failure: it was left out on purpose.
+    if any(s.state not in ("committed", "skipped") for s in progress.shards):
         return EXIT_SHARDS_FAILED
     return EXIT_OK
 
@@ -55,7 +56,11 @@ def _stop_note(progress: PipelineProgress) -> str:
 
 def summary_line(progress: PipelineProgress) -> str:
     c = counts(progress)
-    parts = [f"{c.get(state, 0)} {state}" for state in ("committed", "failed", "conflict") if c.get(state)]
+    parts = [
+        f"{c.get(state, 0)} {state}"
+        for state in ("committed", "failed", "conflict", "skipped")
+        if c.get(state)
+    ]
     at_work = sum(c.get(state, 0) for state in ("running", "stepped", "verified"))
     if at_work:
         parts.append(f"{at_work} at work")
@@ -66,8 +71,10 @@ def summary_line(progress: PipelineProgress) -> str:
         parts.append(f"{resumed} from an earlier run")
     final = f"; final verify {progress.final_verify}" if progress.final_verify else ""
     cancelled = "; cancelled" if progress.cancelled else ""
+    paused = "; paused (`tempi pipeline resume ID` starts shards again)" if progress.paused else ""
     return (
         f"{progress.name}: {shard_count(len(progress.shards))}: {', '.join(parts) or 'none'}{final}{cancelled}"
+        f"{paused}"
         f"{_stop_note(progress)}; "
         f"branch {progress.branch}; cost ${progress.cost_usd():.4f}"
     )
@@ -85,6 +92,8 @@ def json_summary(progress: PipelineProgress) -> dict[str, Any]:
         "final_verify": progress.final_verify,
         "cancelled": progress.cancelled,
         "stopped_by": progress.stopped_by,
+        "paused": progress.paused,
+        "runs": progress.runs,
         "shards": [
             {
                 "index": s.shard.index,
@@ -97,6 +106,7 @@ def json_summary(progress: PipelineProgress) -> dict[str, Any]:
                 "commit": s.commit,
                 "resumed": s.resumed,
                 "rerun": s.rerun,
+                "retries": s.retries,
                 "session_file": s.session_file,
                 "verify_tail": s.verify_tail,
             }
@@ -109,13 +119,16 @@ def _testcase(suite: ET.Element, status: ShardStatus) -> None:
     case = ET.SubElement(
         suite, "testcase", classname=status.shard.directory or "pipeline", name=" ".join(status.shard.files)
     )
-    if status.state != "committed":
+    if status.state == "skipped":
+        ET.SubElement(case, "skipped", message=status.reason or "skipped")
+    elif status.state != "committed":
         failure = ET.SubElement(case, "failure", message=status.reason or status.state, type=status.state)
         failure.text = status.verify_tail or status.reason or ""
 
 
 def junit_xml(progress: PipelineProgress) -> str:
-    failures = sum(s.state != "committed" for s in progress.shards)
+    skipped = sum(s.state == "skipped" for s in progress.shards)
+    failures = sum(s.state != "committed" for s in progress.shards) - skipped
     suites = ET.Element("testsuites")
     suite = ET.SubElement(
         suites,
@@ -124,6 +137,7 @@ def junit_xml(progress: PipelineProgress) -> str:
         tests=str(len(progress.shards)),
         failures=str(failures),
         errors="0",
+        skipped=str(skipped),
     )
     for status in progress.shards:
         _testcase(suite, status)

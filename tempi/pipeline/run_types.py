@@ -6,7 +6,7 @@ carries paths, states and the short tail of a failed verify."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -27,13 +27,25 @@ RUN_VERIFY = "pipeline_run_verify"
 SAVE_SHARD_PATCH = "pipeline_save_shard_patch"
 INTEGRATE_SHARD = "pipeline_integrate_shard"
 RELEASE_WORKTREES = "pipeline_release_worktrees"
+SQUASH_OUTPUT = "pipeline_squash_output"
+
+# Operator controls on a running pipeline (updates, so a refusal reaches the caller).
+PAUSE = "pause"
+RESUME = "resume"
+RETRY_SHARD = "retry_shard"
+SKIP_SHARD = "skip_shard"
+SET_CONCURRENCY = "set_concurrency"
 
 # The pipeline's activities heartbeat while they work; one whose worker died is retried after
 # this long without a beat, not at the end of its start-to-close timeout.
 ACTIVITY_HEARTBEAT = timedelta(seconds=10)
 
-ShardState = Literal["pending", "running", "stepped", "verified", "committed", "failed", "conflict"]
-DONE_STATES = frozenset({"committed", "failed", "conflict"})
+ShardState = Literal[
+    "pending", "running", "stepped", "verified", "committed", "failed", "conflict", "skipped"
+]
+DONE_STATES = frozenset({"committed", "failed", "conflict", "skipped"})
+# A run continues as new once its history has this many events (or Temporal suggests it).
+HISTORY_EVENT_BUDGET = 10_000
 # A shard's session workflow is started with this template; `{cwd}` is filled per shard.
 SHARD_CWD_MARK = "@@TEMPI_SHARD_CWD@@"
 
@@ -50,6 +62,9 @@ class PipelineInput(BaseModel):
     # What earlier runs of this pipeline cost: a run that a budget stopped is followed by
     # one that goes on, and budget.max_cost_usd counts the pipeline's whole spending.
     spent_before_usd: float = 0.0
+    history_event_budget: int = HISTORY_EVENT_BUDGET
+    # Set when an earlier run of this workflow continued as new: where it left off.
+    carried: PipelineCarried | None = None
 
 
 class ShardStatus(BaseModel):
@@ -64,6 +79,7 @@ class ShardStatus(BaseModel):
     session_file: str | None = None
     resumed: bool = False  # committed by an earlier run (found by its trailer)
     rerun: bool = False  # its patch conflicted, so it ran again on the output branch's head
+    retries: int = 0  # times an operator asked for it to run again
 
 
 class PipelineProgress(BaseModel):
@@ -78,10 +94,22 @@ class PipelineProgress(BaseModel):
     cancelled: bool = False
     stopped_by: str | None = None  # the budget key that kept the remaining shards from starting
     spent_before_usd: float = 0.0
+    paused: bool = False  # no new shard starts until it is resumed
+    concurrency: int | None = None  # shards at work at once (None: a run from before controls)
+    runs: int = 1  # runs of the workflow so far (each continue-as-new adds one)
 
     def cost_usd(self) -> float:
         """What the pipeline has cost, this run's shards and the runs before it."""
         return self.spent_before_usd + sum(s.usage.cost.total for s in self.shards)
+
+
+class PipelineCarried(BaseModel):
+    """What a pipeline run hands the run it continues as new: every shard's state (so the
+    committed and failed ones stay done), the output worktree and when the pipeline began."""
+
+    progress: PipelineProgress
+    output_worktree: str
+    started_at: datetime
 
 
 class OutputInput(BaseModel):
@@ -147,6 +175,14 @@ class IntegrateResult(BaseModel):
     head: str | None = None  # the output branch's commit it did not apply on
 
 
+class SquashInput(BaseModel):
+    worktree: str
+    base_commit: str
+    pipeline_id: str
+    shard_ids: list[str]  # the committed shards, in shard order, one trailer each
+    message: str
+
+
 class ReleaseInput(BaseModel):
     repo_root: str
     state_dir: str
@@ -187,3 +223,6 @@ class ShardResult(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     patch_path: str | None = None
     session_file: str
+
+
+PipelineInput.model_rebuild()

@@ -4,7 +4,12 @@ Its id is the pipeline's (name, spec hash, base commit), so the same command run
 finds this run. It prepares the output branch and reads the shards already committed there
 (by their trailers, so even a run whose Temporal state is gone skips them), runs the setup
 once, then runs the other shards as PipelineShardWorkflow children in a sliding window and
-commits each verified shard's patch on the output branch, in shard order."""
+commits each verified shard's patch on the output branch, in the order they started.
+
+Operators steer a run with updates (pause, resume, retry or skip a shard, the concurrency);
+their validators refuse what cannot be done, so the caller hears why. A run whose history is
+full lets its shards at work finish, then continues as new with every shard's state; with
+`final.commits: squash` the branch becomes one commit at the end."""
 
 from __future__ import annotations
 
@@ -26,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
         IntegrateResult,
         OutputInput,
         OutputReady,
+        PipelineCarried,
         PipelineInput,
         PipelineProgress,
         ReleaseInput,
@@ -35,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
         ShardProgressSignal,
         ShardResult,
         ShardStatus,
+        SquashInput,
         VerifyInput,
     )
     from tempi.workflows.session.activity_errors import cause
@@ -44,6 +51,9 @@ GIT_RETRY = RetryPolicy(maximum_attempts=5, initial_interval=timedelta(seconds=1
 GIT_TIMEOUT = timedelta(minutes=10)
 # Histories from before a conflicting shard ran again marked it `conflict` at once.
 RERUN_ON_CONFLICT = "pipeline-rerun-on-conflict"
+# Histories from before ran a fixed window of shards in one run, with no operator controls,
+# no continue-as-new and no squash.
+CONTROLS = "pipeline-controls"
 SETUP_RETRY = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(seconds=1))
 
 
@@ -52,18 +62,31 @@ class PipelineWorkflow:
     @workflow.init
     def __init__(self, inp: PipelineInput) -> None:
         self.inp = inp
-        self.progress = PipelineProgress(
-            pipeline_id=inp.pipeline_id,
-            name=inp.spec.name,
-            branch=inp.spec.branch,
-            base_commit=inp.base_commit,
-            shards=[ShardStatus(shard=s) for s in inp.shards],
-            spent_before_usd=inp.spent_before_usd,
-        )
+        carried = inp.carried
+        if carried is not None:
+            self.progress = carried.progress
+            self.progress.runs += 1
+        else:
+            self.progress = PipelineProgress(
+                pipeline_id=inp.pipeline_id,
+                name=inp.spec.name,
+                branch=inp.spec.branch,
+                base_commit=inp.base_commit,
+                shards=[ShardStatus(shard=s) for s in inp.shards],
+                spent_before_usd=inp.spent_before_usd,
+                concurrency=inp.concurrency,
+            )
         self.by_id = {s.shard.id: s for s in self.progress.shards}
         self.stop_new = False
-        self.started = workflow.now()  # budget.deadline counts from this run's start
+        # budget.deadline counts from the start of the command's run, across continue-as-new.
+        self.started = carried.started_at if carried is not None else workflow.now()
         self.running: dict[str, asyncio.Task[ShardResult]] = {}
+        self.legacy = False  # a run from before the controls (replayed from its history)
+        # Shards waiting to start, in order (a skip before the first start takes one out).
+        self.queue = [s.shard.id for s in self.progress.shards if s.state == "pending"]
+        self.active = 0  # shards whose session is at work (the window counts these)
+        self.busy = 0  # shards started and not yet integrated
+        self.draining = False  # the history is full: no new start, then continue as new
 
     @workflow.query
     def get_progress(self) -> PipelineProgress:
@@ -84,6 +107,86 @@ class PipelineWorkflow:
         for task in self.running.values():
             task.cancel()
 
+    def _controllable(self) -> None:
+        if self.legacy:
+            raise ValueError(
+                "this pipeline started on a tempi without pause, resume, retry, skip or concurrency "
+                "changes; `tempi pipeline cancel` it and run the same command again (committed shards stay)"
+            )
+        if self.progress.phase == "done":
+            raise ValueError("this pipeline has finished")
+
+    def _status(self, shard_id: str) -> ShardStatus:
+        status = self.by_id.get(shard_id)
+        if status is None:
+            raise ValueError(f"no shard {shard_id!r} in this pipeline; `tempi pipeline status ID` lists them")
+        return status
+
+    @workflow.update(name=names.PAUSE)
+    def pause(self) -> str:
+        self.progress.paused = True
+        return "paused: no new shard starts; the running ones finish"
+
+    @pause.validator
+    def _check_pause(self) -> None:
+        self._controllable()
+
+    @workflow.update(name=names.RESUME)
+    def resume(self) -> str:
+        self.progress.paused = False
+        return "resumed: shards start again"
+
+    @resume.validator
+    def _check_resume(self) -> None:
+        self._controllable()
+
+    @workflow.update(name=names.RETRY_SHARD)
+    def retry_shard(self, shard_id: str) -> str:
+        status = self.by_id[shard_id]
+        status.state, status.reason, status.verify_tail, status.rerun = "pending", None, None, False
+        status.retries += 1
+        self.queue.append(shard_id)
+        return f"shard {status.shard.index} {shard_id} runs again when a slot is free"
+
+    @retry_shard.validator
+    def _check_retry(self, shard_id: str) -> None:
+        self._controllable()
+        status = self._status(shard_id)
+        if status.state not in ("failed", "conflict"):
+            raise ValueError(
+                f"shard {shard_id} is {status.state}; only a failed or conflict shard runs again"
+            )
+        if self.stop_new:
+            why = "it was cancelled" if self.progress.cancelled else "a budget or on_shard_failure: stop"
+            raise ValueError(
+                f"this pipeline starts no more shards ({why}); run the same command again instead"
+            )
+
+    @workflow.update(name=names.SKIP_SHARD)
+    def skip_shard(self, shard_id: str) -> str:
+        status = self.by_id[shard_id]
+        self.queue.remove(shard_id)
+        status.state, status.reason = "skipped", "skipped by an operator"
+        return f"shard {status.shard.index} {shard_id} skipped"
+
+    @skip_shard.validator
+    def _check_skip(self, shard_id: str) -> None:
+        self._controllable()
+        status = self._status(shard_id)
+        if status.state != "pending" or shard_id not in self.queue:
+            raise ValueError(f"shard {shard_id} is {status.state}; only a pending shard can be skipped")
+
+    @workflow.update(name=names.SET_CONCURRENCY)
+    def set_concurrency(self, concurrency: int) -> str:
+        self.progress.concurrency = concurrency
+        return f"concurrency {concurrency}: shards at work at once from now on"
+
+    @set_concurrency.validator
+    def _check_concurrency(self, concurrency: int) -> None:
+        self._controllable()
+        if concurrency < 1:
+            raise ValueError(f"concurrency {concurrency}: give a positive whole number, e.g. 4")
+
     def _budget_stop(self) -> str | None:
         """The budget key the run has reached, so no new shard starts; None while within it."""
         budget = self.inp.spec.budget
@@ -103,6 +206,45 @@ class PipelineWorkflow:
 
     @workflow.run
     async def run(self, inp: PipelineInput) -> PipelineProgress:
+        self.legacy = not workflow.patched(CONTROLS)
+        if inp.carried is not None:
+            output = inp.carried.output_worktree
+        else:
+            prepared = await self._prepare(inp)
+            if prepared is None:
+                return self.progress
+            output = prepared
+        self.progress.phase = "shards"
+        if self.legacy:
+            await self._run_shards([s for s in self.progress.shards if s.state == "pending"], output)
+        else:
+            await self._run_controlled(output)
+            if self.draining and self.queue and not self.stop_new:
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                carried = PipelineCarried(
+                    progress=self.progress, output_worktree=output, started_at=self.started
+                )
+                workflow.continue_as_new(inp.model_copy(update={"carried": carried}))
+        await self._final(output)
+        if not self.legacy:
+            await self._squash(output)
+        await workflow.execute_activity(
+            names.RELEASE_WORKTREES,
+            ReleaseInput(
+                repo_root=inp.repo_root,
+                state_dir=inp.state_dir,
+                committed_shards=[s.shard.id for s in self.progress.shards if s.state == "committed"],
+            ),
+            start_to_close_timeout=GIT_TIMEOUT,
+            heartbeat_timeout=ACTIVITY_HEARTBEAT,
+            retry_policy=GIT_RETRY,
+        )
+        self.progress.phase = "done"
+        return self.progress
+
+    async def _prepare(self, inp: PipelineInput) -> str | None:
+        """The output worktree, with the shards its branch already has marked committed, after
+        the setup commands; None when the setup failed (every shard left is failed then)."""
         ready: OutputReady = await workflow.execute_activity(
             names.PREPARE_OUTPUT,
             OutputInput(
@@ -144,23 +286,109 @@ class PipelineWorkflow:
                     status.state, status.reason = "failed", f"setup failed ({code}): {failed.command}"
                     status.verify_tail = failed.tail
                 self.progress.phase = "done"
-                return self.progress
-        self.progress.phase = "shards"
-        await self._run_shards(todo, ready.worktree)
-        await self._final(ready.worktree)
-        await workflow.execute_activity(
-            names.RELEASE_WORKTREES,
-            ReleaseInput(
-                repo_root=inp.repo_root,
-                state_dir=inp.state_dir,
-                committed_shards=[s.shard.id for s in self.progress.shards if s.state == "committed"],
+                return None
+        return ready.worktree
+
+    def _history_full(self) -> bool:
+        info = workflow.info()
+        return (
+            info.is_continue_as_new_suggested()
+            or info.get_current_history_length() >= self.inp.history_event_budget
+        )
+
+    def _may_start_next(self) -> bool:
+        return (
+            bool(self.queue)
+            and not self.progress.paused
+            and not self.stop_new
+            and not self.draining
+            and self.active < (self.progress.concurrency or self.inp.concurrency)
+        )
+
+    def _settled(self) -> bool:
+        """Nothing at work and nothing more to start in this run (a paused pipeline with
+        shards left waits for a resume)."""
+        nothing_next = not self.queue or self.stop_new or self.draining
+        return self.active == 0 and self.busy == 0 and nothing_next
+
+    async def _run_controlled(self, output: str) -> None:
+        """Start the pending shards in order, as many at once as the concurrency (which an
+        operator may change), none while paused; integrate their patches in the order they
+        started. Once the history is full no new shard starts, so the run can continue as
+        new with no child at work."""
+        # The output branch may have had some of them already.
+        self.queue = [shard_id for shard_id in self.queue if self.by_id[shard_id].state == "pending"]
+        order: list[str] = []  # shard ids in the order they started (a retry starts again)
+        results: dict[int, ShardResult | None] = {}
+        integrated = 0
+        integrating = asyncio.Lock()
+
+        async def integrate_in_order() -> None:
+            nonlocal integrated
+            async with integrating:
+                while integrated < len(order) and integrated in results:
+                    status, result = self.by_id[order[integrated]], results[integrated]
+                    if result is not None and result.state == "verified" and result.patch_path:
+                        await self._commit_or_rerun(status, result, output)
+                    integrated += 1
+
+        async def one(position: int, status: ShardStatus) -> None:
+            try:
+                try:
+                    result = await self._shard(status)
+                finally:
+                    self.active -= 1
+                if result is not None and result.state == "failed":
+                    self.stop_new = self.stop_new or self.inp.spec.on_shard_failure == "stop"
+                results[position] = result
+                await integrate_in_order()
+            finally:
+                self.busy -= 1
+
+        tasks: list[asyncio.Task[None]] = []
+        while True:
+            await workflow.wait_condition(lambda: self._may_start_next() or self._settled())
+            if not self._may_start_next():
+                break
+            # A run that started no shard yet goes on, so a tiny budget cannot loop forever.
+            if order and self._history_full():
+                self.draining = True
+                continue
+            if not self._may_start():
+                continue
+            status = self.by_id[self.queue.pop(0)]
+            order.append(status.shard.id)
+            self.active += 1
+            self.busy += 1
+            tasks.append(asyncio.ensure_future(one(len(order) - 1, status)))
+        await asyncio.gather(*tasks)
+
+    async def _squash(self, output: str) -> None:
+        """`final.commits: squash`: the branch becomes one commit once the pipeline is whole
+        (a budget-stopped or cancelled run leaves its per-shard commits for the next run)."""
+        if self.inp.spec.final.commits != "squash" or self.progress.cancelled or self.progress.stopped_by:
+            return
+        committed = [s.shard.id for s in self.progress.shards if s.state == "committed"]
+        if not committed:
+            return
+        step_names = ", ".join(s.name for s in self.inp.spec.steps)
+        head: str = await workflow.execute_activity(
+            names.SQUASH_OUTPUT,
+            SquashInput(
+                worktree=output,
+                base_commit=self.inp.base_commit,
+                pipeline_id=self.inp.pipeline_id,
+                shard_ids=committed,
+                message=f"{self.inp.spec.name} ({step_names}): {len(committed)} shard(s)",
             ),
+            result_type=str,
             start_to_close_timeout=GIT_TIMEOUT,
             heartbeat_timeout=ACTIVITY_HEARTBEAT,
             retry_policy=GIT_RETRY,
         )
-        self.progress.phase = "done"
-        return self.progress
+        for status in self.progress.shards:
+            if status.state == "committed":
+                status.commit = head
 
     async def _run_shards(self, todo: list[ShardStatus], output: str) -> None:
         window = asyncio.Semaphore(self.inp.concurrency)
@@ -238,7 +466,7 @@ class PipelineWorkflow:
             parent_workflow_id=workflow.info().workflow_id,
             start_commit=start_commit,
         )
-        task = asyncio.ensure_future(self._child(child))
+        task = asyncio.ensure_future(self._child(child, status.retries))
         self.running[shard.id] = task
         try:
             result = await task
@@ -257,12 +485,14 @@ class PipelineWorkflow:
             status.state = "verified"
         return result
 
-    async def _child(self, child: ShardInput) -> ShardResult:
+    async def _child(self, child: ShardInput, retries: int) -> ShardResult:
+        # Each run of a shard is its own child workflow (a retry's id says which it is).
+        suffix = (f"-retry{retries}" if retries else "") + ("-again" if child.start_commit else "")
         try:
             result: ShardResult = await workflow.execute_child_workflow(
                 names.SHARD_WORKFLOW,
                 child,
-                id=f"{workflow.info().workflow_id}-shard-{child.shard.id}{'-again' if child.start_commit else ''}",
+                id=f"{workflow.info().workflow_id}-shard-{child.shard.id}{suffix}",
                 task_queue=workflow.info().task_queue,
                 result_type=ShardResult,
                 parent_close_policy=workflow.ParentClosePolicy.REQUEST_CANCEL,

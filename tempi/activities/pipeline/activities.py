@@ -27,6 +27,7 @@ from tempi.pipeline.run_types import (
     ReleaseInput,
     SetupInput,
     ShardPrepareInput,
+    SquashInput,
     VerifyInput,
 )
 
@@ -99,6 +100,16 @@ async def integrate(inp: IntegrateInput) -> IntegrateResult:
     return IntegrateResult(conflict=conflict, head=head.strip())
 
 
+@activity.defn(name=names.SQUASH_OUTPUT)
+async def squash(inp: SquashInput) -> str:
+    try:
+        return await _beating(
+            git_work.squash_output, inp.worktree, inp.base_commit, inp.pipeline_id, inp.shard_ids, inp.message
+        )
+    except git_work.GitWorkError as err:
+        raise _said(err) from None
+
+
 @activity.defn(name=names.RELEASE_WORKTREES)
 async def release(inp: ReleaseInput) -> None:
     try:
@@ -114,5 +125,6 @@ PIPELINE_ACTIVITIES: list[Callable[..., Any]] = [
     verify,
     save_patch,
     integrate,
+    squash,
     release,
 ]
