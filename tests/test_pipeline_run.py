@@ -15,19 +15,26 @@ from tests.pipeline_repo import git
 
 VALUES = {"alpha": 1, "beta": 2, "delta": 4, "gamma": 3}
 
-CHECK = """\
+# The happy path's two more modules, which migrate at once (six in all, as the issue asks).
+MORE_VALUES = {"epsilon": 5, "zeta": 6}
+
+
+def check_script(values: dict[str, int]) -> str:
+    """The repository's test: each module's function still returns its value."""
+    return f"""\
 import importlib
 import sys
 
 sys.path.insert(0, "src")
 bad = []
-for name, value in {"alpha": 1, "beta": 2, "delta": 4, "gamma": 3}.items():
+for name, value in {values!r}.items():
     got = getattr(importlib.import_module("mods." + name), name)()
     if got != value:
-        bad.append(f"{name}() returned {got}, expected {value}")
+        bad.append(f"{{name}}() returned {{got}}, expected {{value}}")
 print("\\n".join(bad) or "all good")
 sys.exit(1 if bad else 0)
 """
+
 
 SPEC = """\
 version: 1
@@ -57,8 +64,8 @@ def write(path: str, content: str) -> dict:
 
 
 def _routes() -> dict:
-    """alpha and gamma migrate at once; beta's first edit breaks the check and the repair
-    fixes it; delta's edit and its repair are both wrong."""
+    """alpha, gamma, epsilon and zeta migrate at once; beta's first edit breaks the check and
+    the repair fixes it; delta's edit and its repair are both wrong."""
 
     def path(name: str) -> str:
         return f"src/mods/{name}.py"
@@ -66,6 +73,8 @@ def _routes() -> dict:
     return {
         "alpha.py": {"turns": [write(path("alpha"), module("alpha", "new_api", 1)), {"text": "Done."}]},
         "gamma.py": {"turns": [write(path("gamma"), module("gamma", "new_api", 3)), {"text": "Done."}]},
+        "epsilon.py": {"turns": [write(path("epsilon"), module("epsilon", "new_api", 5)), {"text": "Done."}]},
+        "zeta.py": {"turns": [write(path("zeta"), module("zeta", "new_api", 6)), {"text": "Done."}]},
         "beta.py": {
             "turns": [
                 write(path("beta"), module("beta", "new_api", 20)),
@@ -85,20 +94,20 @@ def _routes() -> dict:
     }
 
 
-def make_fixture(root: Path) -> Path:
+def make_fixture(root: Path, values: dict[str, int] = VALUES) -> Path:
     root.mkdir(parents=True)
     git(root, "init", "-q")
     (root / "src/mods").mkdir(parents=True)
-    for name, value in VALUES.items():
+    for name, value in values.items():
         (root / f"src/mods/{name}.py").write_text(module(name, "old_api", value))
     (root / "src/old_api.py").write_text("def call(x):\n    return x\n")
     (root / "src/new_api.py").write_text("def call(x):\n    return x\n")
-    (root / "check.py").write_text(CHECK)
+    (root / "check.py").write_text(check_script(values))
     (root / "pipeline.yaml").write_text(SPEC)
     # What the check leaves behind is no part of a shard's patch.
     (root / ".gitignore").write_text("__pycache__/\nout/\n")
     git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "four modules on old_api")
+    git(root, "commit", "-q", "-m", f"{len(values)} modules on old_api")
     return root
 
 
@@ -108,7 +117,8 @@ def test_pipeline_commits_verified_shards_repairs_one_and_reports_the_failure(
     scripted_server.add_scenario("pipeline-run", {"routes": _routes()})
     home = tmp_path / "home"
     write_models_json(home, scripted_server, "pipeline-run")
-    repo = make_fixture(tmp_path / "repo")
+    six = {**VALUES, **MORE_VALUES}
+    repo = make_fixture(tmp_path / "repo", six)
     env = tempi_env(home, temporal_address)
     args = ["pipeline", "run", "pipeline.yaml", "--json", "out/summary.json", "--junit", "out/junit.xml"]
 
@@ -121,21 +131,21 @@ def test_pipeline_commits_verified_shards_repairs_one_and_reports_the_failure(
     assert "committed: src/mods/beta.py (1 repair)" in out
     assert "failed: src/mods/delta.py" in out
     assert "verify failed after 1 repair(s) (exit 1): python3 check.py" in out
-    assert "4 shards: 3 committed, 1 failed; final verify passed" in out
+    assert "6 shards: 5 committed, 1 failed; final verify passed" in out
 
     # One commit per verified shard on the output branch, in shard order, with trailers.
     log = git(repo, "log", "--format=%s%n%b--", "main..tempi/migrate")
     commits = [c.strip() for c in log.split("--") if c.strip()]
     assert [c.splitlines()[0] for c in commits] == [
-        f"migrate (migrate): src/mods/{name}.py" for name in ("gamma", "beta", "alpha")
+        f"migrate (migrate): src/mods/{name}.py" for name in ("zeta", "gamma", "epsilon", "beta", "alpha")
     ]
     assert all("Tempi-Pipeline: pipeline-migrate-" in c and "Tempi-Shard: " in c for c in commits)
-    # The expected change: three modules on new_api with their values, delta untouched.
-    for name, value in VALUES.items():
+    # The expected change: five modules on new_api with their values, delta untouched.
+    for name, value in six.items():
         shown = git(repo, "show", f"tempi/migrate:src/mods/{name}.py")
         api = "old_api" if name == "delta" else "new_api"
         assert shown == module(name, api, value), name
-    assert git(repo, "diff", "--stat", "main", "tempi/migrate").count("|") == 3
+    assert git(repo, "diff", "--stat", "main", "tempi/migrate").count("|") == 5
     # The user's checkout is left alone, and only the failed shard keeps its worktree, so
     # the branch can be checked out here.
     assert git(repo, "status", "--porcelain") == ""
@@ -152,18 +162,18 @@ def test_pipeline_commits_verified_shards_repairs_one_and_reports_the_failure(
     ]
     assert any("beta() returned 20, expected 2" in str(p) for p in repair_prompts)
     requests = len(scripted_server.requests_for("pipeline-run"))
-    assert requests == 2 + 2 + 4 + 4
+    assert requests == 2 + 2 + 2 + 2 + 4 + 4
 
     summary = json.loads((repo / "out/summary.json").read_text())
     assert summary["exit_code"] == 1
-    assert summary["counts"] == {"committed": 3, "failed": 1}
+    assert summary["counts"] == {"committed": 5, "failed": 1}
     delta = next(s for s in summary["shards"] if s["files"] == ["src/mods/delta.py"])
     assert delta["state"] == "failed" and delta["repairs"] == 1
     assert "delta() returned 400, expected 4" in delta["verify_tail"]
     assert Path(delta["session_file"]).is_file()
 
     suite = ET.parse(repo / "out/junit.xml").getroot().find("testsuite")
-    assert suite is not None and suite.get("tests") == "4" and suite.get("failures") == "1"
+    assert suite is not None and suite.get("tests") == "6" and suite.get("failures") == "1"
     failures = [case for case in suite.iter("testcase") if case.find("failure") is not None]
     assert [case.get("name") for case in failures] == ["src/mods/delta.py"]
     assert "delta() returned 400, expected 4" in (failures[0].find("failure").text or "")  # type: ignore[union-attr]
@@ -174,7 +184,7 @@ def test_pipeline_commits_verified_shards_repairs_one_and_reports_the_failure(
     assert again.returncode == 1, again.stdout + again.stderr
     assert "finished before" in again.stdout
     assert len(scripted_server.requests_for("pipeline-run")) == requests
-    assert git(repo, "log", "--format=%H", "main..tempi/migrate").count("\n") == 3
+    assert git(repo, "log", "--format=%H", "main..tempi/migrate").count("\n") == 5
     workflow_id = again.stdout.split("workflow ")[1].split()[0]
     listed = run_tempi(["pipeline", "list"], cwd=repo, env=env)
     assert f"{workflow_id}  completed" in listed.stdout, listed.stdout + listed.stderr
@@ -183,14 +193,14 @@ def test_pipeline_commits_verified_shards_repairs_one_and_reports_the_failure(
         status.stdout + status.stderr
     )
 
-    # A new run (as after the server lost its state) finds the three commits by their
+    # A new run (as after the server lost its state) finds the five commits by their
     # trailers and runs only the failed shard again.
     fresh = run_tempi([*args, "--fresh"], cwd=repo, env=env, timeout=180)
     assert fresh.returncode == 1, fresh.stdout + fresh.stderr
-    assert fresh.stdout.count("(committed by an earlier run)") == 3
+    assert fresh.stdout.count("(committed by an earlier run)") == 5
     routes = [r.route for r in scripted_server.requests_for("pipeline-run")[requests:]]
     assert routes == ["delta.py"] * 4
-    assert git(repo, "log", "--format=%H", "main..tempi/migrate").count("\n") == 3
+    assert git(repo, "log", "--format=%H", "main..tempi/migrate").count("\n") == 5
 
 
 @pytest.mark.slow
