@@ -30,6 +30,8 @@ import sys
 import time
 from pathlib import Path
 
+from tempi.workers.dev_server import dev_server_args
+
 PR_SET_PDEATHSIG = 1
 SIOCGIFFLAGS = 0x8913
 SIOCSIFFLAGS = 0x8914
@@ -172,12 +174,7 @@ def main() -> None:
     lock_fd = take_lock(args.lock)
     stop_orphans(args.db)
     log = open(args.log, "ab") if args.log else subprocess.DEVNULL  # noqa: SIM115 - owned by the child
-    command = [
-        args.temporal, "server", "start-dev",
-        "--ip", "127.0.0.1", "--port", str(INNER_PORT),
-        "--db-filename", str(args.db),
-        "--log-level", "warn", "--headless",
-    ]  # fmt: skip
+    command = [*dev_server_args(args.temporal, args.db, INNER_PORT), "--headless"]
     server = subprocess.Popen(
         command,
         stdout=log,
