@@ -39,6 +39,7 @@ EXPECTED = {
     "subagent_abort": 2,
     "subagent_handoff": 4,
     "subagents_parallel_chain": 5,
+    "local_file_tools": 1,
     "threshold_compaction": 1,
     "user_bash": 1,
 }

@@ -271,6 +271,8 @@ class Heartbeater:
                 await self._task
 
     async def _beat(self) -> None:
+        if activity.info().is_local:
+            return  # the server knows nothing of a local activity; the workflow task is its lease
         while True:
             activity.heartbeat(self.details)
             await asyncio.sleep(HEARTBEAT_EVERY_S)

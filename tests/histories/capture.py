@@ -270,6 +270,55 @@ async def parallel_writes_same_path(rig: Rig) -> None:
 
 
 @scenario
+async def local_file_tools(rig: Rig) -> None:
+    """read, write, edit and ls as local activities (the `local-file-tools` patch) beside
+    grep, find and bash, which stay activities, then an abort of a slow bash."""
+    key = rig.script(
+        "files",
+        {
+            "select": "sequential",
+            "turns": [
+                {"tool_calls": [{"name": "write", "arguments": {"path": "a.txt", "content": "one\n"}}]},
+                {
+                    "tool_calls": [
+                        {
+                            "name": "edit",
+                            "arguments": {"path": "a.txt", "edits": [{"oldText": "one", "newText": "two"}]},
+                        },
+                        {"name": "read", "arguments": {"path": "a.txt"}},
+                    ]
+                },
+                {
+                    "tool_calls": [
+                        {"name": "ls", "arguments": {}},
+                        {"name": "grep", "arguments": {"pattern": "two"}},
+                    ]
+                },
+                {
+                    "tool_calls": [
+                        {"name": "find", "arguments": {"pattern": "*.txt"}},
+                        {"name": "bash", "arguments": {"command": "cat a.txt"}},
+                    ]
+                },
+                {"text": "The file says two."},
+                {"tool_calls": [{"name": "read", "arguments": {"path": "a.txt"}}]},
+                {"tool_calls": [{"name": "bash", "arguments": {"command": "sleep 30"}}]},
+                {"text": "Next prompt answered."},
+            ],
+        },
+    )
+    s = await rig.start(key, tools=["read", "bash", "edit", "write", "ls", "grep", "find"])
+    await s.prompt("Work on a.txt.")
+    await s.run_to_idle()
+    await s.prompt("Read it again, then wait.")
+    await s.collect_until(lambda e: e["type"] == "tool_execution_start" and e.get("toolName") == "bash")
+    await s.handle.signal(AgentSessionWorkflow.abort)
+    await s.run_to_idle(timeout=20)
+    await s.prompt("And now?")
+    await s.run_to_idle()
+
+
+@scenario
 async def user_bash(rig: Rig) -> None:
     key = rig.script("bash", {"select": "sequential", "turns": [{"text": "I saw your command."}]})
     s = await rig.start(key)

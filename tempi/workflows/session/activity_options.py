@@ -107,3 +107,18 @@ class Activities:
             retry_policy=opts.retry,
             cancellation_type=opts.cancellation,
         )
+
+    def execute_local(
+        self, name: str, arg: Any, result_type: type | None = None, *, options: ActivityOptions | None = None
+    ) -> Awaitable[Any]:
+        """The activity on the worker that runs this workflow task, recorded as a marker: no
+        server round trip to schedule it, none to hand its result back."""
+        opts = options or ACTIVITY_OPTIONS[name]
+        return workflow.execute_local_activity(
+            name,
+            arg,
+            result_type=result_type,
+            start_to_close_timeout=opts.start_to_close,
+            retry_policy=opts.retry,
+            cancellation_type=opts.cancellation,
+        )

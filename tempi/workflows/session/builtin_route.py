@@ -29,6 +29,16 @@ with workflow.unsafe.imports_passed_through():
     from tempi.workflows.session.tool_routes import RouteResult, ToolSlot
     from tempi.workflows.session_types import SessionConfig, ToolCallInput, ToolCallResult
 
+# read, write, edit and ls on the session's own worker run as local activities: a turn then
+# pays one server round trip, for the model call, instead of two. After a lost worker they
+# run again as activities do: reads change nothing, a write writes the same content, the
+# edit journal knows an edit it applied, and a parked result is reused. A local activity
+# hears an abort only when its workflow task does (the SDK renews that task every 8 s), so
+# what can run long stays an activity that heartbeats: grep and find over a large tree,
+# bash (also run at most once), and every call on a sandbox host's queue.
+LOCAL_FILE_TOOLS = "local-file-tools"
+LOCAL_TOOLS = frozenset({"read", "write", "edit", "ls"})
+
 
 class BuiltinToolRoute:
     def __init__(
@@ -74,11 +84,15 @@ class BuiltinToolRoute:
         )
         effect = tool_effect(call.name)
         queue = self.queue
-        task = asyncio.ensure_future(
-            self.activities.execute(
+        if queue is None and call.name in LOCAL_TOOLS and workflow.patched(LOCAL_FILE_TOOLS):
+            run = self.activities.execute_local(
+                act.RUN_TOOL, inp, ToolCallResult, options=tool_options(effect)
+            )
+        else:
+            run = self.activities.execute(
                 act.RUN_TOOL, inp, ToolCallResult, task_queue=queue, options=tool_options(effect)
             )
-        )
+        task = asyncio.ensure_future(run)
         try:
             result: ToolCallResult = await self.control.track(task)
         except (ActivityError, CancelledError, asyncio.CancelledError) as err:
