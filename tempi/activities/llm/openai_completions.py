@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncGenerator, AsyncIterator
-from typing import Any, cast
+from typing import Any
 
 import openai
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from tempi.activities.llm.abort import AbortWatch, relay_stream
 from tempi.activities.llm.assembler import MessageAssembler
@@ -23,6 +24,7 @@ from tempi.activities.llm.contract import (
 )
 from tempi.activities.llm.errors import IncompleteStreamError, ProviderError
 from tempi.activities.llm.http_pool import shared_http_client
+from tempi.activities.llm.openai_post import post_stream
 from tempi.activities.llm.thinking import openai_reasoning_effort
 from tempi.activities.llm.transform import OPENAI_CHAT_TOOL_IDS, repair_conversation
 from tempi.agent.llm_context import LlmContext, ToolSpec
@@ -192,7 +194,7 @@ async def stream_openai_completions(
         http_client=shared_http_client(openai.DefaultAsyncHttpxClient),
         default_headers=request_headers(model, options),
     )
-    create = cast(Any, client.chat.completions).create(**body)
+    create = post_stream(client, "/chat/completions", body, ChatCompletion, ChatCompletionChunk)
     async for event in relay_stream(create, abort, lambda raw: _content_events(raw, assembler)):
         yield event
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import AsyncGenerator, AsyncIterator
-from typing import Any, cast
+from typing import Any
 
 import openai
+from openai.types.responses import Response, ResponseStreamEvent
 
 from tempi.activities.llm.abort import AbortWatch, relay_stream
 from tempi.activities.llm.assembler import MessageAssembler
@@ -19,6 +20,7 @@ from tempi.activities.llm.contract import (
 )
 from tempi.activities.llm.errors import IncompleteStreamError, ProviderError
 from tempi.activities.llm.http_pool import shared_http_client
+from tempi.activities.llm.openai_post import post_stream
 from tempi.activities.llm.thinking import responses_reasoning
 from tempi.activities.llm.transform import OPENAI_RESPONSES_TOOL_IDS, is_same_model, repair_conversation
 from tempi.agent.llm_context import LlmContext, ToolSpec
@@ -213,7 +215,7 @@ async def stream_openai_responses(
         http_client=shared_http_client(openai.DefaultAsyncHttpxClient),
         default_headers=request_headers(model, options),
     )
-    create = cast(Any, client.responses).create(**body)
+    create = post_stream(client, "/responses", body, Response, ResponseStreamEvent)
     async for event in relay_stream(create, abort, lambda raw: _content_events(raw, assembler)):
         yield event
 
