@@ -81,7 +81,12 @@ class MessageAssembler:
     # -- message-level -------------------------------------------------------------
 
     def snapshot(self) -> AssistantMessage:
-        return self.message.model_copy(deep=True)
+        # The message and its blocks change only by having fields reassigned (a longer text,
+        # freshly parsed arguments), so copying the message, its block list and each block
+        # freezes this moment. A deep copy per delta was 6% of a busy worker's time.
+        return self.message.model_copy(
+            update={"content": [block.model_copy() for block in self.message.content]}
+        )
 
     def start(self) -> StartEvent:
         return StartEvent(partial=self.snapshot())

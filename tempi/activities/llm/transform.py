@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tempi.agent.messages import (
@@ -167,13 +168,22 @@ def _repair_assistant(message: AssistantMessage, model: ModelSpec, ids: _IdMap) 
             blocks.append(block if same_model else TextContent(text=block.text))
         else:
             call_id = ids.assign(block.id, same_model=same_model)
+            if call_id == block.id and (same_model or block.thought_signature is None):
+                blocks.append(block)
+                continue
             update: dict[str, object] = {"id": call_id}
             if not same_model:
                 update["thought_signature"] = None
             blocks.append(block.model_copy(update=update))
     if not blocks:
         return None
+    if _same_blocks(blocks, message.content):
+        return message  # the usual case, a long session's every turn: nothing to copy
     return message.model_copy(update={"content": blocks})
+
+
+def _same_blocks(repaired: Sequence[object], original: Sequence[object]) -> bool:
+    return len(repaired) == len(original) and all(a is b for a, b in zip(repaired, original, strict=True))
 
 
 def _repair_tool_result(message: ToolResultMessage, call_id: str, model: ModelSpec) -> ToolResultMessage:
@@ -186,6 +196,8 @@ def _repair_tool_result(message: ToolResultMessage, call_id: str, model: ModelSp
             content.append(block)
         else:
             content.append(TextContent(text=IMAGE_OMITTED_TEXT))
+    if call_id == message.tool_call_id and _same_blocks(content, message.content):
+        return message
     return message.model_copy(update={"tool_call_id": call_id, "content": content})
 
 
