@@ -96,6 +96,7 @@ async def serve(
     # the server.
     from tempi.workers.activity_tracker import ActivityTracker
     from tempi.workers.codec import load_key_ring, ring_fingerprint
+    from tempi.workers.provider_preload import preload_default_provider
     from tempi.workers.telemetry import serve_metrics
     from tempi.workers.temporal_client import connect
     from tempi.workers.temporal_connection import TemporalSettingsError
@@ -137,11 +138,13 @@ async def serve(
         tmp.write_text(json.dumps(info.__dict__))
         os.replace(tmp, info_path(home))
         async with running_workers(client, sessions_root=sessions_root(home), activity_hook=tracker):
+            preload = asyncio.create_task(preload_default_provider())
             while not stop.is_set():
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), 5)
                 if idle_minutes > 0 and tracker.idle_for() > idle_minutes * 60:
                     break
+            preload.cancel()
     finally:
         with contextlib.suppress(FileNotFoundError):
             info_path(home).unlink()
