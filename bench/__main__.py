@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from bench import history, overhead, pipeline, startup, throughput
+from bench import context, history, overhead, pipeline, startup, throughput
 from bench.report import machine, write_results
 
 BENCHMARKS: dict[str, Callable[[bool, bool], Coroutine[Any, Any, dict[str, Any]]]] = {
@@ -18,6 +18,7 @@ BENCHMARKS: dict[str, Callable[[bool, bool], Coroutine[Any, Any, dict[str, Any]]
     "throughput": throughput.run,
     "startup": startup.run,
     "pipeline": pipeline.run,
+    "context": context.run,
 }
 
 
@@ -25,7 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench",
         description="tempi benchmarks on loopback: orchestration overhead (vs a plain loop and vs pi), "
-        "workflow history size, concurrent throughput, cold and warm start, a 1,000-target pipeline.",
+        "workflow history size, concurrent throughput, cold and warm start, a 1,000-target pipeline, "
+        "the context rebuilt per model call at turn 10, 100 and 1,000.",
     )
     parser.add_argument(
         "which", nargs="*", choices=[*BENCHMARKS, []], help="benchmarks to run (default: all)"

@@ -1,8 +1,9 @@
 """Cold start: `tempi --mode json -p` with no server running (fresh TEMPI_HOME; the
 embedded service starts, answers, and is then stopped with `tempi server stop`), process
 start to the first token (`message_update`) and to exit. Warm start: with the service
-running, process start to the first token. pi's start to first token is measured the same
-way when pi is installed. Medians with the range, as other jobs may share the cores."""
+running, process start to the first token. First prompt: the service started a few seconds
+earlier (as the interactive mode starts it while the user types) but has run no model
+call yet. pi's start to first token is measured the same way when pi is installed. Medians with the range, as other jobs may share the cores."""
 
 from __future__ import annotations
 
@@ -16,10 +17,19 @@ from typing import Any
 
 from bench.overhead import find_pi
 from bench.report import median, print_table
-from bench.rig import MODEL_ID, PROVIDER, ScriptedServerProcess, clean_env, tempi_command, write_models_json
+from bench.rig import (
+    MODEL_ID,
+    PROVIDER,
+    PYTHON,
+    ScriptedServerProcess,
+    clean_env,
+    tempi_command,
+    write_models_json,
+)
 from bench.sessions import pi_json_argv, run_json_cli, tempi_json_argv
 
 ANSWER = {"text": "Hello from the scripted model. " * 4, "chunk_size": 8}
+TYPING_S = 5.0  # how long the service runs before the first prompt arrives
 
 
 def _timed(
@@ -42,6 +52,7 @@ async def run(quick: bool, profile: bool = False) -> dict[str, Any]:
     cold_first: list[float] = []
     stops: list[float] = []
     warm: list[float] = []
+    first_prompt: list[float] = []
     pi_first: list[float] = []
     with ScriptedServerProcess(tmp / "llm", {"hello": [ANSWER]}) as llm:
         for i in range(repeats):
@@ -55,6 +66,22 @@ async def run(quick: bool, profile: bool = False) -> dict[str, Any]:
             cold.append(r.wall_s)
             seconds, _ = _timed(tempi_command("server", "stop"), cwd, env)
             stops.append(seconds)
+        for i in range(repeats):
+            home = tmp / f"home-fresh-{i}"
+            write_models_json(home, llm.base_url, "hello")
+            env = clean_env(home)
+            started = subprocess.run(
+                [PYTHON, "-c", _START_SERVICE],
+                cwd=cwd, env=env, capture_output=True, text=True, timeout=180,
+            )  # fmt: skip
+            if started.returncode != 0:
+                raise RuntimeError(f"the service did not start: {started.stderr[-1500:]}")
+            time.sleep(TYPING_S)
+            r = run_json_cli(tempi_json_argv("hi"), cwd=cwd, env=env, timeout_s=120)
+            _timed(tempi_command("server", "stop"), cwd, env)
+            if r.first_token_s is None:
+                raise RuntimeError(f"first prompt streamed no token: {r.stderr[-1500:]}")
+            first_prompt.append(r.first_token_s)
         home = tmp / "home-warm"
         write_models_json(home, llm.base_url, "hello")
         env = clean_env(home)
@@ -90,6 +117,7 @@ async def run(quick: bool, profile: bool = False) -> dict[str, Any]:
         "cold_start_s": _summary(cold),
         "server_stop_s": _summary(stops),
         "warm_first_token_s": _summary(warm),
+        "first_prompt_first_token_s": _summary(first_prompt),
         "pi_first_token_s": _summary(pi_first) if pi_first else None,
     }
     print_table(
@@ -100,11 +128,15 @@ async def run(quick: bool, profile: bool = False) -> dict[str, Any]:
             _row("cold `tempi --mode json -p` to exit", cold),
             _row("`tempi server stop`", stops),
             _row("warm `tempi --mode json -p` to first token", warm),
+            _row(f"first prompt, service up {TYPING_S:.0f} s, to first token", first_prompt),
             _row("pi --mode json -p to first token", pi_first),
         ],
     )
     shutil.rmtree(tmp, ignore_errors=True)
     return results
+
+
+_START_SERVICE = "from tempi.config.paths import tempi_home; from tempi.workers.service import ensure_service; ensure_service(tempi_home(), quiet=True)"
 
 
 def _summary(values: list[float]) -> dict[str, Any]:
