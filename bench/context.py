@@ -21,9 +21,11 @@ from bench.report import median, print_table
 from bench.rig import API, MODEL_ID, PROVIDER
 from bench.sessions import model_for
 from tempi.activities.llm.contract import StreamOptions
+from tempi.activities.llm.conversation_cache import CONVERSATIONS
+from tempi.activities.llm.openai_completions import API as API_NAME
 from tempi.activities.llm.openai_completions import build_request
 from tempi.agent.llm_context import LlmContext
-from tempi.agent.llm_conversion import to_llm_messages
+from tempi.agent.llm_conversion import GrowingConversion
 from tempi.agent.tool_specs import tool_specs
 from tempi.store.session_store import SessionStore
 
@@ -106,7 +108,9 @@ class SessionWriter:
 
 def time_calls(turns: int, tmp: Path) -> dict[str, Any]:
     model = model_for("http://127.0.0.1:9/v1")
-    options = StreamOptions(api_key="bench")
+    # A session id, as every call of a session carries: it is what the worker keeps the last
+    # call's conversion under.
+    options = StreamOptions(api_key="bench", session_id=f"bench-context-{turns}")
     tools = tool_specs(["read", "bash", "edit", "write"])
     path = tmp / f"session-{turns}.jsonl"
     writer = SessionWriter(path)
@@ -115,6 +119,7 @@ def time_calls(turns: int, tmp: Path) -> dict[str, Any]:
     store.load(path)
     entries = writer.next_id - 1
     stages: dict[str, list[float]] = {stage: [] for stage in STAGES}
+    conversion = GrowingConversion()  # as the model call's activity keeps one per session
     body_bytes = 0
     for _ in range(CALLS):
         writer.turns(1)
@@ -123,13 +128,13 @@ def time_calls(turns: int, tmp: Path) -> dict[str, Any]:
         t1 = time.perf_counter()
         context = session.tree.build_context(writer.leaf)
         t2 = time.perf_counter()
-        messages = to_llm_messages(context.messages)
+        messages = conversion.convert(context.messages)
         t3 = time.perf_counter()
         body = build_request(
-            model, LlmContext(system_prompt="bench", messages=messages, tools=tools), options
+            model, LlmContext.model_construct(system_prompt="bench", messages=messages, tools=tools), options
         )
         t4 = time.perf_counter()
-        body_bytes = len(json.dumps(body).encode())
+        body_bytes = len(CONVERSATIONS.encode((API_NAME, f"bench-context-{turns}"), body, "messages"))
         t5 = time.perf_counter()
         for stage, start, end in zip(STAGES, (t0, t1, t2, t3, t4), (t1, t2, t3, t4, t5), strict=True):
             stages[stage].append((end - start) * 1000)

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
+from weakref import WeakKeyDictionary
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -40,11 +41,12 @@ from tempi.activities.tools.bwrap_backend import BwrapBackend
 from tempi.activities.tools.names import escape_value
 from tempi.agent.blocked_images import without_images
 from tempi.agent.llm_context import LlmContext
-from tempi.agent.llm_conversion import to_llm_messages
+from tempi.agent.llm_conversion import GrowingConversion
 from tempi.agent.messages import AssistantMessage, ImageContent, TextContent, ToolCall, ToolResultMessage
 from tempi.agent.model_spec import ModelSpec, ThinkingLevel
 from tempi.agent.partial_message import compact_delta
 from tempi.agent.session_entries import MessageEntry
+from tempi.agent.session_tree import SessionTree
 from tempi.agent.tool_specs import labelled, tool_specs
 from tempi.config.errors import ConfigError
 from tempi.config.settings import images_blocked, provider_retries, shell_command_prefix
@@ -241,12 +243,18 @@ def find_parked(ref: SessionFileRef, entry_id: str) -> dict[str, Any] | None:
         return None
 
 
+# Per session tree (the store's, kept while the store keeps the session): its last call's
+# messages in the model's terms, so a turn converts only its own.
+_CONVERSIONS: WeakKeyDictionary[SessionTree, GrowingConversion] = WeakKeyDictionary()
+
+
 def build_llm_context(store: SessionStore, inp: LlmCallInput) -> LlmContext:
     session = store.load(Path(inp.file.session_path))
     context = session.tree.build_context(inp.leaf_id)
-    messages = to_llm_messages(context.messages)
+    messages = _CONVERSIONS.setdefault(session.tree, GrowingConversion()).convert(context.messages)
     specs = [*tool_specs(inp.tools), *inp.extra_tools]
-    return LlmContext(
+    # Built from validated parts: validating again would walk every message of the session.
+    return LlmContext.model_construct(
         system_prompt=inp.system_prompt,
         messages=without_images(messages) if images_blocked(Path(inp.file.cwd)) else messages,
         tools=labelled(specs) if inp.tool_labels else specs,

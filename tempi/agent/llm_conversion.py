@@ -6,7 +6,8 @@ messages, branch and compaction summaries); each becomes a user message here.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import operator
+from collections.abc import Iterable, Sequence
 
 from tempi.agent.messages import (
     AgentMessage,
@@ -71,3 +72,22 @@ def to_llm_message(message: AgentMessage) -> LlmMessage | None:
 def to_llm_messages(messages: Iterable[AgentMessage]) -> list[LlmMessage]:
     converted = (to_llm_message(message) for message in messages)
     return [message for message in converted if message is not None]
+
+
+class GrowingConversion:
+    """`to_llm_messages` for one conversation as it grows: when the messages begin with the
+    very objects converted last time, only the ones after them are converted."""
+
+    def __init__(self) -> None:
+        self._seen: list[AgentMessage] = []
+        self._converted: list[LlmMessage] = []
+
+    def convert(self, messages: Sequence[AgentMessage]) -> list[LlmMessage]:
+        done = len(self._seen)
+        if len(messages) >= done and all(map(operator.is_, messages[:done], self._seen)):
+            converted = [*self._converted, *to_llm_messages(messages[done:])]
+        else:
+            converted = to_llm_messages(messages)
+        self._seen = list(messages)
+        self._converted = converted
+        return list(converted)

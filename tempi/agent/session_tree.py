@@ -56,6 +56,16 @@ def _entry_ms(entry: SessionEntry) -> int:
         return 0
 
 
+def _apply_settings(context: SessionContext, entry: SessionEntry) -> None:
+    """The model and thinking level in force after `entry`."""
+    if isinstance(entry, ThinkingLevelChangeEntry):
+        context.thinking_level = entry.thinking_level
+    elif isinstance(entry, ModelChangeEntry):
+        context.provider, context.model_id = entry.provider, entry.model_id
+    elif isinstance(entry, MessageEntry) and isinstance(entry.message, AssistantMessage):
+        context.provider, context.model_id = entry.message.provider, entry.message.model
+
+
 def entry_message(entry: SessionEntry) -> AgentMessage | None:
     """The conversation message an entry contributes (outside any compaction), if any."""
     if isinstance(entry, MessageEntry):
@@ -81,6 +91,7 @@ class SessionTree:
         self._by_id: dict[str, SessionEntry] = {}
         self._children: dict[str | None, list[SessionEntry]] = {}
         self.leaf_id: str | None = None
+        self._last_context: tuple[str, SessionContext] | None = None
         for entry in entries:
             self._add(entry)
 
@@ -89,6 +100,11 @@ class SessionTree:
         self._by_id[entry.id] = entry
         self._children.setdefault(entry.parent_id, []).append(entry)
         self.leaf_id = entry.id
+
+    def add_loaded(self, entry: SessionEntry) -> None:
+        """An entry read from the file after the others: a repeated id is the file's
+        business (the last one wins, as on a load from the start)."""
+        self._add(entry)
 
     def append(self, entry: SessionEntry) -> None:
         if entry.id in self._by_id:
@@ -146,18 +162,43 @@ class SessionTree:
         leaf = leaf_id if leaf_id is not None else self.leaf_id
         if leaf is None:
             return SessionContext()
+        context = self._extend_last_context(leaf) or self._context_of(leaf)
+        self._last_context = (leaf, context)
+        # Callers get their own list: the one kept here is extended by the next turn.
+        return context.model_copy(update={"messages": list(context.messages)})
+
+    def _extend_last_context(self, leaf: str) -> SessionContext | None:
+        """The last built context carried on to `leaf`, when `leaf` descends from its leaf
+        through entries that add messages or settings only: a running session's next turn
+        then costs its new entries, not the whole branch."""
+        if self._last_context is None:
+            return None
+        last_leaf, last = self._last_context
+        added: list[SessionEntry] = []
+        entry = self._by_id.get(leaf)
+        while entry is not None and entry.id != last_leaf:
+            if isinstance(entry, CompactionEntry) or len(added) > len(self.entries):
+                return None  # a compaction rewrites the start; a damaged file may loop
+            added.append(entry)
+            entry = self._by_id.get(entry.parent_id) if entry.parent_id else None
+        if entry is None:
+            return None  # another branch
+        context = last.model_copy(update={"messages": list(last.messages)})
+        for entry in reversed(added):
+            _apply_settings(context, entry)
+            message = entry_message(entry)
+            if message is not None:
+                context.messages.append(message)
+        return context
+
+    def _context_of(self, leaf: str) -> SessionContext:
         path = self.path_to(leaf)
 
         context = SessionContext()
         compaction_index: int | None = None
         for index, entry in enumerate(path):
-            if isinstance(entry, ThinkingLevelChangeEntry):
-                context.thinking_level = entry.thinking_level
-            elif isinstance(entry, ModelChangeEntry):
-                context.provider, context.model_id = entry.provider, entry.model_id
-            elif isinstance(entry, MessageEntry) and isinstance(entry.message, AssistantMessage):
-                context.provider, context.model_id = entry.message.provider, entry.message.model
-            elif isinstance(entry, CompactionEntry):
+            _apply_settings(context, entry)
+            if isinstance(entry, CompactionEntry):
                 compaction_index = index
 
         messages: list[AgentMessage] = []

@@ -48,6 +48,9 @@ class _LoadedFile:
     header: SessionHeader
     entries: list[SessionEntry]
     skipped: int
+    # Kept with the entries and extended with them: indexing every entry again per load, and
+    # the tree's last built context, would make each turn cost the whole session.
+    tree: SessionTree
 
 
 class Loader:
@@ -64,7 +67,8 @@ class Loader:
 
         Entries already read from this file are reused and only lines appended since are
         parsed, so loading a long session once per turn stays cheap; keep one store per
-        process to benefit. Returned entries are shared with that cache: do not mutate them.
+        process to benefit. Returned entries and tree are shared with that cache: do not
+        mutate them.
         """
         key = str(path.absolute())
         with self._locks.locked(path, exclusive=False) as handle:
@@ -89,10 +93,13 @@ class Loader:
                 header=header_model(parsed.header, path),
                 entries=entries,
                 skipped=parsed.skipped + unreadable,
+                tree=SessionTree(entries),
             )
         else:
             new_entries, skipped = entries_in(data[:complete_end])
             cached.entries.extend(new_entries)
+            for entry in new_entries:
+                cached.tree.add_loaded(entry)
             cached.skipped += skipped
             cached.size += complete_end
         with self._guard:
@@ -106,7 +113,7 @@ class Loader:
             path=path,
             header=cached.header,
             entries=entries,
-            tree=SessionTree(entries),
+            tree=SessionTree(entries) if torn_entries else cached.tree,
             skipped_lines=cached.skipped + torn_skipped,
         )
 

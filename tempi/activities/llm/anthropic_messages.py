@@ -16,10 +16,11 @@ from tempi.activities.llm.contract import (
     request_headers,
     require_api_key,
 )
+from tempi.activities.llm.conversation_cache import CONVERSATIONS
 from tempi.activities.llm.errors import IncompleteStreamError, ProviderError
 from tempi.activities.llm.http_pool import shared_http_client
 from tempi.activities.llm.thinking import anthropic_thinking
-from tempi.activities.llm.transform import ANTHROPIC_TOOL_IDS, repair_conversation
+from tempi.activities.llm.transform import ANTHROPIC_TOOL_IDS, ConversationRepair, repair_conversation
 from tempi.agent.llm_context import LlmContext, ToolSpec
 from tempi.agent.messages import (
     AssistantMessage,
@@ -35,6 +36,7 @@ from tempi.agent.messages import (
 from tempi.agent.model_spec import ModelSpec
 from tempi.agent.stream_events import AssistantMessageEvent, TextStart, ThinkingStart, ToolCallStart
 
+API = "anthropic-messages"
 EPHEMERAL = {"type": "ephemeral"}
 # Lets Claude think between tool calls; pi sends it on every request.
 BETA_HEADERS = {"anthropic-beta": "interleaved-thinking-2025-05-14"}
@@ -55,7 +57,14 @@ def build_request(model: ModelSpec, context: LlmContext, options: StreamOptions)
     thinking = anthropic_thinking(model, options.thinking_level, output_token_limit(model, options))
     body: dict[str, Any] = {
         "model": model.id,
-        "messages": convert_messages(repair_conversation(context.messages, model, ANTHROPIC_TOOL_IDS)),
+        "messages": CONVERSATIONS.convert(
+            (API, options.session_id),
+            context.messages,
+            model,
+            lambda: (ConversationRepair(model, ANTHROPIC_TOOL_IDS), AnthropicConverter()),
+        )
+        if options.session_id
+        else convert_messages(repair_conversation(context.messages, model, ANTHROPIC_TOOL_IDS)),
         "max_tokens": thinking.max_tokens,
         "stream": True,
     }
@@ -74,8 +83,28 @@ def build_request(model: ModelSpec, context: LlmContext, options: StreamOptions)
 
 
 def convert_messages(messages: list[LlmMessage]) -> list[dict[str, Any]]:
-    converted: list[dict[str, Any]] = []
+    converter = AnthropicConverter()
     for message in messages:
+        converter.add(message)
+    return converter.result()
+
+
+class AnthropicConverter:
+    """Repaired messages to Anthropic messages, one at a time (see `conversation_cache`)."""
+
+    def __init__(self) -> None:
+        self.converted: list[dict[str, Any]] = []
+
+    def copy(self) -> AnthropicConverter:
+        twin = AnthropicConverter()
+        twin.converted = list(self.converted)
+        return twin
+
+    def close_turn(self) -> None:
+        pass  # a run of tool results is one user message already
+
+    def add(self, message: LlmMessage) -> None:
+        converted = self.converted
         if isinstance(message, UserMessage):
             converted.append({"role": "user", "content": _user_content(message)})
         elif isinstance(message, AssistantMessage):
@@ -86,11 +115,16 @@ def convert_messages(messages: list[LlmMessage]) -> list[dict[str, Any]]:
             result = _tool_result_block(message)
             previous = converted[-1] if converted else None
             if previous is not None and previous["role"] == "user" and _is_tool_results(previous["content"]):
-                previous["content"].append(result)
+                # Replaced, not extended: an earlier call's state may share the message.
+                converted[-1] = {**previous, "content": [*previous["content"], result]}
             else:
                 converted.append({"role": "user", "content": [result]})
-    _mark_cache_breakpoint(converted)
-    return converted
+
+    def shared(self) -> list[dict[str, Any]]:
+        return self.converted
+
+    def result(self) -> list[dict[str, Any]]:
+        return _with_cache_breakpoint(self.converted)
 
 
 def convert_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
@@ -172,15 +206,20 @@ def _is_tool_results(content: object) -> bool:
     return isinstance(content, list) and bool(content) and content[0].get("type") == "tool_result"
 
 
-def _mark_cache_breakpoint(messages: list[dict[str, Any]]) -> None:
-    """Cache the conversation up to its last user message, as pi does."""
+def _with_cache_breakpoint(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Cache the conversation up to its last user message, as pi does. The mark goes on a
+    copy of that message: the others are shared with the next call."""
     if not messages or messages[-1]["role"] != "user":
-        return
+        return list(messages)
     last = messages[-1]
-    if isinstance(last["content"], str):
-        last["content"] = [{"type": "text", "text": last["content"], "cache_control": EPHEMERAL}]
-    elif last["content"]:
-        last["content"][-1]["cache_control"] = EPHEMERAL
+    content = last["content"]
+    if isinstance(content, str):
+        marked = [{"type": "text", "text": content, "cache_control": EPHEMERAL}]
+    elif content:
+        marked = [*content[:-1], {**content[-1], "cache_control": EPHEMERAL}]
+    else:
+        marked = content
+    return [*messages[:-1], {**last, "content": marked}]
 
 
 async def stream_anthropic_messages(

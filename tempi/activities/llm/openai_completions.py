@@ -22,11 +22,12 @@ from tempi.activities.llm.contract import (
     request_headers,
     require_api_key,
 )
+from tempi.activities.llm.conversation_cache import CONVERSATIONS
 from tempi.activities.llm.errors import IncompleteStreamError, ProviderError
 from tempi.activities.llm.http_pool import shared_http_client
 from tempi.activities.llm.openai_post import post_stream
 from tempi.activities.llm.thinking import openai_reasoning_effort
-from tempi.activities.llm.transform import OPENAI_CHAT_TOOL_IDS, repair_conversation
+from tempi.activities.llm.transform import OPENAI_CHAT_TOOL_IDS, ConversationRepair, repair_conversation
 from tempi.agent.llm_context import LlmContext, ToolSpec
 from tempi.agent.messages import (
     AssistantMessage,
@@ -41,6 +42,7 @@ from tempi.agent.messages import (
 from tempi.agent.model_spec import ModelSpec
 from tempi.agent.stream_events import AssistantMessageEvent
 
+API = "openai-completions"
 IMAGE_ONLY_RESULT_TEXT = "(see attached image)"
 TOOL_IMAGES_TEXT = "Attached image(s) from tool result:"
 # Fields OpenAI-compatible servers stream reasoning in; the name is kept as the thinking
@@ -63,7 +65,14 @@ def build_request(model: ModelSpec, context: LlmContext, options: StreamOptions)
         developer = model.reasoning and compat_flag(model, "supportsDeveloperRole", True)
         messages.append({"role": "developer" if developer else "system", "content": context.system_prompt})
     messages.extend(
-        convert_messages(repair_conversation(context.messages, model, OPENAI_CHAT_TOOL_IDS), model)
+        CONVERSATIONS.convert(
+            (API, options.session_id),
+            context.messages,
+            model,
+            lambda: (ConversationRepair(model, OPENAI_CHAT_TOOL_IDS), ChatConverter(model)),
+        )
+        if options.session_id
+        else convert_messages(repair_conversation(context.messages, model, OPENAI_CHAT_TOOL_IDS), model)
     )
     body: dict[str, Any] = {
         "model": model.id,
@@ -88,35 +97,62 @@ def build_request(model: ModelSpec, context: LlmContext, options: StreamOptions)
 
 
 def convert_messages(messages: list[LlmMessage], model: ModelSpec) -> list[dict[str, Any]]:
-    converted: list[dict[str, Any]] = []
-    # Images from a run of tool results follow the run: a user message between two tool
-    # messages would separate results from their call.
-    pending_images: list[ImageContent] = []
-
-    def flush_images() -> None:
-        if pending_images:
-            parts = [{"type": "text", "text": TOOL_IMAGES_TEXT}] + [_image_part(i) for i in pending_images]
-            converted.append({"role": "user", "content": parts})
-            pending_images.clear()
-
+    converter = ChatConverter(model)
     for message in messages:
+        converter.add(message)
+    return converter.result()
+
+
+class ChatConverter:
+    """Repaired messages to chat messages, one at a time (see `conversation_cache`)."""
+
+    def __init__(self, model: ModelSpec) -> None:
+        self.model = model
+        self.converted: list[dict[str, Any]] = []
+        # Images from a run of tool results follow the run: a user message between two tool
+        # messages would separate results from their call.
+        self.pending_images: list[ImageContent] = []
+
+    def copy(self) -> ChatConverter:
+        twin = ChatConverter(self.model)
+        twin.converted = list(self.converted)
+        twin.pending_images = list(self.pending_images)
+        return twin
+
+    def close_turn(self) -> None:
+        if self.pending_images:
+            self.converted.append(_tool_images_message(self.pending_images))
+            self.pending_images = []
+
+    def add(self, message: LlmMessage) -> None:
         if isinstance(message, UserMessage):
-            flush_images()
-            converted.append({"role": "user", "content": _user_content(message)})
+            self.close_turn()
+            self.converted.append({"role": "user", "content": _user_content(message)})
         elif isinstance(message, AssistantMessage):
-            flush_images()
+            self.close_turn()
             assistant = _assistant_message(message)
             if assistant is not None:
-                converted.append(assistant)
+                self.converted.append(assistant)
         else:
             texts = [block.text for block in message.content if isinstance(block, TextContent)]
             images = [block for block in message.content if isinstance(block, ImageContent)]
             text = "\n".join(texts) if texts else (IMAGE_ONLY_RESULT_TEXT if images else "")
-            converted.append({"role": "tool", "content": text, "tool_call_id": message.tool_call_id})
-            if model.supports_images:
-                pending_images.extend(images)
-    flush_images()
-    return converted
+            self.converted.append({"role": "tool", "content": text, "tool_call_id": message.tool_call_id})
+            if self.model.supports_images:
+                self.pending_images.extend(images)
+
+    def shared(self) -> list[dict[str, Any]]:
+        return self.converted
+
+    def result(self) -> list[dict[str, Any]]:
+        if self.pending_images:
+            return [*self.converted, _tool_images_message(self.pending_images)]
+        return list(self.converted)
+
+
+def _tool_images_message(images: list[ImageContent]) -> dict[str, Any]:
+    parts = [{"type": "text", "text": TOOL_IMAGES_TEXT}] + [_image_part(i) for i in images]
+    return {"role": "user", "content": parts}
 
 
 def convert_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
@@ -194,7 +230,10 @@ async def stream_openai_completions(
         http_client=shared_http_client(openai.DefaultAsyncHttpxClient),
         default_headers=request_headers(model, options),
     )
-    create = post_stream(client, "/chat/completions", body, ChatCompletion, ChatCompletionChunk)
+    payload = (
+        CONVERSATIONS.encode((API, options.session_id), body, "messages") if options.session_id else body
+    )
+    create = post_stream(client, "/chat/completions", payload, ChatCompletion, ChatCompletionChunk)
     async for event in relay_stream(create, abort, lambda raw: _content_events(raw, assembler)):
         yield event
 

@@ -5,7 +5,8 @@ The SDK's `create()` first walks every parameter against its TypedDicts
 chat and responses parameters have none of those, and tempi's bodies are plain JSON, so the
 walk returns what it was given; it cost tens of milliseconds per call on a long context
 and grew with it (issue 13). `client.post` is the SDK's own entry for a body sent as is:
-retries, headers, errors and the event stream are the same as `create()`'s."""
+retries, headers, errors and the event stream are the same as `create()`'s. A body already
+encoded (`conversation_cache`) goes as those bytes."""
 
 from __future__ import annotations
 
@@ -18,11 +19,12 @@ BEARER_AUTH: Any = {"bearer_auth": True}
 
 
 async def post_stream(
-    client: openai.AsyncOpenAI, path: str, body: dict[str, Any], cast_to: type[Any], event: Any
+    client: openai.AsyncOpenAI, path: str, body: dict[str, Any] | bytes, cast_to: type[Any], event: Any
 ) -> openai.AsyncStream[Any]:
     stream: openai.AsyncStream[Any] = await client.post(
         path,
-        body=body,
+        body=None if isinstance(body, bytes) else body,
+        content=body if isinstance(body, bytes) else None,
         cast_to=cast_to,
         stream=True,
         stream_cls=openai.AsyncStream[event],

@@ -18,11 +18,17 @@ from tempi.activities.llm.contract import (
     request_headers,
     require_api_key,
 )
+from tempi.activities.llm.conversation_cache import CONVERSATIONS
 from tempi.activities.llm.errors import IncompleteStreamError, ProviderError
 from tempi.activities.llm.http_pool import shared_http_client
 from tempi.activities.llm.openai_post import post_stream
 from tempi.activities.llm.thinking import responses_reasoning
-from tempi.activities.llm.transform import OPENAI_RESPONSES_TOOL_IDS, is_same_model, repair_conversation
+from tempi.activities.llm.transform import (
+    OPENAI_RESPONSES_TOOL_IDS,
+    ConversationRepair,
+    is_same_model,
+    repair_conversation,
+)
 from tempi.agent.llm_context import LlmContext, ToolSpec
 from tempi.agent.messages import (
     AssistantMessage,
@@ -36,6 +42,7 @@ from tempi.agent.messages import (
 from tempi.agent.model_spec import ModelSpec
 from tempi.agent.stream_events import AssistantMessageEvent, TextStart, ThinkingStart, ToolCallStart
 
+API = "openai-responses"
 IMAGE_ONLY_RESULT_TEXT = "(see attached image)"
 TOOL_IMAGES_TEXT = "Attached image(s) from tool result:"
 MAX_ITEM_ID_LENGTH = 64
@@ -46,7 +53,14 @@ def build_request(model: ModelSpec, context: LlmContext, options: StreamOptions)
     if context.system_prompt:
         items.append({"role": "developer" if model.reasoning else "system", "content": context.system_prompt})
     items.extend(
-        convert_messages(repair_conversation(context.messages, model, OPENAI_RESPONSES_TOOL_IDS), model)
+        CONVERSATIONS.convert(
+            (API, options.session_id),
+            context.messages,
+            model,
+            lambda: (ConversationRepair(model, OPENAI_RESPONSES_TOOL_IDS), ResponsesConverter(model)),
+        )
+        if options.session_id
+        else convert_messages(repair_conversation(context.messages, model, OPENAI_RESPONSES_TOOL_IDS), model)
     )
     body: dict[str, Any] = {
         "model": model.id,
@@ -70,39 +84,68 @@ def build_request(model: ModelSpec, context: LlmContext, options: StreamOptions)
 
 
 def convert_messages(messages: list[LlmMessage], model: ModelSpec) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    pending_images: list[ImageContent] = []
+    converter = ResponsesConverter(model)
+    for message in messages:
+        converter.add(message)
+    return converter.result()
 
-    def flush_images() -> None:
-        if pending_images:
-            parts = [{"type": "input_text", "text": TOOL_IMAGES_TEXT}] + [
-                _image_part(i) for i in pending_images
-            ]
-            items.append({"role": "user", "content": parts})
-            pending_images.clear()
 
-    for position, message in enumerate(messages):
+class ResponsesConverter:
+    """Repaired messages to input items, one at a time (see `conversation_cache`)."""
+
+    def __init__(self, model: ModelSpec) -> None:
+        self.model = model
+        self.items: list[dict[str, Any]] = []
+        self.pending_images: list[ImageContent] = []
+        self.position = 0  # of the next message in the repaired conversation
+
+    def copy(self) -> ResponsesConverter:
+        twin = ResponsesConverter(self.model)
+        twin.items = list(self.items)
+        twin.pending_images = list(self.pending_images)
+        twin.position = self.position
+        return twin
+
+    def close_turn(self) -> None:
+        if self.pending_images:
+            self.items.append(_tool_images_item(self.pending_images))
+            self.pending_images = []
+
+    def add(self, message: LlmMessage) -> None:
+        position = self.position
+        self.position += 1
         if isinstance(message, UserMessage):
-            flush_images()
-            items.append({"role": "user", "content": _user_parts(message)})
+            self.close_turn()
+            self.items.append({"role": "user", "content": _user_parts(message)})
         elif isinstance(message, AssistantMessage):
-            flush_images()
-            items.extend(_assistant_items(message, model, position))
+            self.close_turn()
+            self.items.extend(_assistant_items(message, self.model, position))
         else:
             texts = [block.text for block in message.content if isinstance(block, TextContent)]
             images = [block for block in message.content if isinstance(block, ImageContent)]
             output = "\n".join(texts) if texts else (IMAGE_ONLY_RESULT_TEXT if images else "")
-            items.append(
+            self.items.append(
                 {
                     "type": "function_call_output",
                     "call_id": message.tool_call_id.split("|", 1)[0],
                     "output": output,
                 }
             )
-            if model.supports_images:
-                pending_images.extend(images)
-    flush_images()
-    return items
+            if self.model.supports_images:
+                self.pending_images.extend(images)
+
+    def shared(self) -> list[dict[str, Any]]:
+        return self.items
+
+    def result(self) -> list[dict[str, Any]]:
+        if self.pending_images:
+            return [*self.items, _tool_images_item(self.pending_images)]
+        return list(self.items)
+
+
+def _tool_images_item(images: list[ImageContent]) -> dict[str, Any]:
+    parts = [{"type": "input_text", "text": TOOL_IMAGES_TEXT}] + [_image_part(i) for i in images]
+    return {"role": "user", "content": parts}
 
 
 def convert_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
@@ -215,7 +258,8 @@ async def stream_openai_responses(
         http_client=shared_http_client(openai.DefaultAsyncHttpxClient),
         default_headers=request_headers(model, options),
     )
-    create = post_stream(client, "/responses", body, Response, ResponseStreamEvent)
+    payload = CONVERSATIONS.encode((API, options.session_id), body, "input") if options.session_id else body
+    create = post_stream(client, "/responses", payload, Response, ResponseStreamEvent)
     async for event in relay_stream(create, abort, lambda raw: _content_events(raw, assembler)):
         yield event
 

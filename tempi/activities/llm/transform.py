@@ -67,41 +67,61 @@ def repair_conversation(messages: list[LlmMessage], model: ModelSpec, ids: ToolI
     - tool-call ids are rewritten to what the API accepts, results follow their call;
     - calls left without a result get an error result, results without a call are dropped.
     """
+    repair = ConversationRepair(model, ids)
     repaired: list[LlmMessage] = []
-    ids_seen = _IdMap(ids)
-    pending: list[ToolCall] = []
-    answered: set[str] = set()
-
-    def answer_missing() -> None:
-        for call in pending:
-            if call.id not in answered:
-                repaired.append(_missing_result(call))
-        pending.clear()
-        answered.clear()
-
     for message in messages:
-        if isinstance(message, UserMessage):
-            answer_missing()
-            user = _repair_user(message, model)
-            if user is not None:
-                repaired.append(user)
-        elif isinstance(message, AssistantMessage):
-            answer_missing()
-            if message.stop_reason in ("error", "aborted"):
-                continue
-            assistant = _repair_assistant(message, model, ids_seen)
-            if assistant is None:
-                continue
-            pending.extend(assistant.tool_calls())
-            repaired.append(assistant)
-        else:
-            call_id = ids_seen.lookup(message.tool_call_id)
-            if call_id is None or call_id in answered or all(call.id != call_id for call in pending):
-                continue
-            answered.add(call_id)
-            repaired.append(_repair_tool_result(message, call_id, model))
-    answer_missing()
+        if not isinstance(message, ToolResultMessage):
+            repaired.extend(repair.close_turn())
+        repaired.extend(repair.add(message))
+    repaired.extend(repair.close_turn())
     return repaired
+
+
+class ConversationRepair:
+    """`repair_conversation` one message at a time, so a caller can keep its state at a turn
+    boundary and go on from there with the next call's new messages."""
+
+    def __init__(self, model: ModelSpec, ids: ToolIdFormat) -> None:
+        self.model = model
+        self._ids = _IdMap(ids)
+        self._pending: list[ToolCall] = []
+        self._answered: set[str] = set()
+
+    def copy(self) -> ConversationRepair:
+        twin = ConversationRepair.__new__(ConversationRepair)
+        twin.model = self.model
+        twin._ids = self._ids.copy()
+        twin._pending = list(self._pending)
+        twin._answered = set(self._answered)
+        return twin
+
+    def close_turn(self) -> list[LlmMessage]:
+        """Error results for the calls of the last assistant turn that no result answered;
+        due before a user or assistant message, and at the end."""
+        missing: list[LlmMessage] = [_missing_result(c) for c in self._pending if c.id not in self._answered]
+        self._pending.clear()
+        self._answered.clear()
+        return missing
+
+    def add(self, message: LlmMessage) -> list[LlmMessage]:
+        """What `message` becomes (nothing, or itself repaired). Before a user or assistant
+        message, `close_turn` must have been called."""
+        if isinstance(message, UserMessage):
+            user = _repair_user(message, self.model)
+            return [] if user is None else [user]
+        if isinstance(message, AssistantMessage):
+            if message.stop_reason in ("error", "aborted"):
+                return []
+            assistant = _repair_assistant(message, self.model, self._ids)
+            if assistant is None:
+                return []
+            self._pending.extend(assistant.tool_calls())
+            return [assistant]
+        call_id = self._ids.lookup(message.tool_call_id)
+        if call_id is None or call_id in self._answered or all(c.id != call_id for c in self._pending):
+            return []
+        self._answered.add(call_id)
+        return [_repair_tool_result(message, call_id, self.model)]
 
 
 class _IdMap:
@@ -122,6 +142,12 @@ class _IdMap:
         self._by_original[original] = normalized
         self._taken.add(normalized)
         return normalized
+
+    def copy(self) -> _IdMap:
+        twin = _IdMap(self._format)
+        twin._by_original = dict(self._by_original)
+        twin._taken = set(self._taken)
+        return twin
 
     def lookup(self, original: str) -> str | None:
         return self._by_original.get(original)
