@@ -270,6 +270,14 @@ def test_repeated_loads_see_entries_appended_elsewhere(store: SessionStore, sess
     assert [e.id for e in loaded.entries] == [e.id for e in entries]
     assert loaded.tree.leaf_id == entries[3].id
     assert loaded.skipped_lines == 0
+    with session.open("ab") as handle:
+        handle.write(b"\n")
+    # The kept tree takes the now complete line once, and its context follows.
+    again = store.load(session)
+    assert [e.id for e in again.tree.entries] == [e.id for e in entries]
+    fresh = SessionStore(store.root).load(session)
+    assert again.tree.build_context() == fresh.tree.build_context()
+    assert len(again.tree.build_context().messages) == 4
 
 
 def test_load_notices_a_replaced_file(store: SessionStore, session: Path, tmp_path: Path) -> None:

@@ -251,3 +251,49 @@ def test_deep_tree_builds_without_recursion() -> None:
     context = b.tree.build_context()
     assert len(context.messages) == 10_000
     assert texts(b.tree, "u4")[-1] == "4"
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in FIXTURES.glob("*.jsonl")))
+def test_context_carried_on_turn_by_turn_equals_one_built_from_scratch(name: str) -> None:
+    """A worker's tree grows with each turn and carries its last context on; a compaction,
+    a model or thinking change, or a jump to another branch must give what a tree built
+    from the whole file gives."""
+    _, raw = fixture_tree(name)
+    growing = SessionTree()
+    leaves: list[str] = []
+    for number, data in enumerate(raw):
+        growing.append(parse_entry(data))
+        leaves.append(data["id"])
+        fresh = SessionTree(parse_entry(d) for d in raw[: number + 1])
+        # The new leaf, then an earlier one (another branch), then the leaf again.
+        for leaf in (data["id"], leaves[number // 2], data["id"]):
+            assert growing.build_context(leaf) == fresh.build_context(leaf)
+
+
+def test_a_compaction_appended_after_a_built_context_replaces_the_earlier_messages() -> None:
+    b = Builder()
+    b.user("u1", "first")
+    b.assistant("a1", "one")
+    b.user("u2", "second")
+    assert texts(b.tree) == ["first", "one", "second"]
+    b.add("compaction", "c1", summary="S", firstKeptEntryId="u2", tokensBefore=10)
+    b.assistant("a2", "two")
+    context = b.tree.build_context()
+    assert isinstance(context.messages[0], CompactionSummaryMessage)
+    assert texts(b.tree)[1:] == ["second", "two"]
+
+
+def test_a_model_and_level_changed_after_a_built_context_are_in_force() -> None:
+    b = Builder()
+    b.user("u1", "hi")
+    b.assistant("a1", "hello", provider="anthropic", model="claude-sonnet-4-5")
+    before = b.tree.build_context()
+    assert (before.provider, before.model_id, before.thinking_level) == (
+        "anthropic",
+        "claude-sonnet-4-5",
+        "off",
+    )
+    b.add("model_change", "mc1", provider="openai", modelId="gpt-5")
+    b.add("thinking_level_change", "t1", thinkingLevel="high")
+    after = b.tree.build_context()
+    assert (after.provider, after.model_id, after.thinking_level) == ("openai", "gpt-5", "high")
