@@ -46,6 +46,7 @@ class PartialMessage:
         self.message = copy.deepcopy(start_message)
         self.message.setdefault("content", [])
         self._raw_args: dict[int, str] = {}
+        self._ended: set[int] = set()
 
     def apply(self, delta: dict[str, Any]) -> dict[str, Any]:
         """Apply one compact delta; returns the pi `message_update` event for it."""
@@ -65,7 +66,9 @@ class PartialMessage:
             raw = self._raw_args.get(index, "") + delta["delta"]
             self._raw_args[index] = raw
             content[index]["arguments"] = _parse_partial_json(raw)
-        elif kind == "text_end":
+        if kind.endswith("_end"):
+            self._ended.add(index)
+        if kind == "text_end":
             content[index]["text"] = delta["content"]
         elif kind == "thinking_end":
             content[index]["thinking"] = delta["content"]
@@ -76,28 +79,65 @@ class PartialMessage:
         event["partial"] = snapshot
         return {"type": "message_update", "assistantMessageEvent": event, "message": snapshot}
 
+    def catch_up(self, final_message: dict[str, Any]) -> list[dict[str, Any]]:
+        """Compact deltas from what was applied so far to `final_message`: the tail of a
+        stream whose live file was removed before this watcher read all of it."""
+        out: list[dict[str, Any]] = []
+        content: list[dict[str, Any]] = self.message["content"]
+        for index, block in enumerate(final_message.get("content", [])):
+            if index in self._ended:
+                continue
+            kind = block.get("type")
+            if index >= len(content) or not content[index]:
+                out.extend(_block_deltas(index, block))
+            elif kind in ("text", "thinking"):
+                seen: str = content[index].get(kind, "")
+                whole: str = block.get(kind, "")
+                if len(whole) > len(seen) and whole.startswith(seen):
+                    out.append({"type": f"{kind}_delta", "contentIndex": index, "delta": whole[len(seen) :]})
+                out.append({"type": f"{kind}_end", "contentIndex": index, "content": whole})
+            elif kind == "toolCall":
+                out.append({"type": "toolcall_end", "contentIndex": index, "toolCall": block})
+        return out
+
 
 def synthesize_deltas(final_message: dict[str, Any]) -> list[dict[str, Any]]:
     """Compact deltas that rebuild a finished message, for watchers that missed the stream."""
     out: list[dict[str, Any]] = []
     for index, block in enumerate(final_message.get("content", [])):
-        kind = block.get("type")
-        if kind == "text":
-            out.append({"type": "text_start", "contentIndex": index, "block": {"type": "text", "text": ""}})
-            if block["text"]:
-                out.append({"type": "text_delta", "contentIndex": index, "delta": block["text"]})
-            out.append({"type": "text_end", "contentIndex": index, "content": block["text"]})
-        elif kind == "thinking":
-            start = {k: v for k, v in block.items() if k not in ("thinking", "thinkingSignature")}
-            start["thinking"] = ""
-            out.append({"type": "thinking_start", "contentIndex": index, "block": start})
-            if block["thinking"]:
-                out.append({"type": "thinking_delta", "contentIndex": index, "delta": block["thinking"]})
-            out.append({"type": "thinking_end", "contentIndex": index, "content": block["thinking"]})
-        elif kind == "toolCall":
-            start = {**block, "arguments": {}}
-            out.append({"type": "toolcall_start", "contentIndex": index, "block": start})
-            args = json.dumps(block.get("arguments", {}))
-            out.append({"type": "toolcall_delta", "contentIndex": index, "delta": args})
-            out.append({"type": "toolcall_end", "contentIndex": index, "toolCall": block})
+        out.extend(_block_deltas(index, block))
     return out
+
+
+def _block_deltas(index: int, block: dict[str, Any]) -> list[dict[str, Any]]:
+    kind = block.get("type")
+    if kind == "text":
+        return [
+            {"type": "text_start", "contentIndex": index, "block": {"type": "text", "text": ""}},
+            *(
+                [{"type": "text_delta", "contentIndex": index, "delta": block["text"]}]
+                if block["text"]
+                else []
+            ),
+            {"type": "text_end", "contentIndex": index, "content": block["text"]},
+        ]
+    if kind == "thinking":
+        start = {k: v for k, v in block.items() if k not in ("thinking", "thinkingSignature")}
+        start["thinking"] = ""
+        return [
+            {"type": "thinking_start", "contentIndex": index, "block": start},
+            *(
+                [{"type": "thinking_delta", "contentIndex": index, "delta": block["thinking"]}]
+                if block["thinking"]
+                else []
+            ),
+            {"type": "thinking_end", "contentIndex": index, "content": block["thinking"]},
+        ]
+    if kind == "toolCall":
+        args = json.dumps(block.get("arguments", {}))
+        return [
+            {"type": "toolcall_start", "contentIndex": index, "block": {**block, "arguments": {}}},
+            {"type": "toolcall_delta", "contentIndex": index, "delta": args},
+            {"type": "toolcall_end", "contentIndex": index, "toolCall": block},
+        ]
+    return []

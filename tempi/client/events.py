@@ -22,6 +22,11 @@ from tempi.workflows.session_workflow import AgentSessionWorkflow
 SessionHandle = WorkflowHandle[AgentSessionWorkflow, Any]
 
 POLL_INTERVAL_S = 0.05
+# While only the live files bring news (a model streaming), the log is asked again at most
+# this often: callers poll again at once after any news, and each ask is a query that the
+# session's worker answers, so a token stream would otherwise become hundreds of queries a
+# second per watcher, taking the worker's time from the turns it runs.
+QUERY_EVERY_S = 0.02
 
 
 class _AssistantStream:
@@ -44,8 +49,10 @@ class _AssistantStream:
     def finish(self, final: dict[str, Any]) -> list[dict[str, Any]]:
         out = self.drain()
         if not self.seen_delta:
-            out = [self.partial.apply(d) for d in synthesize_deltas(final)]
-        return out
+            return [self.partial.apply(d) for d in synthesize_deltas(final)]
+        # The live file goes once the next step starts; what was not read from it by then
+        # is made up from the final message, so every watcher sees the whole text stream.
+        return [*out, *(self.partial.apply(d) for d in self.partial.catch_up(final))]
 
 
 class _ToolStream:
@@ -97,6 +104,8 @@ class EventFollower:
         self.assistant: _AssistantStream | None = None
         self.tools: dict[str, _ToolStream] = {}
         self.last_page: EventsPage | None = None
+        self._asked_at = 0.0
+        self._log_moved = False  # the last ask brought events: more are likely at once
         self.run_start: int | None = None
         self.run_messages: list[dict[str, Any]] = []
 
@@ -156,8 +165,24 @@ class EventFollower:
             await asyncio.sleep(POLL_INTERVAL_S)
 
     async def poll(self) -> list[dict[str, Any]]:
+        now = asyncio.get_running_loop().time()
+        ask = self.last_page is None or self._log_moved or now - self._asked_at >= QUERY_EVERY_S
+        out = await self._new_log_events() if ask else []
+        if self.assistant:
+            out.extend(self.assistant.drain())
+        for stream in self.tools.values():
+            out.extend(stream.drain())
+        out.extend(await self._poll_children())
+        if self.tag is not None:
+            for event in out:
+                event["subagent"] = self.tag
+        return out
+
+    async def _new_log_events(self) -> list[dict[str, Any]]:
+        self._asked_at = asyncio.get_running_loop().time()
         page = await self._read_events(self.offset)
         self.last_page = page
+        self._log_moved = bool(page.events)
         out: list[dict[str, Any]] = []
         first = page.next_offset - len(page.events)
         for i, event in enumerate(page.events):
@@ -174,14 +199,6 @@ class EventFollower:
                     event["messages"] = await self._run_messages_since(start, first + i)
             out.extend(self._translate(event))
         self.offset = page.next_offset
-        if self.assistant:
-            out.extend(self.assistant.drain())
-        for stream in self.tools.values():
-            out.extend(stream.drain())
-        out.extend(await self._poll_children())
-        if self.tag is not None:
-            for event in out:
-                event["subagent"] = self.tag
         return out
 
     def _adopt_children(self, event: dict[str, Any]) -> None:
