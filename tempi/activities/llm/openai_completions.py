@@ -11,7 +11,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 import openai
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai.types.chat import ChatCompletion
 
 from tempi.activities.llm.abort import AbortWatch, relay_stream
 from tempi.activities.llm.assembler import MessageAssembler
@@ -25,6 +25,7 @@ from tempi.activities.llm.contract import (
 from tempi.activities.llm.conversation_cache import CONVERSATIONS
 from tempi.activities.llm.errors import IncompleteStreamError, ProviderError
 from tempi.activities.llm.http_pool import shared_http_client
+from tempi.activities.llm.json_view import json_views
 from tempi.activities.llm.openai_post import post_stream
 from tempi.activities.llm.thinking import openai_reasoning_effort
 from tempi.activities.llm.transform import OPENAI_CHAT_TOOL_IDS, ConversationRepair, repair_conversation
@@ -233,8 +234,9 @@ async def stream_openai_completions(
     payload = (
         CONVERSATIONS.encode((API, options.session_id), body, "messages") if options.session_id else body
     )
-    create = post_stream(client, "/chat/completions", payload, ChatCompletion, ChatCompletionChunk)
-    async for event in relay_stream(create, abort, lambda raw: _content_events(raw, assembler)):
+    # Chunks come as parsed JSON (`object`), read through views: see json_view.
+    create = post_stream(client, "/chat/completions", payload, ChatCompletion, object)
+    async for event in relay_stream(create, abort, lambda raw: _content_events(json_views(raw), assembler)):
         yield event
 
 
