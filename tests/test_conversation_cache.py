@@ -119,6 +119,17 @@ def _other_model() -> ModelSpec:
     return ModelSpec(id="elsewhere", api="google-generative-ai", provider="google")
 
 
+def _said(model: ModelSpec, *blocks: AssistantBlock, stop: str = "toolUse") -> AssistantMessage:
+    return AssistantMessage(
+        content=list(blocks),
+        api=model.api,
+        provider=model.provider,
+        model=model.id,
+        stop_reason=stop,
+        timestamp=2,
+    )
+
+
 def _user(text: str) -> UserMessage:
     return UserMessage(content=[TextContent(text=text)], timestamp=1)
 
@@ -173,27 +184,13 @@ def test_a_conversation_built_twice_is_not_changed_by_the_second_build() -> None
     call = ToolCall(id="t1", name="read", arguments={})
     first: list[LlmMessage] = [
         _user("One."),
-        AssistantMessage(
-            content=[call],
-            api=model.api,
-            provider=model.provider,
-            model=model.id,
-            stop_reason="toolUse",
-            timestamp=2,
-        ),
+        _said(model, call),
         ToolResultMessage(tool_call_id="t1", tool_name="read", content=[TextContent(text="x")], timestamp=3),
     ]
     anthropic_messages.build_request(model, LlmContext(messages=first), options)
     second = [
         *first,
-        AssistantMessage(
-            content=[TextContent(text="Done.")],
-            api=model.api,
-            provider=model.provider,
-            model=model.id,
-            stop_reason="stop",
-            timestamp=4,
-        ),
+        _said(model, TextContent(text="Done."), stop="stop"),
         _user("Two."),
     ]
     body = anthropic_messages.build_request(model, LlmContext(messages=second), options)
@@ -208,14 +205,7 @@ def test_going_back_to_an_earlier_turn_converts_the_new_branch() -> None:
     def turn(name: str) -> list[LlmMessage]:
         call = ToolCall(id=f"call_{name}", name="read", arguments={"path": f"{name}.py"})
         return [
-            AssistantMessage(
-                content=[call],
-                api=model.api,
-                provider=model.provider,
-                model=model.id,
-                stop_reason="toolUse",
-                timestamp=2,
-            ),
+            _said(model, call),
             ToolResultMessage(
                 tool_call_id=call.id,
                 tool_name="read",
