@@ -25,7 +25,8 @@ POLL_INTERVAL_S = 0.05
 # While only the live files bring news (a model streaming), the log is asked again at most
 # this often: callers poll again at once after any news, and each ask is a query that the
 # session's worker answers, so a token stream would otherwise become hundreds of queries a
-# second per watcher, taking the worker's time from the turns it runs.
+# second per watcher, taking the worker's time from the turns it runs. Any other poll asks
+# at once, so a prompt's first events are not held back.
 QUERY_EVERY_S = 0.02
 
 
@@ -106,6 +107,7 @@ class EventFollower:
         self.last_page: EventsPage | None = None
         self._asked_at = 0.0
         self._log_moved = False  # the last ask brought events: more are likely at once
+        self._live_moved = False  # the last poll read deltas from a live file
         self.run_start: int | None = None
         self.run_messages: list[dict[str, Any]] = []
 
@@ -165,13 +167,19 @@ class EventFollower:
             await asyncio.sleep(POLL_INTERVAL_S)
 
     async def poll(self) -> list[dict[str, Any]]:
+        # Only a poll right after one that found nothing in the log but deltas in the live
+        # file waits its turn to ask: that is the loop a stream would otherwise spin.
         now = asyncio.get_running_loop().time()
-        ask = self.last_page is None or self._log_moved or now - self._asked_at >= QUERY_EVERY_S
+        streaming_only = self._live_moved and not self._log_moved
+        ask = self.last_page is None or not streaming_only or now - self._asked_at >= QUERY_EVERY_S
         out = await self._new_log_events() if ask else []
+        live: list[dict[str, Any]] = []
         if self.assistant:
-            out.extend(self.assistant.drain())
+            live.extend(self.assistant.drain())
         for stream in self.tools.values():
-            out.extend(stream.drain())
+            live.extend(stream.drain())
+        self._live_moved = bool(live)
+        out.extend(live)
         out.extend(await self._poll_children())
         if self.tag is not None:
             for event in out:
