@@ -20,7 +20,7 @@ from tempi.activities.llm.conversation_cache import CONVERSATIONS
 from tempi.activities.llm.errors import IncompleteStreamError, ProviderError
 from tempi.activities.llm.http_pool import shared_http_client
 from tempi.activities.llm.thinking import anthropic_thinking
-from tempi.activities.llm.transform import ANTHROPIC_TOOL_IDS, ConversationRepair, repair_conversation
+from tempi.activities.llm.transform import ANTHROPIC_TOOL_IDS, ConversationRepair
 from tempi.agent.llm_context import LlmContext, ToolSpec
 from tempi.agent.messages import (
     AssistantMessage,
@@ -62,9 +62,7 @@ def build_request(model: ModelSpec, context: LlmContext, options: StreamOptions)
             context.messages,
             model,
             lambda: (ConversationRepair(model, ANTHROPIC_TOOL_IDS), AnthropicConverter()),
-        )
-        if options.session_id
-        else convert_messages(repair_conversation(context.messages, model, ANTHROPIC_TOOL_IDS)),
+        ),
         "max_tokens": thinking.max_tokens,
         "stream": True,
     }
@@ -80,13 +78,6 @@ def build_request(model: ModelSpec, context: LlmContext, options: StreamOptions)
     if thinking.output_config is not None:
         body["output_config"] = thinking.output_config
     return body
-
-
-def convert_messages(messages: list[LlmMessage]) -> list[dict[str, Any]]:
-    converter = AnthropicConverter()
-    for message in messages:
-        converter.add(message)
-    return converter.result()
 
 
 class AnthropicConverter:

@@ -76,24 +76,29 @@ class _Encoded:
     size: int
 
 
+# (provider API, session id); a call without a session id converts from the start and keeps
+# nothing.
+CacheKey = tuple[str, str | None]
+
+
 class ConversationCache:
     """Per session and provider API, the fold state at the last call's last turn boundary."""
 
     def __init__(self, max_sessions: int = MAX_SESSIONS, max_encoded_bytes: int = MAX_ENCODED_BYTES) -> None:
         self._max = max_sessions
         self._max_bytes = max_encoded_bytes
-        self._checkpoints: OrderedDict[tuple[str, str], _Checkpoint] = OrderedDict()
+        self._checkpoints: OrderedDict[CacheKey, _Checkpoint] = OrderedDict()
         self.resumed = 0  # calls that went on from a checkpoint, for tests and benchmarks
         self.restarted = 0
 
     def convert(
         self,
-        key: tuple[str, str],
+        key: CacheKey,
         messages: Sequence[LlmMessage],
         model: ModelSpec,
         start: Callable[[], tuple[ConversationRepair, MessageConverter]],
     ) -> list[dict[str, Any]]:
-        checkpoint = self._checkpoints.get(key)
+        checkpoint = self._checkpoints.get(key) if key[1] is not None else None
         if checkpoint is not None and _continues(checkpoint, messages, model):
             begin = len(checkpoint.seen)
             repair, converter = checkpoint.repair.copy(), checkpoint.converter.copy()
@@ -117,7 +122,7 @@ class ConversationCache:
         for repaired in repair.close_turn():
             converter.add(repaired)
         result = converter.result()
-        if kept is not None:
+        if kept is not None and key[1] is not None:
             encoded = checkpoint.encoded if checkpoint is not None else None
             self._checkpoints[key] = _Checkpoint(model, list(messages[:last]), *kept, encoded)
             self._checkpoints.move_to_end(key)
@@ -125,12 +130,12 @@ class ConversationCache:
                 self._checkpoints.popitem(last=False)
         return result
 
-    def encode(self, key: tuple[str, str], body: dict[str, Any], list_field: str) -> bytes:
+    def encode(self, key: CacheKey, body: dict[str, Any], list_field: str) -> bytes:
         """`body` as the compact JSON the OpenAI SDK would send. The messages before the
         last boundary are the kept state's own dicts; their JSON is kept with them and
         extended by the new ones, so only the messages since are encoded."""
         items: list[dict[str, Any]] = body[list_field]
-        checkpoint = self._checkpoints.get(key)
+        checkpoint = self._checkpoints.get(key) if key[1] is not None else None
         shared = checkpoint.converter.shared() if checkpoint is not None else []
         at = _position(items, shared)
         if checkpoint is None or at < 0:
@@ -167,7 +172,7 @@ class ConversationCache:
         pieces.append(b"}")
         return b"".join(pieces)
 
-    def _forget_oldest_json(self, keep: tuple[str, str]) -> None:
+    def _forget_oldest_json(self, keep: CacheKey) -> None:
         total = sum(c.encoded.size for c in self._checkpoints.values() if c.encoded is not None)
         for key, checkpoint in self._checkpoints.items():
             if total <= self._max_bytes:

@@ -28,7 +28,7 @@ from tempi.activities.llm.http_pool import shared_http_client
 from tempi.activities.llm.json_view import json_views
 from tempi.activities.llm.openai_post import post_stream
 from tempi.activities.llm.thinking import openai_reasoning_effort
-from tempi.activities.llm.transform import OPENAI_CHAT_TOOL_IDS, ConversationRepair, repair_conversation
+from tempi.activities.llm.transform import OPENAI_CHAT_TOOL_IDS, ConversationRepair
 from tempi.agent.llm_context import LlmContext, ToolSpec
 from tempi.agent.messages import (
     AssistantMessage,
@@ -72,8 +72,6 @@ def build_request(model: ModelSpec, context: LlmContext, options: StreamOptions)
             model,
             lambda: (ConversationRepair(model, OPENAI_CHAT_TOOL_IDS), ChatConverter(model)),
         )
-        if options.session_id
-        else convert_messages(repair_conversation(context.messages, model, OPENAI_CHAT_TOOL_IDS), model)
     )
     body: dict[str, Any] = {
         "model": model.id,
@@ -95,13 +93,6 @@ def build_request(model: ModelSpec, context: LlmContext, options: StreamOptions)
     if options.session_id and _is_openai(model):
         body["prompt_cache_key"] = options.session_id
     return body
-
-
-def convert_messages(messages: list[LlmMessage], model: ModelSpec) -> list[dict[str, Any]]:
-    converter = ChatConverter(model)
-    for message in messages:
-        converter.add(message)
-    return converter.result()
 
 
 class ChatConverter:
@@ -231,9 +222,7 @@ async def stream_openai_completions(
         http_client=shared_http_client(openai.DefaultAsyncHttpxClient),
         default_headers=request_headers(model, options),
     )
-    payload = (
-        CONVERSATIONS.encode((API, options.session_id), body, "messages") if options.session_id else body
-    )
+    payload = CONVERSATIONS.encode((API, options.session_id), body, "messages")
     # Chunks come as parsed JSON (`object`), read through views: see json_view.
     create = post_stream(client, "/chat/completions", payload, ChatCompletion, object)
     async for event in relay_stream(create, abort, lambda raw: _content_events(json_views(raw), assembler)):

@@ -27,7 +27,6 @@ from tempi.activities.llm.transform import (
     OPENAI_RESPONSES_TOOL_IDS,
     ConversationRepair,
     is_same_model,
-    repair_conversation,
 )
 from tempi.agent.llm_context import LlmContext, ToolSpec
 from tempi.agent.messages import (
@@ -59,8 +58,6 @@ def build_request(model: ModelSpec, context: LlmContext, options: StreamOptions)
             model,
             lambda: (ConversationRepair(model, OPENAI_RESPONSES_TOOL_IDS), ResponsesConverter(model)),
         )
-        if options.session_id
-        else convert_messages(repair_conversation(context.messages, model, OPENAI_RESPONSES_TOOL_IDS), model)
     )
     body: dict[str, Any] = {
         "model": model.id,
@@ -81,13 +78,6 @@ def build_request(model: ModelSpec, context: LlmContext, options: StreamOptions)
     if options.session_id:
         body["prompt_cache_key"] = options.session_id
     return body
-
-
-def convert_messages(messages: list[LlmMessage], model: ModelSpec) -> list[dict[str, Any]]:
-    converter = ResponsesConverter(model)
-    for message in messages:
-        converter.add(message)
-    return converter.result()
 
 
 class ResponsesConverter:
@@ -258,7 +248,7 @@ async def stream_openai_responses(
         http_client=shared_http_client(openai.DefaultAsyncHttpxClient),
         default_headers=request_headers(model, options),
     )
-    payload = CONVERSATIONS.encode((API, options.session_id), body, "input") if options.session_id else body
+    payload = CONVERSATIONS.encode((API, options.session_id), body, "input")
     create = post_stream(client, "/responses", payload, Response, ResponseStreamEvent)
     async for event in relay_stream(create, abort, lambda raw: _content_events(raw, assembler)):
         yield event
