@@ -33,6 +33,7 @@ from tempi.agent.messages import (
     parse_message,
 )
 from tempi.agent.model_spec import ModelSpec
+from tests.test_llm_transform import assistant
 
 MODELS = {
     "openai-completions": [
@@ -119,17 +120,6 @@ def _other_model() -> ModelSpec:
     return ModelSpec(id="elsewhere", api="google-generative-ai", provider="google")
 
 
-def _said(model: ModelSpec, *blocks: AssistantBlock, stop: str = "toolUse") -> AssistantMessage:
-    return AssistantMessage(
-        content=list(blocks),
-        api=model.api,
-        provider=model.provider,
-        model=model.id,
-        stop_reason=stop,
-        timestamp=2,
-    )
-
-
 def _user(text: str) -> UserMessage:
     return UserMessage(content=[TextContent(text=text)], timestamp=1)
 
@@ -184,13 +174,13 @@ def test_a_conversation_built_twice_is_not_changed_by_the_second_build() -> None
     call = ToolCall(id="t1", name="read", arguments={})
     first: list[LlmMessage] = [
         _user("One."),
-        _said(model, call),
+        assistant(call, model=model),
         ToolResultMessage(tool_call_id="t1", tool_name="read", content=[TextContent(text="x")], timestamp=3),
     ]
     anthropic_messages.build_request(model, LlmContext(messages=first), options)
     second = [
         *first,
-        _said(model, TextContent(text="Done."), stop="stop"),
+        assistant(TextContent(text="Done."), model=model, stop_reason="stop"),
         _user("Two."),
     ]
     body = anthropic_messages.build_request(model, LlmContext(messages=second), options)
@@ -205,7 +195,7 @@ def test_going_back_to_an_earlier_turn_converts_the_new_branch() -> None:
     def turn(name: str) -> list[LlmMessage]:
         call = ToolCall(id=f"call_{name}", name="read", arguments={"path": f"{name}.py"})
         return [
-            _said(model, call),
+            assistant(call, model=model),
             ToolResultMessage(
                 tool_call_id=call.id,
                 tool_name="read",
