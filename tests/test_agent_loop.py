@@ -164,8 +164,11 @@ class FakePort:
         self.compactions.append(reason)
         return self.compaction_works
 
-    def should_hand_off(self) -> bool:
+    def hand_off_planned(self) -> bool | None:
         return False
+
+    def should_hand_off(self, planned: bool | None) -> bool:
+        return bool(planned)
 
     async def hand_off(self, handoff: RunHandoff) -> None:
         raise AssertionError("no hand-off in these runs")

@@ -26,6 +26,7 @@ EXPECTED = {
     "abort_tool": 1,
     "dequeue_abort": 1,
     "docker_sandbox": 2,
+    "handoff_late_local_tool_result": 3,
     "handoff_mid_run": 9,
     "handoff_to_current_build": 3,
     "manual_compaction": 1,

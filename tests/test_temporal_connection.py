@@ -15,7 +15,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
-from tempi.workers.temporal_client import connect
+from tempi.workers.temporal_client import STARTING_SERVER, connect, retry_while_starting
 from tempi.workflows.session_types import workflow_id_for
 from tests.conftest import run_tempi, tempi_env, write_models_json
 
@@ -130,3 +130,34 @@ def test_an_unreachable_server_is_reported_without_the_api_key(tmp_path: Path) -
     assert proc.returncode == 1
     assert "Cannot reach the Temporal server at 127.0.0.1:1" in proc.stderr, proc.stderr
     assert API_KEY not in proc.stderr + proc.stdout
+
+
+async def test_a_server_still_starting_is_waited_for_and_a_refusal_is_not(temporal_client: Client) -> None:
+    """A just-started server opens its port before its frontend is ready and answers
+    "not healthy yet" meanwhile (seconds on a busy machine): tempi's embedded service must
+    wait for it instead of exiting; any other failure is reported at once."""
+    answers = [
+        RuntimeError(f"Failed client connect: call error after connection: {STARTING_SERVER}"),
+        RuntimeError(f"Failed client connect: call error after connection: {STARTING_SERVER}"),
+    ]
+    tries = 0
+
+    async def attempt() -> Client:
+        nonlocal tries
+        tries += 1
+        if answers:
+            raise answers.pop(0)
+        return temporal_client
+
+    assert await retry_while_starting(attempt) is temporal_client
+    assert tries == 3
+
+    async def refused() -> Client:
+        nonlocal tries
+        tries += 1
+        raise RuntimeError("Failed client connect: transport error: Connection refused")
+
+    tries = 0
+    with pytest.raises(RuntimeError, match="Connection refused"):
+        await retry_while_starting(refused)
+    assert tries == 1

@@ -3,8 +3,11 @@ settings name (TEMPORAL_ADDRESS, a temporal.toml profile)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 import warnings
+from collections.abc import Awaitable, Callable
 
 from temporalio.client import Client
 from temporalio.runtime import LogForwardingConfig, LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
@@ -22,6 +25,11 @@ CORE_LOGGER = logging.getLogger("tempi.temporal_core")
 
 class TemporalUnreachable(RuntimeError):
     pass
+
+
+# What the frontend answers while the server behind it is still starting.
+STARTING_SERVER = "not healthy yet"
+STARTING_GRACE_S = 30.0
 
 
 def quiet_core_logs() -> None:
@@ -59,14 +67,16 @@ async def connect(address: str) -> Client:
         return await _connect_unix(address)
     settings = load_settings()
     try:
-        return await Client.connect(
-            address,
-            namespace=settings.namespace,
-            api_key=settings.api_key,
-            tls=settings.tls,
-            rpc_metadata=settings.rpc_metadata,
-            data_converter=data_converter(load_key_ring()),
-            interceptors=tracing_interceptors(),
+        return await retry_while_starting(
+            lambda: Client.connect(
+                address,
+                namespace=settings.namespace,
+                api_key=settings.api_key,
+                tls=settings.tls,
+                rpc_metadata=settings.rpc_metadata,
+                data_converter=data_converter(load_key_ring()),
+                interceptors=tracing_interceptors(),
+            )
         )
     except RuntimeError as err:
         reason = str(err).replace(settings.api_key, "<api key>") if settings.api_key else str(err)
@@ -74,6 +84,19 @@ async def connect(address: str) -> Client:
             f"Cannot reach the Temporal server at {address} ({reason}). Check the Temporal connection "
             f"settings ({settings.origin}), or unset them to use tempi's embedded server."
         ) from err
+
+
+async def retry_while_starting(attempt: Callable[[], Awaitable[Client]]) -> Client:
+    """A server that has just opened its port may still be starting its frontend (seconds on
+    a busy machine); it says so, and is worth waiting for rather than giving up on."""
+    deadline = time.monotonic() + STARTING_GRACE_S
+    while True:
+        try:
+            return await attempt()
+        except RuntimeError as err:
+            if STARTING_SERVER not in str(err) or time.monotonic() > deadline:
+                raise
+        await asyncio.sleep(0.1)
 
 
 async def _connect_unix(address: str) -> Client:
@@ -85,11 +108,13 @@ async def _connect_unix(address: str) -> Client:
             # the pinned one passes `unix://` to its gRPC transport, which supports it, and
             # tests/test_embedded_service.py fails first if an upgrade drops that.
             warnings.filterwarnings("ignore", message="Target host as URL with scheme")
-            return await Client.connect(
-                address,
-                namespace=DEFAULT_NAMESPACE,
-                data_converter=data_converter(load_key_ring()),
-                interceptors=tracing_interceptors(),
+            return await retry_while_starting(
+                lambda: Client.connect(
+                    address,
+                    namespace=DEFAULT_NAMESPACE,
+                    data_converter=data_converter(load_key_ring()),
+                    interceptors=tracing_interceptors(),
+                )
             )
     except RuntimeError as err:
         raise TemporalUnreachable(

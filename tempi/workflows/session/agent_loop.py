@@ -118,6 +118,9 @@ class AgentLoop:
                 self.last_good = message
 
                 calls = message.tool_calls()
+                # Decided here, where the answer arrived, not after the tools: see
+                # WorkflowPort.hand_off_planned.
+                hand_off_planned = self.port.hand_off_planned() if calls else None
                 self.state.stats.tool_calls += len(calls)
                 has_more_tools = bool(calls)
                 results: list[ToolResultMessage] = await self.port.execute_tools(calls) if calls else []
@@ -130,7 +133,11 @@ class AgentLoop:
                 self.port.emit(
                     {"type": "turn_end", "message": message.to_json_dict(), "toolResults": result_dicts}
                 )
-                if has_more_tools and not self.port.abort_requested() and self.port.should_hand_off():
+                if (
+                    has_more_tools
+                    and not self.port.abort_requested()
+                    and self.port.should_hand_off(hand_off_planned)
+                ):
                     await self.port.hand_off(
                         RunHandoff(
                             run_start_offset=self.run_start_offset,

@@ -64,8 +64,13 @@ class AgentPort(Protocol):
         """Compact the context, announcing it; True if it worked."""
         ...
 
-    def should_hand_off(self) -> bool:
-        """Whether the run should go on in a fresh workflow run after this turn."""
+    def hand_off_planned(self) -> bool | None:
+        """Read as an answer with tool calls arrives: whether the run goes on in a fresh
+        workflow run after those tools; None if that is only decided after them."""
+        ...
+
+    def should_hand_off(self, planned: bool | None) -> bool:
+        """After the turn's tools: whether the run goes on in a fresh workflow run."""
         ...
 
     async def hand_off(self, handoff: RunHandoff) -> None:

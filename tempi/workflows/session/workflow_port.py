@@ -24,6 +24,9 @@ with workflow.unsafe.imports_passed_through():
     from tempi.workflows.session_types import CarriedState, LlmCallResult, RunHandoff, SessionConfig
 
 
+HAND_OFF_PLANNED_ON_ANSWER = "handoff-planned-on-answer"
+
+
 def continue_as_new_due(config: SessionConfig) -> bool:
     info = workflow.info()
     return (
@@ -132,7 +135,19 @@ class WorkflowPort:
     async def compact(self, reason: CompactionReason, *, will_retry: bool) -> bool:
         return not isinstance(await self.compactor.compact_with_events(reason, will_retry=will_retry), str)
 
-    def should_hand_off(self) -> bool:
+    def hand_off_planned(self) -> bool | None:
+        # The history's length and which patches a replay knows of belong to the workflow
+        # task the code runs in. A model's answer is an activity's result, which a replay
+        # hands over in the same task as the first run did; a local tool's result may reach
+        # the first run a task later than its replay, so what follows the tools cannot read
+        # either. Runs begun before this decided after the tools, and replay that way.
+        if not workflow.patched(HAND_OFF_PLANNED_ON_ANSWER):
+            return None
+        return continue_as_new_due(self.config)
+
+    def should_hand_off(self, planned: bool | None) -> bool:
+        if planned is not None:
+            return planned
         # Runs that began before hand-offs existed replay without them.
         return continue_as_new_due(self.config) and workflow.patched("turn-handoff")
 
