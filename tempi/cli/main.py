@@ -163,6 +163,7 @@ async def cmd_server(argv: list[str]) -> int:
 
 
 async def cmd_worker(argv: list[str]) -> int:
+    from tempi.workers.provider_preload import preload_default_provider
     from tempi.workers.temporal_client import configured_address, connect
     from tempi.workers.worker import build_id, deployment_name, running_workers
     from tempi.workflows.session_types import DEFAULT_TASK_QUEUE
@@ -194,7 +195,13 @@ async def cmd_worker(argv: list[str]) -> int:
         queues = ", ".join(w.task_queue for w in workers)
         build = f" as build {build_id()} of deployment {deployment}" if deployment else ""
         print(f"tempi worker: polling {queues} on {address}{build}", file=sys.stderr, flush=True)
-        await asyncio.Event().wait()  # until interrupted
+        # While the first task is awaited, so that it does not pay the SDK import (1-3 s of CPU
+        # that a busy worker would take from every session it runs meanwhile).
+        preload = asyncio.create_task(preload_default_provider())
+        try:
+            await asyncio.Event().wait()  # until interrupted
+        finally:
+            preload.cancel()
     return 0
 
 

@@ -27,7 +27,15 @@ PROVIDERS: dict[str, tuple[str, str]] = {
 }
 
 
+# Filled only once a provider's import has finished: a module in sys.modules may still be
+# half-imported by another call's thread.
+_loaded: dict[str, ProviderStream] = {}
+
+
 async def load_provider(api: str) -> ProviderStream | None:
+    loaded = _loaded.get(api)
+    if loaded is not None:
+        return loaded  # no thread hop on every model call
     where = PROVIDERS.get(api)
     if where is None:
         return None
@@ -36,6 +44,7 @@ async def load_provider(api: str) -> ProviderStream | None:
     # heartbeat of the worker meanwhile.
     module = await asyncio.to_thread(importlib.import_module, module_name)
     provider: ProviderStream = getattr(module, function)
+    _loaded[api] = provider
     return provider
 
 
