@@ -9,6 +9,7 @@ from typing import Any
 
 from tempi.agent.messages import AssistantMessage, TextContent, ToolCall, ToolResultMessage, UserMessage
 from tempi.agent.model_spec import ModelSpec
+from tempi.workflows.activity_payloads import LlmCallResult
 from tempi.workflows.session.agent_loop import AgentLoop
 from tempi.workflows.session.compactor import CompactionReason
 from tempi.workflows.session.event_log import EventLog
@@ -16,13 +17,7 @@ from tempi.workflows.session.queues import MessageQueues, QueueName
 from tempi.workflows.session.texts import ABORTED_TEXT, OVERFLOW_RECOVERY_FAILED, SKIPPED_TEXT
 from tempi.workflows.session.tool_routes import RouteResult, ToolRoutes, ToolSlot
 from tempi.workflows.session.tool_scheduler import ToolScheduler
-from tempi.workflows.session_types import (
-    CarriedState,
-    ErrorKind,
-    LlmCallResult,
-    RunHandoff,
-    SessionConfig,
-)
+from tempi.workflows.session_types import CarriedState, ErrorKind, RunHandoff, SessionConfig
 
 MODEL = ModelSpec(id="scripted", api="faux", provider="test", context_window=100_000)
 

@@ -31,7 +31,7 @@ from tempi.extensions.run_events import turn_hooks
 from tempi.extensions.user_input import InputEvent, run_input
 from tempi.store.session_store import SessionStore
 from tempi.testing.scripted_llm import ScriptedLLMServer
-from tempi.workflows.session_types import AgentEndInput, SessionFileRef
+from tempi.workflows.activity_payloads import AgentEndInput, SessionFileRef
 from tests.test_compaction_summary import OPTIONS, SCENARIO, model_for, server, write_session
 
 __all__ = ["server"]  # the scripted model server fixture, shared with the compaction tests

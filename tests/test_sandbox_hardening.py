@@ -23,7 +23,7 @@ from tempi.activities.sandbox import (
 )
 from tempi.activities.sandbox_activities import SandboxActivities
 from tempi.activities.tools import ToolContext, ToolOutcome, execute_tool
-from tempi.workflows.session_types import SandboxCreateInput
+from tempi.workflows.activity_payloads import SandboxCreateInput
 from tests.docker_support import (  # noqa: F401 (fixtures)
     Sandbox,
     SandboxFactory,

@@ -45,7 +45,7 @@ from tempi.store.live_channel import LiveWriter
 from tempi.store.session_store import SessionStore
 from tempi.store.sidecar import live_path
 from tempi.workflows import activity_names as names
-from tempi.workflows.session_types import (
+from tempi.workflows.activity_payloads import (
     AgentEndInput,
     AgentEndResult,
     AgentStartInput,

@@ -19,7 +19,7 @@ from pathlib import Path
 from temporalio.exceptions import ApplicationError
 
 from tempi.store.known_end import KnownEnd, Line, lines_from, read_marker, write_marker
-from tempi.workflows.session_types import OutboxItem, SessionFileRef
+from tempi.workflows.activity_payloads import OutboxItem, SessionFileRef
 
 SESSION_FILE_CHANGED = "SessionFileChanged"
 

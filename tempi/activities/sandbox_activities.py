@@ -24,7 +24,7 @@ from tempi.activities.sandbox import (
 from tempi.activities.sandbox.user_container import attach_user_container
 from tempi.store.sidecar import sidecar_dir
 from tempi.workflows import activity_names as names
-from tempi.workflows.session_types import (
+from tempi.workflows.activity_payloads import (
     SandboxCreated,
     SandboxCreateInput,
     SandboxFinished,

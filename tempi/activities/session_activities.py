@@ -58,7 +58,7 @@ from tempi.store.live_channel import LiveWriter, remove_live_files
 from tempi.store.session_store import SessionStore
 from tempi.store.sidecar import live_path, pending_path, sidecar_dir
 from tempi.workflows import activity_names as names
-from tempi.workflows.session_types import (
+from tempi.workflows.activity_payloads import (
     BashResult,
     BranchSummaryInput,
     BranchSummaryResult,

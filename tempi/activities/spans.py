@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Iterator
 
 from opentelemetry import trace
 
-from tempi.workflows.session_types import ToolCallResult
+from tempi.workflows.activity_payloads import ToolCallResult
 
 _tracer = trace.get_tracer("tempi")
 

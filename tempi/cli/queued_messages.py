@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from tempi.workflows.session_types import QueuedMessages
+from tempi.workflows.activity_payloads import QueuedMessages
 
 
 def editor_text(taken: QueuedMessages, current: str = "") -> str:

@@ -17,17 +17,19 @@ from tempi.client.errors import SessionNotFound, SessionRefused
 from tempi.client.events import EventFollower, SessionHandle
 from tempi.client.transcript import context_messages, load_at_leaf
 from tempi.store.session_store import SessionStore
-from tempi.workflows.session_types import (
+from tempi.workflows.activity_payloads import (
     BashRequest,
     BashResult,
     CompactRequest,
     CompactResult,
     DequeueRequest,
-    EventsPage,
     NavigateRequest,
     NavigateResult,
-    PromptRequest,
     QueuedMessages,
+)
+from tempi.workflows.session_types import (
+    EventsPage,
+    PromptRequest,
     QueueMode,
     SessionConfig,
     SessionInput,

@@ -23,7 +23,7 @@ from tempi.extensions.loader import describe_failure, load_all
 from tempi.extensions.models import ExtensionEffects, ExtensionProblem, InjectedMessage
 
 if TYPE_CHECKING:
-    from tempi.workflows.session_types import SessionFileRef
+    from tempi.workflows.activity_payloads import SessionFileRef
 
 log = logging.getLogger(__name__)
 

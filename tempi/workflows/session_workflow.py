@@ -22,6 +22,18 @@ with workflow.unsafe.imports_passed_through():
     from tempi.agent.model_spec import ModelSpec, ThinkingLevel
     from tempi.agent.session_entries import iso_timestamp
     from tempi.workflows import activity_names as act
+    from tempi.workflows.activity_payloads import (
+        BashRequest,
+        BashResult,
+        BranchSummaryInput,
+        BranchSummaryResult,
+        CompactRequest,
+        CompactResult,
+        DequeueRequest,
+        NavigateRequest,
+        NavigateResult,
+        QueuedMessages,
+    )
     from tempi.workflows.session.activity_options import Activities
     from tempi.workflows.session.agent_loop import AgentLoop
     from tempi.workflows.session.builtin_route import BuiltinToolRoute
@@ -39,19 +51,9 @@ with workflow.unsafe.imports_passed_through():
     from tempi.workflows.session.user_bash import UserBash
     from tempi.workflows.session.workflow_port import WorkflowPort, continue_as_new_due
     from tempi.workflows.session_types import (
-        BashRequest,
-        BashResult,
-        BranchSummaryInput,
-        BranchSummaryResult,
         CarriedState,
-        CompactRequest,
-        CompactResult,
-        DequeueRequest,
         EventsPage,
-        NavigateRequest,
-        NavigateResult,
         PromptRequest,
-        QueuedMessages,
         QueueMode,
         RunHandoff,
         SessionConfig,

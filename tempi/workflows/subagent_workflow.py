@@ -8,14 +8,9 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from tempi.workflows.activity_payloads import SubagentInput, SubagentResult
     from tempi.workflows.session.subagent_runner import SUBAGENT_WORKFLOW
-    from tempi.workflows.session_types import (
-        CarriedState,
-        PromptRequest,
-        SessionInput,
-        SubagentInput,
-        SubagentResult,
-    )
+    from tempi.workflows.session_types import CarriedState, PromptRequest, SessionInput
     from tempi.workflows.session_workflow import AgentSessionWorkflow
 
 

@@ -32,7 +32,7 @@ from tempi.agent.subagents import AgentDefinition
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tempi.workers.dev_server import free_port, start_dev_server
 from tempi.workers.temporal_client import connect
-from tempi.workflows.session_types import (
+from tempi.workflows.activity_payloads import (
     BashRequest,
     BashResult,
     CompactRequest,

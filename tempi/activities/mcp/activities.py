@@ -27,7 +27,7 @@ from tempi.config.errors import ConfigError
 from tempi.config.mcp_json import WORKER_ENV, McpServer, load_mcp_servers, resolve_server
 from tempi.extensions.hooks import context_for, hooked
 from tempi.workflows import activity_names as names
-from tempi.workflows.session_types import McpCallInput, McpListInput, ToolCallResult
+from tempi.workflows.activity_payloads import McpCallInput, McpListInput, ToolCallResult
 
 if TYPE_CHECKING:
     from mcp.types import Tool

@@ -12,13 +12,13 @@ from temporalio.exceptions import ActivityError, CancelledError
 with workflow.unsafe.imports_passed_through():
     from tempi.agent.messages import ToolCall
     from tempi.agent.tools.definition import ToolEffect
+    from tempi.workflows.activity_payloads import ToolCallResult
     from tempi.workflows.session.activity_errors import cause, is_disk_full
     from tempi.workflows.session.activity_options import Activities, ActivityOptions
     from tempi.workflows.session.entries import now_ms
     from tempi.workflows.session.run_control import RunControl
     from tempi.workflows.session.texts import ABORTED_TEXT, synthetic_result
     from tempi.workflows.session.tool_routes import RouteResult
-    from tempi.workflows.session_types import ToolCallResult
 
 
 def failed_result(call: ToolCall, text: str) -> RouteResult:

@@ -10,17 +10,12 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from tempi.agent.messages import AssistantMessage, ToolResultMessage, UserMessage
+    from tempi.workflows.activity_payloads import LlmCallResult
     from tempi.workflows.session.agent_port import AgentPort
     from tempi.workflows.session.compactor import over_threshold
     from tempi.workflows.session.queues import QueueName
     from tempi.workflows.session.texts import OVERFLOW_RECOVERY_FAILED, aborted_message
-    from tempi.workflows.session_types import (
-        CarriedState,
-        LlmCallResult,
-        RetryPolicySettings,
-        RunHandoff,
-        SessionConfig,
-    )
+    from tempi.workflows.session_types import CarriedState, RetryPolicySettings, RunHandoff, SessionConfig
 
 
 def retry_delay_ms(retry: RetryPolicySettings, result: LlmCallResult, attempt: int) -> int | None:

@@ -10,9 +10,10 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from tempi.agent.messages import ToolCall, ToolResultMessage, UserMessage
+    from tempi.workflows.activity_payloads import LlmCallResult
     from tempi.workflows.session.compactor import CompactionReason
     from tempi.workflows.session.queues import QueueName
-    from tempi.workflows.session_types import LlmCallResult, RunHandoff
+    from tempi.workflows.session_types import RunHandoff
 
 
 class AgentPort(Protocol):

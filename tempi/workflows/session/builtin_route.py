@@ -13,6 +13,7 @@ with workflow.unsafe.imports_passed_through():
     from tempi.agent.session_entries import iso_timestamp
     from tempi.agent.tool_specs import tool_effect
     from tempi.workflows import activity_names as act
+    from tempi.workflows.activity_payloads import ToolCallInput, ToolCallResult
     from tempi.workflows.session.activity_errors import cause, is_disk_full, never_started
     from tempi.workflows.session.activity_options import Activities, tool_options
     from tempi.workflows.session.entries import EntryWriter, now_ms
@@ -27,7 +28,7 @@ with workflow.unsafe.imports_passed_through():
         synthetic_result,
     )
     from tempi.workflows.session.tool_routes import RouteResult, ToolSlot
-    from tempi.workflows.session_types import SessionConfig, ToolCallInput, ToolCallResult
+    from tempi.workflows.session_types import SessionConfig
 
 # read, write, edit and ls on the session's own worker run as local activities: a turn then
 # pays one server round trip, for the model call, instead of two. After a lost worker they

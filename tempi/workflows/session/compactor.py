@@ -14,20 +14,14 @@ with workflow.unsafe.imports_passed_through():
     from tempi.agent.model_spec import ModelSpec
     from tempi.agent.session_entries import iso_timestamp
     from tempi.workflows import activity_names as act
+    from tempi.workflows.activity_payloads import CompactActivityResult, CompactInput, CompactResult
     from tempi.workflows.session.activity_errors import cause
     from tempi.workflows.session.activity_options import Activities
     from tempi.workflows.session.entries import EntryWriter, now_ms
     from tempi.workflows.session.event_log import EventLog
     from tempi.workflows.session.extension_route import ExtensionTools
     from tempi.workflows.session.run_control import RunControl
-    from tempi.workflows.session_types import (
-        CarriedState,
-        CompactActivityResult,
-        CompactInput,
-        CompactionPolicy,
-        CompactResult,
-        SessionConfig,
-    )
+    from tempi.workflows.session_types import CarriedState, CompactionPolicy, SessionConfig
 
 CompactionReason = Literal["manual", "threshold", "overflow"]
 

@@ -12,14 +12,9 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from tempi.agent.session_entries import iso_timestamp, sequential_entry_id
     from tempi.workflows import activity_names as act
+    from tempi.workflows.activity_payloads import FlushInput, OutboxItem, SessionFileRef
     from tempi.workflows.session.activity_options import Activities
-    from tempi.workflows.session_types import (
-        CarriedState,
-        FlushInput,
-        OutboxItem,
-        SessionConfig,
-        SessionFileRef,
-    )
+    from tempi.workflows.session_types import CarriedState, SessionConfig
 
 
 def now_ms() -> int:

@@ -21,6 +21,14 @@ with workflow.unsafe.imports_passed_through():
         InjectedMessage,
     )
     from tempi.workflows import activity_names as act
+    from tempi.workflows.activity_payloads import (
+        AgentEndInput,
+        AgentEndResult,
+        AgentStartInput,
+        AgentStartResult,
+        ExtensionCallInput,
+        ExtensionSetupInput,
+    )
     from tempi.workflows.session.activity_errors import cause
     from tempi.workflows.session.activity_options import Activities, extension_tool_options
     from tempi.workflows.session.activity_tool import failed_result, run_tool_activity
@@ -30,16 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from tempi.workflows.session.run_control import RunControl
     from tempi.workflows.session.texts import ABORTED_TEXT
     from tempi.workflows.session.tool_routes import RouteResult, ToolSlot
-    from tempi.workflows.session_types import (
-        AgentEndInput,
-        AgentEndResult,
-        AgentStartInput,
-        AgentStartResult,
-        CarriedState,
-        ExtensionCallInput,
-        ExtensionSetupInput,
-        SessionConfig,
-    )
+    from tempi.workflows.session_types import CarriedState, SessionConfig
 
 LOST_EXTENSION_TEXT = (
     "The worker running this extension tool stopped before it reported back, and the extension "

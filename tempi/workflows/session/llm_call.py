@@ -13,6 +13,7 @@ with workflow.unsafe.imports_passed_through():
     from tempi.agent.session_entries import iso_timestamp
     from tempi.agent.subagents import TASK_TOOL, task_tool_spec
     from tempi.workflows import activity_names as act
+    from tempi.workflows.activity_payloads import LlmCallInput, LlmCallResult
     from tempi.workflows.session.activity_errors import cause
     from tempi.workflows.session.activity_options import Activities
     from tempi.workflows.session.entries import EntryWriter, now_ms
@@ -22,7 +23,7 @@ with workflow.unsafe.imports_passed_through():
     from tempi.workflows.session.run_control import RunControl
     from tempi.workflows.session.subagent_runner import SubagentRunner
     from tempi.workflows.session.texts import aborted_message, error_message
-    from tempi.workflows.session_types import CarriedState, LlmCallInput, LlmCallResult, SessionConfig
+    from tempi.workflows.session_types import CarriedState, SessionConfig
 
 
 class LlmCaller:

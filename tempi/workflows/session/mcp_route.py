@@ -15,6 +15,7 @@ with workflow.unsafe.imports_passed_through():
     from tempi.agent.messages import ToolCall
     from tempi.agent.session_entries import iso_timestamp
     from tempi.workflows import activity_names as act
+    from tempi.workflows.activity_payloads import McpCallInput, McpListInput
     from tempi.workflows.session.activity_errors import cause
     from tempi.workflows.session.activity_options import Activities, mcp_tool_options
     from tempi.workflows.session.activity_tool import failed_result, run_tool_activity
@@ -23,12 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from tempi.workflows.session.run_control import RunControl
     from tempi.workflows.session.texts import ABORTED_TEXT
     from tempi.workflows.session.tool_routes import RouteResult, ToolSlot
-    from tempi.workflows.session_types import (
-        CarriedState,
-        McpCallInput,
-        McpListInput,
-        SessionConfig,
-    )
+    from tempi.workflows.session_types import CarriedState, SessionConfig
 
 LOST_MCP_TEXT = (
     "The worker running this MCP tool stopped before it reported back, and the server does not "

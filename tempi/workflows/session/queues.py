@@ -9,8 +9,9 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from tempi.agent.messages import UserMessage
+    from tempi.workflows.activity_payloads import QueuedMessages
     from tempi.workflows.session.event_log import EventLog
-    from tempi.workflows.session_types import CarriedState, QueuedMessages, QueueMode
+    from tempi.workflows.session_types import CarriedState, QueueMode
 
 QueueName = Literal["steering", "follow_up"]
 StreamingBehavior = Literal["steer", "followUp"]

@@ -10,17 +10,15 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from tempi.workflows import activity_names as act
-    from tempi.workflows.session.activity_options import Activities
-    from tempi.workflows.session_types import (
-        CarriedState,
+    from tempi.workflows.activity_payloads import (
         SandboxCreated,
         SandboxCreateInput,
         SandboxFinished,
         SandboxFinishInput,
-        SandboxRef,
-        SessionConfig,
         SessionFileRef,
     )
+    from tempi.workflows.session.activity_options import Activities
+    from tempi.workflows.session_types import CarriedState, SandboxRef, SessionConfig
 
 
 class SandboxLease:

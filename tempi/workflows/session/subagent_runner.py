@@ -23,20 +23,14 @@ with workflow.unsafe.imports_passed_through():
         format_task_result,
         parse_task_args,
     )
+    from tempi.workflows.activity_payloads import SubagentInput, SubagentResult
     from tempi.workflows.session.activity_errors import cause
     from tempi.workflows.session.entries import now_ms
     from tempi.workflows.session.event_log import EventLog
     from tempi.workflows.session.run_control import RunControl
     from tempi.workflows.session.texts import synthetic_result
     from tempi.workflows.session.tool_routes import RouteResult, ToolSlot
-    from tempi.workflows.session_types import (
-        CarriedState,
-        SessionConfig,
-        SessionInput,
-        SubagentInput,
-        SubagentResult,
-        workflow_id_for,
-    )
+    from tempi.workflows.session_types import CarriedState, SessionConfig, SessionInput, workflow_id_for
 
 SUBAGENT_WORKFLOW = "SubagentWorkflow"
 

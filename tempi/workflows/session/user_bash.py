@@ -11,13 +11,14 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 
 with workflow.unsafe.imports_passed_through():
     from tempi.workflows import activity_names as act
+    from tempi.workflows.activity_payloads import BashRequest, BashResult, UserBashInput
     from tempi.workflows.session.activity_errors import cause
     from tempi.workflows.session.activity_options import Activities
     from tempi.workflows.session.entries import EntryWriter, now_ms
     from tempi.workflows.session.run_control import RunControl
     from tempi.workflows.session.sandbox_lease import SandboxLease
     from tempi.workflows.session.texts import sandbox_unavailable
-    from tempi.workflows.session_types import BashRequest, BashResult, CarriedState, UserBashInput
+    from tempi.workflows.session_types import CarriedState
 
 
 class UserBash:

@@ -11,6 +11,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from tempi.agent.messages import ToolCall, ToolResultMessage, UserMessage
+    from tempi.workflows.activity_payloads import LlmCallResult
     from tempi.workflows.session.compactor import CompactionReason, Compactor
     from tempi.workflows.session.entries import EntryWriter, now_ms
     from tempi.workflows.session.event_log import EventLog
@@ -21,7 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from tempi.workflows.session.tool_routes import ToolRoutes, ToolSlot
     from tempi.workflows.session.tool_scheduler import ToolScheduler
     from tempi.workflows.session.user_bash import UserBash
-    from tempi.workflows.session_types import CarriedState, LlmCallResult, RunHandoff, SessionConfig
+    from tempi.workflows.session_types import CarriedState, RunHandoff, SessionConfig
 
 
 HAND_OFF_PLANNED_ON_ANSWER = "handoff-planned-on-answer"
