@@ -12,12 +12,15 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from tempi.workers.worker import WORKFLOWS, workflow_runner
+from tempi.workers.worker import WORKFLOWS
+from tempi.workers.workflow_runner import workflow_runner
 
 HISTORIES = Path(__file__).resolve().parent / "histories"
 # The worker's own runner: the sandbox restrictions are part of what must replay.
 REPLAYER = Replayer(
-    workflows=WORKFLOWS, workflow_runner=workflow_runner(), data_converter=pydantic_data_converter
+    workflows=WORKFLOWS,
+    workflow_runner=workflow_runner(pydantic_data_converter),
+    data_converter=pydantic_data_converter,
 )
 
 # What was captured; a folder or file that goes missing must fail here, not shrink the test.

@@ -13,7 +13,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
-from tempi.workers.worker import WORKFLOWS, workflow_runner
+from tempi.workers.worker import WORKFLOWS
+from tempi.workers.workflow_runner import workflow_runner
 from tests.conftest import run_tempi, tempi_env, write_models_json
 from tests.fixture_paths import PI_FIXTURES
 from tests.session_harness import running_worker, scripted_model, start_session, unique_queue
@@ -161,7 +162,9 @@ async def test_one_long_prompt_continues_as_new_between_its_turns(
     assert sum(1 for m in last if m["role"] == "tool") == 12
     # Each run's history replays on the current code: a worker restarted mid-run resumes it.
     replayer = Replayer(
-        workflows=WORKFLOWS, workflow_runner=workflow_runner(), data_converter=pydantic_data_converter
+        workflows=WORKFLOWS,
+        workflow_runner=workflow_runner(pydantic_data_converter),
+        data_converter=pydantic_data_converter,
     )
     for run in runs:
         history = await temporal_client.get_workflow_handle(s.handle.id, run_id=run.run_id).fetch_history()

@@ -16,7 +16,8 @@ from temporalio.service import RPCError
 from temporalio.worker import Replayer
 
 from tempi.testing.slack_server import BotMessage, ScriptedSlackServer
-from tempi.workers.worker import WORKFLOWS, workflow_runner
+from tempi.workers.worker import WORKFLOWS
+from tempi.workers.workflow_runner import workflow_runner
 from tempi.workflows.slack_types import conversation_workflow_id, event_workflow_id
 from tests import test_slack_gateway as base
 from tests.test_slack_gateway import running_gateway, wait_for
@@ -49,7 +50,9 @@ async def assert_replays(client: Client, workdir: Path, channel: str) -> None:
     """The channel conversation the events ran in replays on the workflow code."""
     handle = client.get_workflow_handle(conversation_workflow_id(str(workdir.resolve()), channel, None))
     replayer = Replayer(
-        workflows=WORKFLOWS, workflow_runner=workflow_runner(), data_converter=pydantic_data_converter
+        workflows=WORKFLOWS,
+        workflow_runner=workflow_runner(pydantic_data_converter),
+        data_converter=pydantic_data_converter,
     )
     await replayer.replay_workflow(await handle.fetch_history())
 

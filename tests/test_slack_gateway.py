@@ -20,7 +20,8 @@ from temporalio.worker import Replayer
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tempi.testing.slack_server import BotMessage, ScriptedSlackServer
 from tempi.testing.slack_server.events import event_callback, user_message_events
-from tempi.workers.worker import WORKFLOWS, workflow_runner
+from tempi.workers.worker import WORKFLOWS
+from tempi.workers.workflow_runner import workflow_runner
 from tempi.workflows.slack_types import conversation_workflow_id
 from tests.conftest import tempi_env, write_models_json
 
@@ -126,7 +127,9 @@ async def assert_replays(client: Client, workdir: Path, channel: str, root_ts: s
     handle = client.get_workflow_handle(conversation_workflow_id(str(workdir.resolve()), channel, root_ts))
     history = await handle.fetch_history()
     replayer = Replayer(
-        workflows=WORKFLOWS, workflow_runner=workflow_runner(), data_converter=pydantic_data_converter
+        workflows=WORKFLOWS,
+        workflow_runner=workflow_runner(pydantic_data_converter),
+        data_converter=pydantic_data_converter,
     )
     await replayer.replay_workflow(history)
 

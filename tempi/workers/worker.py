@@ -15,7 +15,6 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.worker import Interceptor, Worker, WorkerDeploymentConfig
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from tempi.activities.extension_activities import ExtensionActivities
 from tempi.activities.mcp.activities import McpActivities
@@ -25,6 +24,7 @@ from tempi.activities.session_activities import CredentialResolver, SessionActiv
 from tempi.store.session_store import SessionStore
 from tempi.workers.model_guard import owner_credentials
 from tempi.workers.orphans import sweep_orphan_sandboxes
+from tempi.workers.workflow_runner import workflow_runner
 from tempi.workflows.pipeline_shard_workflow import PipelineShardWorkflow
 from tempi.workflows.pipeline_workflow import PipelineWorkflow
 from tempi.workflows.session_types import DEFAULT_TASK_QUEUE
@@ -85,15 +85,6 @@ def versioning(deployment: str | None) -> dict[str, Any]:
     }
 
 
-def workflow_runner() -> SandboxedWorkflowRunner:
-    """The workflow sandbox, with tempi's own models passed through (they are pure)."""
-    return SandboxedWorkflowRunner(
-        restrictions=SandboxRestrictions.default.with_passthrough_modules(
-            "tempi", "pydantic", "pydantic_core"
-        )
-    )
-
-
 def build_worker(
     client: Client,
     *,
@@ -116,7 +107,7 @@ def build_worker(
             SandboxActivities().create,
             *PIPELINE_ACTIVITIES,
         ],
-        workflow_runner=workflow_runner(),
+        workflow_runner=workflow_runner(client.data_converter),
         max_concurrent_activities=200,
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
@@ -133,7 +124,7 @@ def build_slack_worker(client: Client, task_queue: str, activities: Sequence[Cal
         task_queue=task_queue,
         workflows=[SlackConversationWorkflow, SlackEventWorkflow],
         activities=activities,
-        workflow_runner=workflow_runner(),
+        workflow_runner=workflow_runner(client.data_converter),
         max_concurrent_activities=100,
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,

@@ -1,0 +1,102 @@
+"""The workflow sandbox tempi runs its workflows in, minus one trip into it that tempi's
+converter never needs.
+
+For every payload of every activation and completion, the SDK asks the workflow instance for
+that payload's serialization context (and, on the way out, for an external-storage context).
+The sandboxed instance answers each question by running code inside the sandbox, which swaps
+the sandbox's module table in and out: about a tenth of a busy worker's CPU. A converter,
+codec and failure converter that read no context, with no external storage, throw every
+answer away, so for them the instance answers at once. That is checked on the converter the
+worker really uses; any other converter gets the plain sandbox runner."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from temporalio.bridge.proto.workflow_activation import WorkflowActivation
+from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
+from temporalio.converter import (
+    DataConverter,
+    SerializationContext,
+    StorageDriverStoreContext,
+    StorageDriverWorkflowInfo,
+    WorkflowSerializationContext,
+)
+from temporalio.worker import WorkflowInstance, WorkflowInstanceDetails, WorkflowRunner
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+from temporalio.workflow import Info
+
+if TYPE_CHECKING:
+    # The SDK's own names for what its runner interface passes; private, so types only.
+    from temporalio.worker._command_aware_visitor import CommandInfo
+    from temporalio.workflow import _Definition
+
+# Pure code the workflows import: shared with the sandbox instead of re-imported per run.
+PASSTHROUGH_MODULES = ("tempi", "pydantic", "pydantic_core")
+
+_PROBE = WorkflowSerializationContext(namespace="probe", workflow_id="probe")
+
+
+def sandbox_runner() -> SandboxedWorkflowRunner:
+    return SandboxedWorkflowRunner(
+        restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)
+    )
+
+
+def ignores_context(converter: DataConverter) -> bool:
+    """Whether serializing with `converter` comes out the same under any context: no part of
+    it takes one (`with_context` hands back the converter itself) and nothing is stored
+    outside the history."""
+    return converter.external_storage is None and converter.with_context(_PROBE) is converter
+
+
+def workflow_runner(converter: DataConverter) -> WorkflowRunner:
+    """The runner for workers and replayers that serialize with `converter`."""
+    if ignores_context(converter):
+        return ContextFreeSandboxRunner(sandbox_runner())
+    return sandbox_runner()
+
+
+class ContextFreeSandboxRunner(WorkflowRunner):
+    """Runs every workflow in `sandbox`, answering the per-payload context questions outside
+    it. Only for converters `ignores_context` accepts."""
+
+    def __init__(self, sandbox: SandboxedWorkflowRunner) -> None:
+        self.sandbox = sandbox
+
+    def prepare_workflow(self, defn: _Definition) -> None:
+        self.sandbox.prepare_workflow(defn)
+
+    def create_instance(self, det: WorkflowInstanceDetails) -> WorkflowInstance:
+        return ContextFreeInstance(self.sandbox.create_instance(det), det.info)
+
+    def set_worker_level_failure_exception_types(self, types: Sequence[type[BaseException]]) -> None:
+        self.sandbox.set_worker_level_failure_exception_types(types)
+
+
+class ContextFreeInstance(WorkflowInstance):
+    def __init__(self, sandboxed: WorkflowInstance, info: Info) -> None:
+        self.sandboxed = sandboxed
+        # Never read without external storage; built once so that every ask is free.
+        self.store_context = StorageDriverStoreContext(
+            target=StorageDriverWorkflowInfo(
+                namespace=info.namespace, id=info.workflow_id, run_id=info.run_id, type=info.workflow_type
+            )
+        )
+
+    def activate(self, act: WorkflowActivation) -> WorkflowActivationCompletion:
+        return self.sandboxed.activate(act)
+
+    def get_serialization_context(self, command_info: CommandInfo | None) -> SerializationContext | None:
+        # None selects the worker's own converter, which is what any context would give back.
+        return None
+
+    def get_external_store_context(self, command_info: CommandInfo | None) -> StorageDriverStoreContext:
+        return self.store_context
+
+    def get_info(self) -> Info:
+        return self.sandboxed.get_info()
+
+    def get_thread_id(self) -> int | None:
+        return self.sandboxed.get_thread_id()
