@@ -266,7 +266,6 @@ class Heartbeater:
 
     def __init__(self) -> None:
         self._task: asyncio.Task[None] | None = None
-        self.details: Any = None
 
     async def __aenter__(self) -> Heartbeater:
         self._task = asyncio.create_task(self._beat())
@@ -281,9 +280,12 @@ class Heartbeater:
     async def _beat(self) -> None:
         if activity.info().is_local:
             return  # the server knows nothing of a local activity; the workflow task is its lease
+        # The first beat waits one period: the SDK sends a first beat at once, and most model
+        # calls and tools end within it, so beating at the start costs the server a write per
+        # call while cancellation arrives no sooner (the next beat is held to the period).
         while True:
-            activity.heartbeat(self.details)
             await asyncio.sleep(HEARTBEAT_EVERY_S)
+            activity.heartbeat()
 
 
 class SessionActivities:
