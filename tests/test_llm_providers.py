@@ -313,6 +313,20 @@ async def test_headers_and_key_reach_the_provider(server: ScriptedLLMServer, api
 
 
 @pytest.mark.parametrize("api", APIS)
+async def test_a_changed_key_or_header_reaches_the_next_request(server: ScriptedLLMServer, api: str) -> None:
+    """Provider clients are kept between calls; a rotated key or changed header must still be
+    what the next request carries, and going back to the first settings must work too."""
+    model = model_for(server, "length", api)
+    calls = [("key-one", "a"), ("key-two", "a"), ("key-two", "b"), ("key-one", "a")]
+    for key, header in calls:
+        await complete(model, CONTEXT, OPTIONS.model_copy(update={"api_key": key, "headers": {"x-call": header}}))
+    sent = server.requests_for(scenario("length", api))[-len(calls) :]
+    keys = [r.headers.get("x-api-key") or r.headers.get("authorization") or "" for r in sent]
+    assert [k.removeprefix("Bearer ") for k in keys] == [key for key, _ in calls]
+    assert [r.headers.get("x-call") for r in sent] == [header for _, header in calls]
+
+
+@pytest.mark.parametrize("api", APIS)
 async def test_cancelling_the_consumer_propagates(server: ScriptedLLMServer, api: str) -> None:
     streaming = asyncio.Event()
 
