@@ -314,8 +314,8 @@ async def test_headers_and_key_reach_the_provider(server: ScriptedLLMServer, api
 
 @pytest.mark.parametrize("api", APIS)
 async def test_a_changed_key_or_header_reaches_the_next_request(server: ScriptedLLMServer, api: str) -> None:
-    """Provider clients are kept between calls; a rotated key or changed header must still be
-    what the next request carries, and going back to the first settings must work too."""
+    """A rotated key or changed header is what the very next request carries, and going back
+    to the first settings works too (nothing pins a provider client's first settings)."""
     model = model_for(server, "length", api)
     calls = [("key-one", "a"), ("key-two", "a"), ("key-two", "b"), ("key-one", "a")]
     for key, header in calls:

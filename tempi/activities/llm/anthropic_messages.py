@@ -18,7 +18,7 @@ from tempi.activities.llm.contract import (
 )
 from tempi.activities.llm.conversation_cache import CONVERSATIONS
 from tempi.activities.llm.errors import IncompleteStreamError, ProviderError
-from tempi.activities.llm.http_pool import shared_sdk_client
+from tempi.activities.llm.http_pool import shared_http_client
 from tempi.activities.llm.thinking import anthropic_thinking
 from tempi.activities.llm.transform import ANTHROPIC_TOOL_IDS, ConversationRepair
 from tempi.agent.llm_context import LlmContext, ToolSpec
@@ -222,13 +222,12 @@ async def stream_anthropic_messages(
 ) -> AsyncGenerator[AssistantMessageEvent, None]:
     api_key = require_api_key(model, options)
     body = build_request(model, context, options)
-    client = shared_sdk_client(
-        anthropic.AsyncAnthropic,
-        anthropic.DefaultAsyncHttpxClient,
+    client = anthropic.AsyncAnthropic(
         api_key=api_key,
         base_url=model.base_url or None,
         max_retries=options.sdk_retries,
         timeout=options.timeout_s,
+        http_client=shared_http_client(anthropic.DefaultAsyncHttpxClient),
         default_headers={**BETA_HEADERS, **request_headers(model, options)},
     )
     create = cast(Any, client.messages).create(**body)

@@ -20,7 +20,7 @@ from tempi.activities.llm.contract import (
 )
 from tempi.activities.llm.conversation_cache import CONVERSATIONS
 from tempi.activities.llm.errors import IncompleteStreamError, ProviderError
-from tempi.activities.llm.http_pool import shared_sdk_client
+from tempi.activities.llm.http_pool import shared_http_client
 from tempi.activities.llm.openai_post import post_stream
 from tempi.activities.llm.thinking import responses_reasoning
 from tempi.activities.llm.transform import (
@@ -240,13 +240,12 @@ async def stream_openai_responses(
 ) -> AsyncGenerator[AssistantMessageEvent, None]:
     api_key = require_api_key(model, options)
     body = build_request(model, context, options)
-    client = shared_sdk_client(
-        openai.AsyncOpenAI,
-        openai.DefaultAsyncHttpxClient,
+    client = openai.AsyncOpenAI(
         api_key=api_key,
         base_url=model.base_url or None,
         max_retries=options.sdk_retries,
         timeout=options.timeout_s,
+        http_client=shared_http_client(openai.DefaultAsyncHttpxClient),
         default_headers=request_headers(model, options),
     )
     payload = CONVERSATIONS.encode((API, options.session_id), body, "input")
