@@ -319,7 +319,9 @@ async def test_a_changed_key_or_header_reaches_the_next_request(server: Scripted
     model = model_for(server, "length", api)
     calls = [("key-one", "a"), ("key-two", "a"), ("key-two", "b"), ("key-one", "a")]
     for key, header in calls:
-        await complete(model, CONTEXT, OPTIONS.model_copy(update={"api_key": key, "headers": {"x-call": header}}))
+        await complete(
+            model, CONTEXT, OPTIONS.model_copy(update={"api_key": key, "headers": {"x-call": header}})
+        )
     sent = server.requests_for(scenario("length", api))[-len(calls) :]
     keys = [r.headers.get("x-api-key") or r.headers.get("authorization") or "" for r in sent]
     assert [k.removeprefix("Bearer ") for k in keys] == [key for key, _ in calls]

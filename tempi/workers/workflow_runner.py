@@ -4,10 +4,11 @@ converter never needs.
 For every payload of every activation and completion, the SDK asks the workflow instance for
 that payload's serialization context (and, on the way out, for an external-storage context).
 The sandboxed instance answers each question by running code inside the sandbox, which swaps
-the sandbox's module table in and out: about a tenth of a busy worker's CPU. A converter,
-codec and failure converter that read no context, with no external storage, throw every
-answer away, so for them the instance answers at once. That is checked on the converter the
-worker really uses; any other converter gets the plain sandbox runner."""
+the sandbox's module table in and out: 9.6% of a busy worker's main thread in a profile at
+100 sessions. A converter, codec and failure converter that read no context, with no
+external storage, throw every answer away, so for them the instance answers at once. That
+is checked on the converter the worker really uses; any other converter gets the plain
+sandbox runner."""
 
 from __future__ import annotations
 
