@@ -61,16 +61,18 @@ def write_models_json(config_dir: Path, base_url: str, scenario: str) -> None:
     (config_dir / "models.json").write_text(json.dumps(models_json(base_url, scenario), indent=2))
 
 
-def clean_env(home: Path | None = None, address: str | None = None, **extra: str) -> dict[str, str]:
+def clean_env(
+    home: Path | None = None, address: str | None = None, *, project: Path = PROJECT_ROOT, **extra: str
+) -> dict[str, str]:
     """The environment for a tempi (or pi) child: no real provider keys, no inherited
-    Temporal settings, the mock key set."""
+    Temporal settings, the mock key set, tempi imported from `project`."""
     env = {
         k: v
         for k, v in os.environ.items()
         if not k.startswith(("TEMPORAL_", "ANTHROPIC_", "OPENAI_", "TEMPI_"))
     }
     env[API_KEY_ENV] = API_KEY
-    env["PYTHONPATH"] = str(PROJECT_ROOT)
+    env["PYTHONPATH"] = str(project)
     if home is not None:
         env["TEMPI_HOME"] = str(home)
     if address:
@@ -226,7 +228,8 @@ class RssSampler:
 
 class WorkerProcess:
     """A tempi worker in its own process: `python -m tempi worker`, or bench's timed
-    worker when `timings` is given (same worker, plus an activity timing log)."""
+    worker when `timings` is given (same worker, plus an activity timing log). Its code
+    comes from `project`, a tempi checkout (this one unless told)."""
 
     def __init__(
         self,
@@ -237,8 +240,10 @@ class WorkerProcess:
         log: Path,
         timings: Path | None = None,
         profile: Path | None = None,
+        project: Path = PROJECT_ROOT,
     ) -> None:
         self.home = home
+        self.project = project
         self.address = address
         self.task_queue = task_queue
         self.log = log
@@ -263,11 +268,11 @@ class WorkerProcess:
             args = [PYTHON, "-m", "tempi", "worker", "--task-queue", self.task_queue]
         self.proc = subprocess.Popen(
             args,
-            env=clean_env(self.home, self.address),
+            env=clean_env(self.home, self.address, project=self.project),
             stdout=open(self.log, "ab"),  # noqa: SIM115 - owned by the child
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            cwd=PROJECT_ROOT,
+            cwd=self.project,
         )
         return self
 
