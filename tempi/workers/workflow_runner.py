@@ -21,7 +21,6 @@ from temporalio.converter import (
     DataConverter,
     SerializationContext,
     StorageDriverStoreContext,
-    StorageDriverWorkflowInfo,
     WorkflowSerializationContext,
 )
 from temporalio.worker import WorkflowInstance, WorkflowInstanceDetails, WorkflowRunner
@@ -37,6 +36,8 @@ if TYPE_CHECKING:
 PASSTHROUGH_MODULES = ("tempi", "pydantic", "pydantic_core")
 
 _PROBE = WorkflowSerializationContext(namespace="probe", workflow_id="probe")
+# What the instance answers for external storage; without any, the SDK never reads it.
+_NO_STORE_CONTEXT = StorageDriverStoreContext()
 
 
 def sandbox_runner() -> SandboxedWorkflowRunner:
@@ -70,21 +71,15 @@ class ContextFreeSandboxRunner(WorkflowRunner):
         self.sandbox.prepare_workflow(defn)
 
     def create_instance(self, det: WorkflowInstanceDetails) -> WorkflowInstance:
-        return ContextFreeInstance(self.sandbox.create_instance(det), det.info)
+        return ContextFreeInstance(self.sandbox.create_instance(det))
 
     def set_worker_level_failure_exception_types(self, types: Sequence[type[BaseException]]) -> None:
         self.sandbox.set_worker_level_failure_exception_types(types)
 
 
 class ContextFreeInstance(WorkflowInstance):
-    def __init__(self, sandboxed: WorkflowInstance, info: Info) -> None:
+    def __init__(self, sandboxed: WorkflowInstance) -> None:
         self.sandboxed = sandboxed
-        # Never read without external storage; built once so that every ask is free.
-        self.store_context = StorageDriverStoreContext(
-            target=StorageDriverWorkflowInfo(
-                namespace=info.namespace, id=info.workflow_id, run_id=info.run_id, type=info.workflow_type
-            )
-        )
 
     def activate(self, act: WorkflowActivation) -> WorkflowActivationCompletion:
         return self.sandboxed.activate(act)
@@ -94,7 +89,7 @@ class ContextFreeInstance(WorkflowInstance):
         return None
 
     def get_external_store_context(self, command_info: CommandInfo | None) -> StorageDriverStoreContext:
-        return self.store_context
+        return _NO_STORE_CONTEXT
 
     def get_info(self) -> Info:
         return self.sandboxed.get_info()
