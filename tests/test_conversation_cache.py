@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tempi.activities.llm import StreamOptions, anthropic_messages, openai_completions, openai_responses
-from tempi.activities.llm.conversation_cache import CONVERSATIONS
+from tempi.activities.llm.conversation_cache import CONVERSATIONS, ConversationCache
 from tempi.agent.llm_context import LlmContext, ToolSpec
 from tempi.agent.messages import (
     AssistantBlock,
@@ -212,3 +212,32 @@ def test_going_back_to_an_earlier_turn_converts_the_new_branch() -> None:
     body = openai_completions.build_request(model, LlmContext(messages=branch), options)
     sent = [m["tool_call_id"] for m in body["messages"] if m["role"] == "tool"]
     assert sent == ["call_a", "call_x", "call_y", "call_z", "call_w"]
+
+
+def test_many_sessions_through_a_small_cache_send_the_same_bytes_within_its_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    bound = 3_000
+    cache = ConversationCache(max_sessions=8, max_encoded_bytes=bound)
+    monkeypatch.setattr(openai_completions, "CONVERSATIONS", cache)
+    model = MODELS["openai-completions"][0]
+    rng = random.Random("small-cache")
+    growers = [SessionGrower(rng, [model]) for _ in range(7)]
+    conversations: list[list[LlmMessage]] = [[_user(f"Task {n}.")] for n in range(7)]
+    dropped = False
+    for _ in range(20):
+        for n, grower in enumerate(growers):
+            conversations[n] = [*conversations[n], *grower.turn(model)]
+            context = LlmContext(system_prompt="You are tempi.", messages=conversations[n], tools=TOOLS)
+            cached = StreamOptions(api_key="k", session_id=f"small-{n}")
+            body = openai_completions.build_request(model, context, cached)
+            expected = openai_completions.build_request(model, context, StreamOptions(api_key="k"))
+            assert body["messages"] == expected["messages"]
+            assert cache.encode(("openai-completions", f"small-{n}"), body, "messages") == _compact(body)
+            kept = [c.encoded.size for c in cache._checkpoints.values() if c.encoded is not None]
+            # The one just sent is kept whatever its size; the others make room for it.
+            assert sum(kept) == cache._encoded_bytes
+            assert sum(kept) <= bound or len(kept) == 1
+            dropped = dropped or len(kept) < len(cache._checkpoints)
+    assert dropped  # the bound was reached: some sessions' JSON went
+    assert cache.resumed > 100  # while their conversions were still kept

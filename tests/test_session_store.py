@@ -16,6 +16,8 @@ import pytest
 from tempi.agent.messages import CustomMessage, UserMessage
 from tempi.agent.session_entries import CompactionEntry, MessageEntry, SessionHeader, UnknownEntry
 from tempi.store.errors import AmbiguousSessionError, SessionFileError, SessionNotFoundError
+from tempi.store.loading import Loader
+from tempi.store.locking import FileLocks
 from tempi.store.session_store import SessionStore
 from tests.fixture_paths import PI_FIXTURES
 
@@ -278,6 +280,44 @@ def test_repeated_loads_see_entries_appended_elsewhere(store: SessionStore, sess
     fresh = SessionStore(store.root).load(session)
     assert again.tree.build_context() == fresh.tree.build_context()
     assert len(again.tree.build_context().messages) == 4
+
+
+def _sessions(store: SessionStore, count: int) -> list[Path]:
+    paths = []
+    for n in range(count):
+        session_header = header(f"0199aaaa-0000-7000-8000-{n:012d}")
+        path = store.new_session_path(CWD, session_header.id, session_header.timestamp)
+        store.create(path, session_header)
+        store.append(path, chain(2, prefix=f"s{n:03d}-"))
+        paths.append(path)
+    return paths
+
+
+def test_a_worker_running_a_hundred_sessions_parses_only_their_new_lines(store: SessionStore) -> None:
+    paths = _sessions(store, 100)
+    first = [store.load(path).entries[0] for path in paths]
+    for n, path in enumerate(paths):
+        store.append(path, [user_entry(f"s{n:03d}-next", f"s{n:03d}-0000001")])
+    again = [store.load(path) for path in paths]
+    assert [len(loaded.entries) for loaded in again] == [3] * 100
+    # The lines read on the first turn were not parsed again on the second.
+    assert all(loaded.entries[0] is entry for loaded, entry in zip(again, first, strict=True))
+
+
+def test_parsed_sessions_past_the_bytes_bound_are_read_again(store: SessionStore) -> None:
+    paths = _sessions(store, 3)
+    size = paths[0].stat().st_size
+    loader = Loader(FileLocks(), max_bytes=2 * size + size // 2)
+    first = [loader.load(path).entries[0] for path in paths]
+    assert loader.load(paths[2]).entries[0] is first[2]
+    assert loader.load(paths[1]).entries[0] is first[1]
+    reread = loader.load(paths[0])  # the least recently loaded was dropped
+    assert reread.entries[0] is not first[0]
+    assert [e.id for e in reread.entries] == [e.id for e in chain(2, prefix="s000-")]
+    # A session larger than the whole bound is still kept while it is the one in use.
+    tiny = Loader(FileLocks(), max_bytes=10)
+    kept = tiny.load(paths[0]).entries[0]
+    assert tiny.load(paths[0]).entries[0] is kept
 
 
 def test_load_notices_a_replaced_file(store: SessionStore, session: Path, tmp_path: Path) -> None:

@@ -19,9 +19,13 @@ from tempi.store.appends import upgrade_file
 from tempi.store.file_format import entries_in, header_model, parse_file, typed_entries
 from tempi.store.locking import FileLocks
 
-# Sessions a store keeps parsed (least recently used dropped first): a long-lived worker
-# touches many sessions, and whatever is dropped is read again from the file when needed.
-MAX_CACHED_SESSIONS = 16
+# What a store keeps parsed, least recently used dropped first (whatever is dropped is read
+# again whole when next loaded). A busy worker runs a hundred sessions or more at once, and
+# a bound below that made each of their turns parse the whole file again; parsed entries
+# take about 4.5 times the bytes of their lines, so the bytes bound keeps long sessions from
+# filling memory. The session loaded last is always kept.
+MAX_CACHED_SESSIONS = 256
+MAX_CACHED_BYTES = 32 * 1024 * 1024
 
 
 @dataclass
@@ -56,9 +60,14 @@ class _LoadedFile:
 class Loader:
     """Loads session files, keeping the parsed entries of the most recently loaded ones."""
 
-    def __init__(self, locks: FileLocks) -> None:
+    def __init__(
+        self, locks: FileLocks, max_sessions: int = MAX_CACHED_SESSIONS, max_bytes: int = MAX_CACHED_BYTES
+    ) -> None:
         self._locks = locks
+        self._max_sessions = max_sessions
+        self._max_bytes = max_bytes
         self._loaded: dict[str, _LoadedFile] = {}
+        self._loaded_bytes = 0  # the sum of the cached files' sizes
         self._guard = threading.Lock()
 
     def load(self, path: Path) -> LoadedSession:
@@ -75,6 +84,8 @@ class Loader:
             stat = os.fstat(handle.fileno())
             with self._guard:
                 cached = self._loaded.pop(key, None)
+                if cached is not None:
+                    self._loaded_bytes -= cached.size
             if cached is not None and (cached.inode != stat.st_ino or stat.st_size < cached.size):
                 cached = None
             handle.seek(cached.size if cached is not None else 0)
@@ -102,10 +113,7 @@ class Loader:
                 cached.tree.add_loaded(entry)
             cached.skipped += skipped
             cached.size += complete_end
-        with self._guard:
-            self._loaded[key] = cached
-            while len(self._loaded) > MAX_CACHED_SESSIONS:
-                self._loaded.pop(next(iter(self._loaded)))
+        self._keep(key, cached)
         # An unterminated last line (a crash, or a hand-edited file) is read but not cached.
         torn_entries, torn_skipped = entries_in(data[complete_end:])
         entries = [*cached.entries, *torn_entries]
@@ -116,6 +124,19 @@ class Loader:
             tree=SessionTree(entries) if torn_entries else cached.tree,
             skipped_lines=cached.skipped + torn_skipped,
         )
+
+    def _keep(self, key: str, loaded: _LoadedFile) -> None:
+        with self._guard:
+            # Two threads may have loaded the same file at once; the last one's parse is kept.
+            replaced = self._loaded.pop(key, None)
+            if replaced is not None:
+                self._loaded_bytes -= replaced.size
+            self._loaded[key] = loaded
+            self._loaded_bytes += loaded.size
+            while len(self._loaded) > 1 and (
+                len(self._loaded) > self._max_sessions or self._loaded_bytes > self._max_bytes
+            ):
+                self._loaded_bytes -= self._loaded.pop(next(iter(self._loaded))).size
 
     def read_locked(self, path: Path) -> bytes:
         """The whole file as it is between two appends."""

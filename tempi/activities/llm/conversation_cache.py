@@ -88,6 +88,7 @@ class ConversationCache:
         self._max = max_sessions
         self._max_bytes = max_encoded_bytes
         self._checkpoints: OrderedDict[CacheKey, _Checkpoint] = OrderedDict()
+        self._encoded_bytes = 0  # the sum of the checkpoints' kept JSON
         self.resumed = 0  # calls that went on from a checkpoint, for tests and benchmarks
         self.restarted = 0
 
@@ -127,7 +128,7 @@ class ConversationCache:
             self._checkpoints[key] = _Checkpoint(model, list(messages[:last]), *kept, encoded)
             self._checkpoints.move_to_end(key)
             while len(self._checkpoints) > self._max:
-                self._checkpoints.popitem(last=False)
+                self._set_encoded(self._checkpoints.popitem(last=False)[1], None)
         return result
 
     def encode(self, key: CacheKey, body: dict[str, Any], list_field: str) -> bytes:
@@ -150,7 +151,7 @@ class ConversationCache:
             # One chunk per call, each starting with its separator: the body is then joined
             # once, instead of the kept JSON being copied into a longer one on every call.
             chunks.append(b"".join(b"," + f for f in fresh) if chunks else b",".join(fresh))
-        checkpoint.encoded = _Encoded(shared, chunks, sum(map(len, chunks)))
+        self._set_encoded(checkpoint, _Encoded(shared, chunks, sum(map(len, chunks))))
         self._forget_oldest_json(key)
         pieces: list[bytes] = [b"{"]
         for number, (name, value) in enumerate(body.items()):
@@ -172,14 +173,19 @@ class ConversationCache:
         pieces.append(b"}")
         return b"".join(pieces)
 
+    def _set_encoded(self, checkpoint: _Checkpoint, encoded: _Encoded | None) -> None:
+        old = checkpoint.encoded
+        self._encoded_bytes += (encoded.size if encoded is not None else 0) - (
+            old.size if old is not None else 0
+        )
+        checkpoint.encoded = encoded
+
     def _forget_oldest_json(self, keep: CacheKey) -> None:
-        total = sum(c.encoded.size for c in self._checkpoints.values() if c.encoded is not None)
         for key, checkpoint in self._checkpoints.items():
-            if total <= self._max_bytes:
+            if self._encoded_bytes <= self._max_bytes:
                 return
-            if key != keep and checkpoint.encoded is not None:
-                total -= checkpoint.encoded.size
-                checkpoint.encoded = None
+            if key != keep:
+                self._set_encoded(checkpoint, None)
 
 
 def _position(items: list[dict[str, Any]], shared: list[dict[str, Any]]) -> int:
