@@ -49,7 +49,7 @@ from tempi.agent.session_entries import MessageEntry
 from tempi.agent.session_tree import SessionTree
 from tempi.agent.tool_specs import labelled, tool_specs
 from tempi.config.errors import ConfigError
-from tempi.config.settings import images_blocked, provider_retries, shell_command_prefix
+from tempi.config.settings import Settings, settings_at_call
 from tempi.extensions.compaction_hook import BeforeCompactHooks
 from tempi.extensions.hooks import context_for, hooked, with_context_hooks
 from tempi.extensions.models import ExtensionEffects, ExtensionProblem
@@ -248,7 +248,7 @@ def find_parked(ref: SessionFileRef, entry_id: str) -> dict[str, Any] | None:
 _CONVERSIONS: WeakKeyDictionary[SessionTree, GrowingConversion] = WeakKeyDictionary()
 
 
-def build_llm_context(store: SessionStore, inp: LlmCallInput) -> LlmContext:
+def build_llm_context(store: SessionStore, inp: LlmCallInput, block_images: bool) -> LlmContext:
     session = store.load(Path(inp.file.session_path))
     context = session.tree.build_context(inp.leaf_id)
     messages = _CONVERSIONS.setdefault(session.tree, GrowingConversion()).convert(context.messages)
@@ -256,7 +256,7 @@ def build_llm_context(store: SessionStore, inp: LlmCallInput) -> LlmContext:
     # Built from validated parts: validating again would walk every message of the session.
     return LlmContext.model_construct(
         system_prompt=inp.system_prompt,
-        messages=without_images(messages) if images_blocked(Path(inp.file.cwd)) else messages,
+        messages=without_images(messages) if block_images else messages,
         tools=labelled(specs) if inp.tool_labels else specs,
     )
 
@@ -294,7 +294,7 @@ class SessionActivities:
         self.credentials = credentials
 
     def _options(
-        self, model: ModelSpec, thinking_level: ThinkingLevel, session_id: str, cwd: str
+        self, model: ModelSpec, thinking_level: ThinkingLevel, session_id: str, settings: Settings
     ) -> StreamOptions:
         """Provider options with the credentials resolved here, on the worker."""
         try:
@@ -312,7 +312,7 @@ class SessionActivities:
             headers=headers,
             thinking_level=thinking_level,
             session_id=session_id,
-            sdk_retries=SDK_RETRIES if (retries := provider_retries(Path(cwd))) is None else retries,
+            sdk_retries=SDK_RETRIES if (retries := settings.retry.provider.max_retries) is None else retries,
         )
 
     @activity.defn(name=names.CALL_LLM)
@@ -347,7 +347,8 @@ class SessionActivities:
             if isinstance(existing, MessageEntry) and isinstance(existing.message, AssistantMessage):
                 return _llm_result(existing.message)
 
-        context = build_llm_context(self.store, inp)
+        settings = settings_at_call(Path(inp.file.cwd))
+        context = build_llm_context(self.store, inp, settings.images.block_images)
         problems: list[ExtensionProblem] = []
         effects = ExtensionEffects()
         if inp.extensions:
@@ -355,7 +356,7 @@ class SessionActivities:
                 inp.extensions, context_for(inp.file), context, inp.turn_index
             )
             context = await with_context_hooks(inp.extensions, context_for(inp.file), context)
-        options = self._options(inp.model, inp.thinking_level, inp.file.session_id, inp.file.cwd)
+        options = self._options(inp.model, inp.thinking_level, inp.file.session_id, settings)
         live = LiveWriter(
             live_path(inp.file.session_path, inp.file.session_id, inp.entry_id), activity.info().attempt
         )
@@ -406,15 +407,18 @@ class SessionActivities:
             live_path(inp.file.session_path, inp.file.session_id, call.id), activity.info().attempt
         )
         abort = asyncio.Event()
+        state_dir = sidecar_dir(inp.file.session_path, inp.file.session_id)
         ctx = ToolContext(
             cwd=cwd,
             backend=backend,
             tool_call_id=call.id,
             on_update=lambda partial: live.write({"partialResult": partial.to_json_dict()}),
             abort=abort,
-            spill_dir=str(sidecar_dir(inp.file.session_path, inp.file.session_id) / "output"),
-            state_dir=str(sidecar_dir(inp.file.session_path, inp.file.session_id)),
-            command_prefix=shell_command_prefix(Path(inp.file.cwd)),
+            spill_dir=str(state_dir / "output"),
+            state_dir=str(state_dir),
+            command_prefix=settings_at_call(Path(inp.file.cwd)).shell_command_prefix
+            if call.name == "bash"
+            else None,
             host_cwd=inp.file.cwd if inp.file.sandbox in ("docker", "container") else None,
         )
         task = asyncio.create_task(
@@ -494,7 +498,9 @@ class SessionActivities:
             write_outbox(self.store, inp.file, outbox)
             turns.settle()
         try:
-            options = self._options(inp.model, inp.thinking_level, inp.file.session_id, inp.file.cwd)
+            options = self._options(
+                inp.model, inp.thinking_level, inp.file.session_id, settings_at_call(Path(inp.file.cwd))
+            )
         except ApplicationError as err:
             return CompactActivityResult(error=f"Compaction failed: {err.message}")
         hooks = (
@@ -541,7 +547,9 @@ class SessionActivities:
     @activity.defn(name=names.SUMMARIZE_BRANCH)
     async def summarize_branch(self, inp: BranchSummaryInput) -> BranchSummaryResult:
         try:
-            options = self._options(inp.model, inp.thinking_level, inp.file.session_id, inp.file.cwd)
+            options = self._options(
+                inp.model, inp.thinking_level, inp.file.session_id, settings_at_call(Path(inp.file.cwd))
+            )
         except ApplicationError as err:
             return BranchSummaryResult(error=f"Branch summary failed: {err.message}")
         turns = FileTurns(inp.file, [inp.entry_id], inp.old_leaf_id)

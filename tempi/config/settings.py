@@ -104,28 +104,12 @@ def load_settings(cwd: Path, global_path: Path | None = None) -> Settings:
     return Settings.model_validate(merged)
 
 
-def images_blocked(cwd: Path) -> bool:
-    """`images.blockImages`, read by the worker at each model call, as pi checks it each time."""
+def settings_at_call(cwd: Path) -> Settings:
+    """The settings a model call or a bash run reads as it starts, as pi reads them each
+    time: `images.blockImages`, `retry.provider.maxRetries`, `shellCommandPrefix` (an edit
+    applies to the next call). A broken settings file leaves the defaults here: the front
+    end is the one that reports it."""
     try:
-        return load_settings(cwd).images.block_images
+        return load_settings(cwd)
     except ConfigError:
-        return False
-
-
-def provider_retries(cwd: Path) -> int | None:
-    """pi's `retry.provider.maxRetries`: how often the provider SDK retries a failed request
-    on its own; None leaves the SDK's default, as pi-ai does."""
-    try:
-        return load_settings(cwd).retry.provider.max_retries
-    except ConfigError:
-        return None
-
-
-def shell_command_prefix(cwd: Path) -> str | None:
-    """`shellCommandPrefix` for a bash tool call in `cwd`, read by the worker at each call
-    (like models.json, the owner's file; an edit applies to the next command). A broken
-    settings file leaves it unset here: the front end is the one that reports it."""
-    try:
-        return load_settings(cwd).shell_command_prefix
-    except ConfigError:
-        return None
+        return Settings()
