@@ -5,7 +5,11 @@ request built (conversation repair included) and encoded as the JSON sent.
 
 No server is involved: each size writes a session of read-tool turns in pi's format, loads
 it once (a worker's store keeps what it read), then times one call after each of 20 newly
-appended turns, as a running session would."""
+appended turns, as a running session would.
+
+A worker runs many sessions at once, each of them calling in turn, so the second table
+does the same for N sessions of 50 turns called round-robin (5 calls each): what a worker
+keeps per session must hold them all, or each call starts from the file again."""
 
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from bench.report import median, print_table
 from bench.rig import API, MODEL_ID, PROVIDER
@@ -26,11 +31,15 @@ from tempi.activities.llm.openai_completions import API as API_NAME
 from tempi.activities.llm.openai_completions import build_request
 from tempi.agent.llm_context import LlmContext
 from tempi.agent.llm_conversion import GrowingConversion
+from tempi.agent.session_tree import SessionTree
 from tempi.agent.tool_specs import tool_specs
 from tempi.store.session_store import SessionStore
 
 SIZES = (10, 100, 1000)
 CALLS = 20
+CONCURRENT = (1, 20, 100, 200)
+CONCURRENT_TURNS = 50
+CONCURRENT_CALLS = 5
 STAGES = ("load", "branch", "messages", "request", "json")
 NOTES = "".join(f"line {n}: some notes for the agent to read\n" for n in range(40))
 TIMESTAMP = "2026-11-24T00:00:00.000Z"
@@ -143,11 +152,41 @@ def time_calls(turns: int, tmp: Path) -> dict[str, Any]:
     return {"turns": turns, "entries": entries, "body_kb": round(body_bytes / 1024, 1), **result}
 
 
+def time_round_robin(sessions: int, tmp: Path) -> dict[str, Any]:
+    """Median ms of one call's whole rebuild when `sessions` sessions call in turn."""
+    model = model_for("http://127.0.0.1:9/v1")
+    tools = tool_specs(["read", "bash", "edit", "write"])
+    store = SessionStore(tmp)
+    writers = []
+    for n in range(sessions):
+        writer = SessionWriter(tmp / f"many-{sessions}-{n}.jsonl")
+        writer.turns(CONCURRENT_TURNS)
+        store.load(writer.path)
+        writers.append(writer)
+    # Kept per session tree, as the model call's activity keeps them (`build_llm_context`).
+    conversions: WeakKeyDictionary[SessionTree, GrowingConversion] = WeakKeyDictionary()
+    totals: list[float] = []
+    for _ in range(CONCURRENT_CALLS):
+        for n, writer in enumerate(writers):
+            writer.turns(1)
+            key = f"bench-many-{sessions}-{n}"
+            start = time.perf_counter()
+            session = store.load(writer.path)
+            context = session.tree.build_context(writer.leaf)
+            messages = conversions.setdefault(session.tree, GrowingConversion()).convert(context.messages)
+            request = LlmContext.model_construct(system_prompt="bench", messages=messages, tools=tools)
+            body = build_request(model, request, StreamOptions(api_key="bench", session_id=key))
+            CONVERSATIONS.encode((API_NAME, key), body, "messages")
+            totals.append((time.perf_counter() - start) * 1000)
+    return {"sessions": sessions, "total_ms": round(median(totals), 3)}
+
+
 async def run(quick: bool, profile: bool = False) -> dict[str, Any]:
     del quick, profile  # it takes seconds at every size
     tmp = Path(tempfile.mkdtemp(prefix="tempi-bench-context-"))
     try:
         rows = [time_calls(turns, tmp) for turns in SIZES]
+        many = [time_round_robin(sessions, tmp) for sessions in CONCURRENT]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print_table(
@@ -167,4 +206,10 @@ async def run(quick: bool, profile: bool = False) -> dict[str, Any]:
     first, last = rows[0], rows[-1]
     growth = last["total_ms"] / first["total_ms"] if first["total_ms"] else float("nan")
     print(f"  turn {last['turns']} costs {growth:.0f}x turn {first['turns']}")
-    return {"sizes": rows, "growth": round(growth, 1)}
+    print_table(
+        f"The same with N sessions of {CONCURRENT_TURNS} turns calling in turn "
+        f"(ms per call, median of {CONCURRENT_CALLS} calls each)",
+        ["sessions", "total"],
+        [[r["sessions"], f"{r['total_ms']:.2f}"] for r in many],
+    )
+    return {"sizes": rows, "growth": round(growth, 1), "concurrent": many}
