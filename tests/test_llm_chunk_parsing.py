@@ -1,9 +1,9 @@
-"""Chat-completions chunks from OpenAI-compatible servers that bend the format."""
+"""Chat-completions chunks from OpenAI-compatible servers that bend the format, as the JSON
+they send."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -16,17 +16,20 @@ from tempi.agent.model_spec import ModelSpec
 MODEL = ModelSpec(id="local", api="openai-completions", provider="local")
 
 
-def chunk(finish_reason: str | None = None, **delta: Any) -> SimpleNamespace:
+def chunk(finish_reason: str | None = None, **delta: Any) -> dict[str, Any]:
     fields = {"content": None, "tool_calls": None, **delta}
-    choice = SimpleNamespace(delta=SimpleNamespace(**fields), finish_reason=finish_reason)
-    return SimpleNamespace(id="chatcmpl-1", usage=None, choices=[choice])
+    choice = {"index": 0, "delta": fields, "finish_reason": finish_reason}
+    return {"id": "chatcmpl-1", "usage": None, "choices": [choice]}
 
 
-def tool_delta(index: int | None, call_id: str | None, name: str | None, arguments: str) -> SimpleNamespace:
-    return SimpleNamespace(index=index, id=call_id, function=SimpleNamespace(name=name, arguments=arguments))
+def tool_delta(index: int | None, call_id: str | None, name: str | None, arguments: str) -> dict[str, Any]:
+    call: dict[str, Any] = {"id": call_id, "function": {"name": name, "arguments": arguments}}
+    if index is not None:
+        call["index"] = index
+    return call
 
 
-async def run(chunks: list[SimpleNamespace]) -> MessageAssembler:
+async def run(chunks: list[Any]) -> MessageAssembler:
     async def source() -> AsyncIterator[Any]:
         for item in chunks:
             yield item
@@ -65,3 +68,26 @@ async def test_a_stream_that_stops_without_a_finish_reason_is_incomplete() -> No
 async def test_a_content_filter_stop_is_a_failure() -> None:
     with pytest.raises(ProviderError, match="content filter"):
         await run([chunk(content="no"), chunk(finish_reason="content_filter")])
+
+
+async def test_nulls_and_missing_fields_read_alike() -> None:
+    assembler = await run(
+        [
+            {"id": "chatcmpl-2", "choices": None},
+            {"id": "chatcmpl-2", "choices": [{"delta": None, "finish_reason": None}]},
+            {"id": "chatcmpl-2", "choices": [{"delta": {"content": "Hi"}}]},
+            {"choices": [{"delta": {"tool_calls": [{"index": 0, "id": "c1", "function": None}]}}]},
+            {"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"name": "ls"}}]}}]},
+            {"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]}}]},
+            {
+                "choices": [{"delta": {}, "finish_reason": "tool_calls"}],
+                "usage": {"prompt_tokens": 12, "completion_tokens": 3, "prompt_tokens_details": None},
+            },
+        ]
+    )
+    message = assembler.message
+    assert message.response_id == "chatcmpl-2"
+    assert message.content[0].type == "text" and message.content[0].text == "Hi"
+    assert [(c.id, c.name, c.arguments) for c in message.tool_calls()] == [("c1", "ls", {})]
+    assert (message.usage.input, message.usage.output) == (12, 3)
+    assert message.stop_reason == "toolUse"
