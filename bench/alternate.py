@@ -22,11 +22,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.overhead import load_timings, turn_breakdown
+from temporalio.client import Client
+
 from bench.report import machine, median, percentile, print_table, write_results
 from bench.rig import DevServer, ScriptedServerProcess, WorkerProcess, write_models_json
-from bench.sessions import scripted_turns, start_direct_session, wait_all_done
-from bench.throughput import TURNS
+from bench.sessions import scripted_turns
+from bench.throughput import TURNS, model_turns, run_sessions
 from tempi.workers.temporal_client import connect
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -45,7 +46,7 @@ def cpu_seconds(pid: int) -> float:
 
 
 async def one_round(
-    checkout: Path, label: str, n: int, tmp: Path, dev: DevServer, llm: ScriptedServerProcess
+    checkout: Path, label: str, n: int, tmp: Path, dev: DevServer, client: Client, llm: ScriptedServerProcess
 ) -> dict[str, Any]:
     home = tmp / f"home-{label}"
     write_models_json(home, llm.base_url, "alternate")
@@ -62,25 +63,15 @@ async def one_round(
     try:
         worker.wait_ready()
         assert dev.proc is not None
-        client = await connect(dev.address)
         worker_cpu, server_cpu = cpu_seconds(worker.pid), cpu_seconds(dev.proc.pid)
-        since, started = time.time(), time.monotonic()
-        sessions = await asyncio.gather(
-            *(
-                start_direct_session(
-                    client, f"alternate-{label}", tmp / f"n-{label}", llm.url_for("alternate")
-                )
-                for _ in range(n)
-            )
+        since = time.time()
+        elapsed = await run_sessions(
+            client, f"alternate-{label}", n, tmp / f"n-{label}", llm.url_for("alternate"), poll_s=0.05
         )
-        await wait_all_done([s.session_path for s in sessions], timeout_s=120 + n * TURNS * 1.5, poll_s=0.05)
-        elapsed = time.monotonic() - started
         worker_cpu, server_cpu = cpu_seconds(worker.pid) - worker_cpu, cpu_seconds(dev.proc.pid) - server_cpu
     finally:
         worker.stop()
-    by_workflow = load_timings(timings, since)
-    latencies = [t["wall"] for records in by_workflow.values() for t in turn_breakdown(records)]
-    calls = sum(1 for records in by_workflow.values() for r in records if r["type"] == "call_llm")
+    calls, latencies = model_turns(timings, since)
     return {
         "turns_per_s": calls / elapsed,
         "worker_cpu_ms_per_turn": worker_cpu / calls * 1000,
@@ -98,10 +89,11 @@ async def run(checkouts: list[Path], sessions: int, rounds: int) -> dict[str, An
             ScriptedServerProcess(tmp / "llm", {"alternate": scripted_turns("tool", TURNS)}) as llm,
             DevServer(tmp / "temporal") as dev,
         ):
+            client = await connect(dev.address)
             for number in range(rounds):
                 order = checkouts if number % 2 == 0 else checkouts[::-1]
                 for index, checkout in enumerate(order):
-                    row = await one_round(checkout, f"{number}-{index}", sessions, tmp, dev, llm)
+                    row = await one_round(checkout, f"{number}-{index}", sessions, tmp, dev, client, llm)
                     by_checkout[str(checkout)].append(row)
                     print(
                         f"round {number + 1}/{rounds} {checkout}: {row['turns_per_s']:.1f} turns/s, CPU per turn "

@@ -18,6 +18,8 @@ import shutil
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 from weakref import WeakKeyDictionary
@@ -115,12 +117,35 @@ class SessionWriter:
             f.write("".join(lines))
 
 
+MODEL = model_for("http://127.0.0.1:9/v1")
+TOOLS = tool_specs(["read", "bash", "edit", "write"])
+
+
+def timed_rebuild(
+    store: SessionStore,
+    writer: SessionWriter,
+    conversion_for: Callable[[SessionTree], GrowingConversion],
+    session_id: str,
+) -> tuple[list[float], int]:
+    """One model call's context rebuilt after the writer's last turn: ms per stage (as
+    STAGES) and the size of the JSON body. The session id is what the worker keeps the last
+    call's conversion under, as every call of a session carries one."""
+    marks = [time.perf_counter()]
+    session = store.load(writer.path)
+    marks.append(time.perf_counter())
+    context = session.tree.build_context(writer.leaf)
+    marks.append(time.perf_counter())
+    messages = conversion_for(session.tree).convert(context.messages)
+    marks.append(time.perf_counter())
+    request = LlmContext.model_construct(system_prompt="bench", messages=messages, tools=TOOLS)
+    body = build_request(MODEL, request, StreamOptions(api_key="bench", session_id=session_id))
+    marks.append(time.perf_counter())
+    size = len(CONVERSATIONS.encode((API_NAME, session_id), body, "messages"))
+    marks.append(time.perf_counter())
+    return [(end - start) * 1000 for start, end in pairwise(marks)], size
+
+
 def time_calls(turns: int, tmp: Path) -> dict[str, Any]:
-    model = model_for("http://127.0.0.1:9/v1")
-    # A session id, as every call of a session carries: it is what the worker keeps the last
-    # call's conversion under.
-    options = StreamOptions(api_key="bench", session_id=f"bench-context-{turns}")
-    tools = tool_specs(["read", "bash", "edit", "write"])
     path = tmp / f"session-{turns}.jsonl"
     writer = SessionWriter(path)
     writer.turns(turns)
@@ -132,21 +157,9 @@ def time_calls(turns: int, tmp: Path) -> dict[str, Any]:
     body_bytes = 0
     for _ in range(CALLS):
         writer.turns(1)
-        t0 = time.perf_counter()
-        session = store.load(path)
-        t1 = time.perf_counter()
-        context = session.tree.build_context(writer.leaf)
-        t2 = time.perf_counter()
-        messages = conversion.convert(context.messages)
-        t3 = time.perf_counter()
-        body = build_request(
-            model, LlmContext.model_construct(system_prompt="bench", messages=messages, tools=tools), options
-        )
-        t4 = time.perf_counter()
-        body_bytes = len(CONVERSATIONS.encode((API_NAME, f"bench-context-{turns}"), body, "messages"))
-        t5 = time.perf_counter()
-        for stage, start, end in zip(STAGES, (t0, t1, t2, t3, t4), (t1, t2, t3, t4, t5), strict=True):
-            stages[stage].append((end - start) * 1000)
+        times, body_bytes = timed_rebuild(store, writer, lambda _tree: conversion, f"bench-context-{turns}")
+        for stage, ms in zip(STAGES, times, strict=True):
+            stages[stage].append(ms)
     result: dict[str, Any] = {f"{stage}_ms": round(median(v), 3) for stage, v in stages.items()}
     result["total_ms"] = round(sum(result[f"{stage}_ms"] for stage in STAGES), 3)
     return {"turns": turns, "entries": entries, "body_kb": round(body_bytes / 1024, 1), **result}
@@ -154,8 +167,6 @@ def time_calls(turns: int, tmp: Path) -> dict[str, Any]:
 
 def time_round_robin(sessions: int, tmp: Path) -> dict[str, Any]:
     """Median ms of one call's whole rebuild when `sessions` sessions call in turn."""
-    model = model_for("http://127.0.0.1:9/v1")
-    tools = tool_specs(["read", "bash", "edit", "write"])
     store = SessionStore(tmp)
     writers = []
     for n in range(sessions):
@@ -169,15 +180,13 @@ def time_round_robin(sessions: int, tmp: Path) -> dict[str, Any]:
     for _ in range(CONCURRENT_CALLS):
         for n, writer in enumerate(writers):
             writer.turns(1)
-            key = f"bench-many-{sessions}-{n}"
-            start = time.perf_counter()
-            session = store.load(writer.path)
-            context = session.tree.build_context(writer.leaf)
-            messages = conversions.setdefault(session.tree, GrowingConversion()).convert(context.messages)
-            request = LlmContext.model_construct(system_prompt="bench", messages=messages, tools=tools)
-            body = build_request(model, request, StreamOptions(api_key="bench", session_id=key))
-            CONVERSATIONS.encode((API_NAME, key), body, "messages")
-            totals.append((time.perf_counter() - start) * 1000)
+            times, _ = timed_rebuild(
+                store,
+                writer,
+                lambda tree: conversions.setdefault(tree, GrowingConversion()),
+                f"bench-many-{sessions}-{n}",
+            )
+            totals.append(sum(times))
     return {"sessions": sessions, "total_ms": round(median(totals), 3)}
 
 

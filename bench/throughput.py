@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from temporalio.client import Client
+
 from bench.overhead import load_timings, profile_summary, turn_breakdown
 from bench.report import percentile, print_table, summary_ms
 from bench.rig import DevServer, RssSampler, ScriptedServerProcess, WorkerProcess, write_models_json
@@ -17,6 +19,23 @@ from bench.sessions import scripted_turns, start_direct_session, wait_all_done
 from tempi.workers.temporal_client import connect
 
 TURNS = 10  # tool turns per session, plus the final answer
+
+
+async def run_sessions(client: Client, queue: str, n: int, directory: Path, url: str, poll_s: float) -> float:
+    """Start `n` sessions on `queue` at once and wait until every one has answered; the
+    seconds that took."""
+    started = time.monotonic()
+    sessions = await asyncio.gather(*(start_direct_session(client, queue, directory, url) for _ in range(n)))
+    await wait_all_done([s.session_path for s in sessions], timeout_s=120 + n * TURNS * 1.5, poll_s=poll_s)
+    return time.monotonic() - started
+
+
+def model_turns(timings: Path, since: float) -> tuple[int, list[float]]:
+    """The model calls the timed worker logged since `since`, and each turn's wall time (s)."""
+    by_workflow = load_timings(timings, since)
+    latencies = [t["wall"] for records in by_workflow.values() for t in turn_breakdown(records)]
+    calls = sum(1 for records in by_workflow.values() for r in records if r["type"] == "call_llm")
+    return calls, latencies
 
 
 async def _one_level(
@@ -36,18 +55,11 @@ async def _one_level(
         sampler = RssSampler(worker.pid).start()
         client = await connect(dev.address)
         since = time.time()
-        started = time.monotonic()
-        sessions = await asyncio.gather(
-            *(start_direct_session(client, queue, tmp / f"n{n}", llm.url_for("throughput")) for _ in range(n))
-        )
-        await wait_all_done([s.session_path for s in sessions], timeout_s=120 + n * TURNS * 1.5, poll_s=0.1)
-        elapsed = time.monotonic() - started
+        elapsed = await run_sessions(client, queue, n, tmp / f"n{n}", llm.url_for("throughput"), poll_s=0.1)
         peak_kb = sampler.stop()
     finally:
         worker.stop()
-    by_wf = load_timings(timings, since)
-    latencies = [t["wall"] for records in by_wf.values() for t in turn_breakdown(records)]
-    llm_calls = sum(1 for records in by_wf.values() for r in records if r["type"] == "call_llm")
+    llm_calls, latencies = model_turns(timings, since)
     result = {
         "sessions": n,
         "turns": llm_calls,
