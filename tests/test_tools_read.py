@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import base64
 import io
+import os
+import threading
+import time
 from pathlib import Path
 
 from PIL import Image
@@ -58,6 +61,27 @@ async def test_huge_file_read_in_a_window(tmp_path: Path):
     assert _text(outcome) == (
         "entry 250000\nentry 250001\nentry 250002\n\n[49999 more lines in the file. Continue with offset=250003.]"
     )
+
+
+async def test_a_pipe_is_read_until_its_writer_closes(tmp_path: Path):
+    """A named pipe delivers its data in parts: the first read must not be taken for all of it."""
+    fifo = tmp_path / "feed"
+    os.mkfifo(fifo)
+
+    def write_in_two_parts() -> None:
+        with fifo.open("w") as pipe:
+            pipe.write("first part\n")
+            pipe.flush()
+            time.sleep(0.2)
+            pipe.write("second part\n")
+
+    writer = threading.Thread(target=write_in_two_parts)
+    writer.start()
+    try:
+        outcome = await _read(tmp_path, path="feed")
+    finally:
+        writer.join()
+    assert _text(outcome) == "first part\nsecond part\n"
 
 
 async def test_empty_file_and_directory(tmp_path: Path):
