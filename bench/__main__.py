@@ -28,6 +28,8 @@ def main(argv: list[str] | None = None) -> int:
         description="tempi benchmarks on loopback: orchestration overhead (vs a plain loop and vs pi), "
         "workflow history size, concurrent throughput, cold and warm start, a 1,000-target pipeline, "
         "the context rebuilt per model call at turn 10, 100 and 1,000.",
+        epilog="With PYTHONDONTWRITEBYTECODE set, every tempi process compiles each module it imports "
+        "(~0.4 s a start here); unset it to time start-up and whole sessions as an installed tempi runs.",
     )
     parser.add_argument(
         "which", nargs="*", choices=[*BENCHMARKS, []], help="benchmarks to run (default: all)"

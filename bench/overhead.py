@@ -23,7 +23,14 @@ from pathlib import Path
 from typing import Any
 
 from bench.report import median, print_table, summary_ms
-from bench.rig import DevServer, ScriptedServerProcess, WorkerProcess, clean_env, write_models_json
+from bench.rig import (
+    DevServer,
+    ScriptedServerProcess,
+    WorkerProcess,
+    bytecode_cache_in_use,
+    clean_env,
+    write_models_json,
+)
 from bench.sessions import (
     PROMPT,
     CliRun,
@@ -129,7 +136,14 @@ async def run(quick: bool, profile: bool = False) -> dict[str, Any]:
     scenarios: dict[str, Any] = {f"overhead-{k}": scripted_turns(k, TURNS) for k in KINDS}
     scenarios["warmup"] = scripted_turns("tool", 2)
     pi_bin = find_pi()
-    results: dict[str, Any] = {"turns_per_session": TURNS, "pi": pi_bin, "profiled": profile, "kinds": []}
+    results: dict[str, Any] = {
+        "turns_per_session": TURNS,
+        "pi": pi_bin,
+        "profiled": profile,
+        # The whole-session wall time includes each `tempi -p` start-up.
+        "bytecode_cache": bytecode_cache_in_use(),
+        "kinds": [],
+    }
     home = tmp / "home"
     with ScriptedServerProcess(tmp / "llm", scenarios) as llm, DevServer(tmp / "temporal") as dev:
         timings = tmp / "timings.jsonl"
@@ -257,7 +271,12 @@ def _print(results: dict[str, Any]) -> None:
             ]
         )
     print_table(
-        "Same session seen by the client (--mode json), tempi vs pi 0.73.1",
+        "Same session seen by the client (--mode json), tempi vs pi 0.73.1"
+        + (
+            ""
+            if results["bytecode_cache"]
+            else "; PYTHONDONTWRITEBYTECODE is set, so every tempi start compiles"
+        ),
         [
             "turns",
             "tempi turn med",

@@ -7,7 +7,6 @@ call yet. pi's start to first token is measured the same way when pi is installe
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import tempfile
@@ -22,6 +21,7 @@ from bench.rig import (
     PROVIDER,
     PYTHON,
     ScriptedServerProcess,
+    bytecode_cache_in_use,
     clean_env,
     tempi_command,
     write_models_json,
@@ -109,10 +109,7 @@ async def run(quick: bool, profile: bool = False) -> dict[str, Any]:
     warm, pi_first = warm[1:], pi_first[1:]  # the first run warms the file cache
     results = {
         "repeats": repeats,
-        # Without a bytecode cache every process compiles what it imports: start-up is then
-        # dominated by that (see the README's start-up table).
-        "bytecode_cache": not os.environ.get("PYTHONDONTWRITEBYTECODE")
-        or bool(os.environ.get("PYTHONPYCACHEPREFIX")),
+        "bytecode_cache": bytecode_cache_in_use(),
         "cold_first_token_s": _summary(cold_first),
         "cold_start_s": _summary(cold),
         "server_stop_s": _summary(stops),
