@@ -10,15 +10,24 @@ client that sees the file sees it too, across restarts of any of them.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tempi.store.file_format import line_id
+from tempi.store.modes import PRIVATE_DIR_MODE, PRIVATE_FILE_MODE
 from tempi.store.sidecar import sidecar_dir
 
-MARKER_NAME = "known-end.json"
+# One JSON record a line, the last whole one in force: appending a line costs a fraction of
+# writing a temporary file and renaming it over the old one, which the model call did twice
+# a turn (issue 13). The log starts again from its last record past MARKER_LOG_BYTES. Not
+# named .jsonl: people and tools take every .jsonl under the sessions folder for a session.
+MARKER_NAME = "known-end.log"
+# Where tempi kept the marker before, as one JSON object: still read until the log exists.
+LEGACY_MARKER_NAME = "known-end.json"
+MARKER_LOG_BYTES = 16 * 1024
 
 
 @dataclass
@@ -41,13 +50,41 @@ def marker_path(session_path: str | Path, session_id: str) -> Path:
     return sidecar_dir(session_path, session_id) / MARKER_NAME
 
 
+def _record(raw: bytes) -> KnownEnd | None:
+    try:
+        data = json.loads(raw)
+        return KnownEnd(inode=int(data["inode"]), size=int(data["size"]), own=[str(i) for i in data["own"]])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def _last_record(log: bytes) -> KnownEnd | None:
+    """The newest whole record: a line still being appended, or one a full disk cut short,
+    is passed over."""
+    for raw in reversed(log.split(b"\n")[:-1]):
+        known = _record(raw)
+        if known is not None:
+            return known
+    return None
+
+
 def read_marker(session_path: str | Path, session_id: str) -> KnownEnd | None:
     """The marker, if it still describes this file (not replaced, not cut shorter)."""
+    path = marker_path(session_path, session_id)
     try:
-        data = json.loads(marker_path(session_path, session_id).read_text(encoding="utf-8"))
-        known = KnownEnd(inode=int(data["inode"]), size=int(data["size"]), own=[str(i) for i in data["own"]])
+        known = _last_record(path.read_bytes())
+    except FileNotFoundError:
+        try:
+            known = _record(path.with_name(LEGACY_MARKER_NAME).read_bytes())
+        except OSError:
+            return None
+    except OSError:
+        return None
+    if known is None:
+        return None
+    try:
         stat = os.stat(session_path)
-    except (OSError, ValueError, KeyError, TypeError):
+    except OSError:
         return None
     if stat.st_ino != known.inode or stat.st_size < known.size:
         return None
@@ -56,10 +93,32 @@ def read_marker(session_path: str | Path, session_id: str) -> KnownEnd | None:
 
 def write_marker(session_path: str | Path, session_id: str, known: KnownEnd) -> None:
     path = marker_path(session_path, session_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"inode": known.inode, "size": known.size, "own": known.own}), encoding="utf-8")
-    os.replace(tmp, path)
+    line = json.dumps({"inode": known.inode, "size": known.size, "own": known.own}).encode() + b"\n"
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+    try:
+        fd = os.open(path, flags, PRIVATE_FILE_MODE)
+    except FileNotFoundError:
+        path.parent.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
+        fd = os.open(path, flags, PRIVATE_FILE_MODE)
+    try:
+        # One write: a reader sees the line whole or not at all (then the one before it).
+        if os.write(fd, line) < len(line):
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        size = os.fstat(fd).st_size
+    finally:
+        os.close(fd)
+    if size == len(line):
+        # A new log: an older tempi, which reads only the old marker, must not trust it now.
+        with contextlib.suppress(FileNotFoundError):
+            path.with_name(LEGACY_MARKER_NAME).unlink()
+    elif size > MARKER_LOG_BYTES:
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE_MODE)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
 
 
 def mark_all_known(session_path: str | Path, session_id: str) -> None:

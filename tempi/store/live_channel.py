@@ -10,26 +10,36 @@ import contextlib
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from tempi.store.modes import PRIVATE_DIR_MODE, PRIVATE_FILE_MODE
 
 
 class LiveWriter:
+    """Appends one activity attempt's deltas. The file is made at the first write: most tool
+    calls (read, write, edit, ls) stream nothing, and a watcher takes a missing file as a
+    stream with nothing in it yet."""
+
     def __init__(self, path: Path, attempt: int) -> None:
         self.path = path
         self.attempt = attempt
-        path.parent.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
-        # Model text is the user's: owner-only whatever the umask.
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE_MODE)
-        self._fh = open(fd, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self._fh: TextIO | None = None
 
     def write(self, payload: dict[str, Any]) -> None:
+        if self._fh is None:
+            self._fh = self._open()
         self._fh.write(json.dumps({"attempt": self.attempt, **payload}, ensure_ascii=False) + "\n")
         self._fh.flush()
 
+    def _open(self) -> TextIO:
+        self.path.parent.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
+        # Model text is the user's: owner-only whatever the umask.
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE_MODE)
+        return open(fd, "a", encoding="utf-8")
+
     def close(self) -> None:
-        self._fh.close()
+        if self._fh is not None:
+            self._fh.close()
 
 
 class LiveReader:
