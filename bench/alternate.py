@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import shutil
 import tempfile
 import time
@@ -25,24 +24,10 @@ from typing import Any
 from temporalio.client import Client
 
 from bench.report import machine, median, percentile, print_table, write_results
-from bench.rig import DevServer, ScriptedServerProcess, WorkerProcess, write_models_json
+from bench.rig import DevServer, ScriptedServerProcess, WorkerProcess, cpu_seconds, write_models_json
 from bench.sessions import scripted_turns
 from bench.throughput import TURNS, model_turns, run_sessions
 from tempi.workers.temporal_client import connect
-
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User plus system CPU of one process and all its descendants."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    total = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
-        try:
-            total += cpu_seconds(int(child))
-        except FileNotFoundError:
-            continue  # ended since the listing
-    return total
 
 
 async def one_round(
@@ -62,13 +47,12 @@ async def one_round(
     worker.start()
     try:
         worker.wait_ready()
-        assert dev.proc is not None
-        worker_cpu, server_cpu = cpu_seconds(worker.pid), cpu_seconds(dev.proc.pid)
+        worker_cpu, server_cpu = cpu_seconds(worker.pid), cpu_seconds(dev.pid)
         since = time.time()
         elapsed = await run_sessions(
             client, f"alternate-{label}", n, tmp / f"n-{label}", llm.url_for("alternate"), poll_s=0.05
         )
-        worker_cpu, server_cpu = cpu_seconds(worker.pid) - worker_cpu, cpu_seconds(dev.proc.pid) - server_cpu
+        worker_cpu, server_cpu = cpu_seconds(worker.pid) - worker_cpu, cpu_seconds(dev.pid) - server_cpu
     finally:
         worker.stop()
     calls, latencies = model_turns(timings, since)

@@ -8,6 +8,11 @@ Where a turn's time goes, from the timed worker's activity log:
                workflow tasks, activity scheduling, the store flush), the rest of the
                overhead being work inside the activities (context rebuilt from the
                session file, entries fsynced, live deltas written).
+
+Beside it, Temporal alone: a workflow awaiting a no-op activity on the same server
+(bench/temporal_floor.py). A read turn pays one such round trip and a bash turn two, so what
+a turn's overhead has above them is tempi's own; the worker's and the server's CPU per turn
+(the whole run over its turns, the watching client's queries included) say who pays it.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from bench import temporal_floor
 from bench.report import median, print_table, summary_ms
 from bench.rig import (
     DevServer,
@@ -29,6 +35,7 @@ from bench.rig import (
     WorkerProcess,
     bytecode_cache_in_use,
     clean_env,
+    cpu_seconds,
     write_models_json,
 )
 from bench.sessions import (
@@ -46,6 +53,9 @@ from bench.sessions import (
 
 TURNS = 50
 KINDS: tuple[TurnKind, ...] = ("tool", "bash")
+# Server round trips a turn pays: the model call's activity, plus bash's own activity (read
+# runs as a local activity inside the workflow task).
+ROUND_TRIPS: dict[TurnKind, int] = {"tool": 1, "bash": 2}
 DEFAULT_PI = "/opt/pi-0.73.1/node_modules/.bin/pi"  # where .ci/run installs it
 
 
@@ -86,7 +96,12 @@ def _worker_turn_latencies(records: list[dict[str, Any]]) -> list[float]:
 
 
 def analyse(
-    kind: TurnKind, floor: list[FloorTurn], worker: list[dict[str, float]], cli: CliRun, pi: CliRun | None
+    kind: TurnKind,
+    floor: list[FloorTurn],
+    worker: list[dict[str, float]],
+    cli: CliRun,
+    pi: CliRun | None,
+    cpu_s: dict[str, float],
 ) -> dict[str, Any]:
     n = min(len(floor), len(worker))
     floor_turn = [floor[i].llm_s + floor[i].tool_s for i in range(n)]
@@ -106,6 +121,7 @@ def analyse(
         "overhead": summary_ms(overhead),
         "overhead_outside_activities": summary_ms(outside),
         "overhead_inside_activities": summary_ms(inside),
+        "cpu_ms_per_turn": {who: round(seconds * 1000 / len(worker), 2) for who, seconds in cpu_s.items()},
         "tempi_cli": {
             "wall_s": round(cli.wall_s, 3),
             "exit_code": cli.exit_code,
@@ -176,9 +192,14 @@ async def run(quick: bool, profile: bool = False) -> dict[str, Any]:
                 floor = await run_floor(llm.url_for(scenario), tmp / f"ws-{kind}-floor")
                 write_models_json(home, llm.base_url, scenario)
                 since = time.time()
+                cpu_before = {"worker": cpu_seconds(worker.pid), "server": cpu_seconds(dev.pid)}
                 cli = run_json_cli(
                     tempi_json_argv(PROMPT, "--no-worker"), cwd=tmp / f"ws-{kind}-tempi", env=env
                 )
+                cpu_s = {
+                    "worker": cpu_seconds(worker.pid) - cpu_before["worker"],
+                    "server": cpu_seconds(dev.pid) - cpu_before["server"],
+                }
                 _check(cli, f"tempi ({kind})", TURNS)
                 by_wf = load_timings(timings, since)
                 if len(by_wf) != 1:
@@ -194,9 +215,10 @@ async def run(quick: bool, profile: bool = False) -> dict[str, Any]:
                         env=clean_env(PI_CODING_AGENT_DIR=str(agent_dir)),
                     )
                     _check(pi_run, f"pi ({kind})", TURNS)
-                results["kinds"].append(analyse(kind, floor, worker_turns, cli, pi_run))
+                results["kinds"].append(analyse(kind, floor, worker_turns, cli, pi_run, cpu_s))
         finally:
             worker.stop()
+        results["temporal_round_trip"] = await temporal_floor.measure(dev.address, dev.pid)
     if profile_path is not None and profile_path.exists():
         results["profile"] = profile_summary(profile_path)
     _print(results)
@@ -290,9 +312,32 @@ def _print(results: dict[str, Any]) -> None:
         ],
         cli_rows,
     )
+    _print_temporal_share(results)
     if "profile" in results:
         print("\nWorker profile (cProfile, top by own time; the profiler itself slows the worker):")
         for row in results["profile"][:15]:
             print(
                 f"  {row['tottime_s']:8.3f}s own {row['cumtime_s']:8.3f}s cum {row['calls']:8d}  {row['function']}"
             )
+
+
+def _print_temporal_share(results: dict[str, Any]) -> None:
+    """Temporal's own round trip on the same server, and what each turn costs above it."""
+    floor = results.get("temporal_round_trip")
+    if not floor:
+        return
+    round_trip = floor["round_trip"]["median_ms"]
+    print(
+        f"\nTemporal alone on this server (a workflow awaiting a no-op activity, {floor['rounds']} times): "
+        f"round trip median {round_trip} ms, p95 {floor['round_trip']['p95_ms']} ms; "
+        f"server CPU {floor['server_cpu_ms_per_round_trip']} ms a round trip"
+    )
+    for k in results["kinds"]:
+        trips = ROUND_TRIPS[k["kind"]]
+        above = round(k["overhead"]["median_ms"] - trips * round_trip, 2)
+        cpu = k.get("cpu_ms_per_turn", {})
+        print(
+            f"  {k['kind']} turn: overhead {k['overhead']['median_ms']} ms = {trips} round trip(s) "
+            f"+ {above} ms of tempi's own; CPU a turn (whole run, the client's queries included): "
+            f"worker {cpu.get('worker', 'n/a')} ms, server {cpu.get('server', 'n/a')} ms"
+        )

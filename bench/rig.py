@@ -88,6 +88,21 @@ def bytecode_cache_in_use() -> bool:
     return not os.environ.get("PYTHONDONTWRITEBYTECODE")
 
 
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU of one process and all its descendants."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    total = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        try:
+            total += cpu_seconds(int(child))
+        except FileNotFoundError:
+            continue  # ended since the listing
+    return total
+
+
 def wait_for_port(port: int, timeout_s: float, proc: subprocess.Popen[bytes] | None = None) -> None:
     deadline = time.monotonic() + timeout_s
     while not port_open(port):
@@ -121,6 +136,11 @@ class DevServer:
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None, "the dev server is not running"
+        return self.proc.pid
 
     def start(self) -> None:
         self.proc = start_dev_server(
