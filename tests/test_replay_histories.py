@@ -44,6 +44,7 @@ EXPECTED = {
     "subagent_handoff": 4,
     "subagents_parallel_chain": 5,
     "local_file_tools": 1,
+    "local_tool_disk_full": 1,
     "threshold_compaction": 1,
     "user_bash": 1,
 }

@@ -29,6 +29,7 @@ from typing import Any
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateStage
 
 from tempi.agent.subagents import AgentDefinition
+from tempi.store.sidecar import sidecar_dir
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tempi.workers.dev_server import free_port, start_dev_server
 from tempi.workers.temporal_client import connect
@@ -44,6 +45,7 @@ from tempi.workflows.activity_payloads import (
 from tempi.workflows.session_workflow import AgentSessionWorkflow
 from tests.docker_support import SANDBOX_IMAGE, open_host_dir
 from tests.fixture_paths import PI_FIXTURES
+from tests.full_disk import full_disk_at
 from tests.session_harness import API_KEY, Session, running_worker, scripted_model, start_session
 
 HISTORIES = Path(__file__).resolve().parent
@@ -267,6 +269,29 @@ async def parallel_writes_same_path(rig: Rig) -> None:
     s = await rig.start(key)
     await s.prompt("Write the file twice.")
     await s.run_to_idle()
+
+
+@scenario
+async def local_tool_disk_full(rig: Rig) -> None:
+    """A local write whose result cannot be parked (the side folder's disk is full) is a tool
+    error and the session goes on (the `local-tool-failure-is-a-result` patch), then a write
+    once there is space again."""
+    key = rig.script(
+        "full",
+        [
+            {"tool_calls": [{"name": "write", "arguments": {"path": "a.txt", "content": "one\n"}}]},
+            {"text": "The disk was full."},
+            {"tool_calls": [{"name": "write", "arguments": {"path": "b.txt", "content": "two\n"}}]},
+            {"text": "b.txt written."},
+        ],
+    )
+    s = await rig.start(key)
+    with full_disk_at(sidecar_dir(s.config.session_path, s.config.session_id) / "pending") as filler:
+        await s.prompt("Write a.txt.")
+        await s.run_to_idle()
+        filler.unlink()
+        await s.prompt("Now write b.txt.")
+        await s.run_to_idle()
 
 
 @scenario

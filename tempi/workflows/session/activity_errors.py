@@ -13,8 +13,9 @@ def cause(err: BaseException) -> str:
 
 
 def is_disk_full(err: BaseException) -> bool:
-    inner = err.__cause__
-    return isinstance(inner, ApplicationError) and inner.type == "DiskFull"
+    """An activity's DiskFull: the cause of the ActivityError a regular activity fails with,
+    or the error itself, as a local activity's failure reaches the workflow."""
+    return any(isinstance(e, ApplicationError) and e.type == "DiskFull" for e in (err, err.__cause__))
 
 
 def never_started(err: BaseException) -> bool:

@@ -6,12 +6,13 @@ from __future__ import annotations
 import asyncio
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, CancelledError
+from temporalio.exceptions import ActivityError, CancelledError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from tempi.agent.messages import ToolCall
     from tempi.agent.session_entries import iso_timestamp
     from tempi.agent.tool_specs import tool_effect
+    from tempi.agent.tools.definition import ToolEffect
     from tempi.workflows import activity_names as act
     from tempi.workflows.activity_payloads import ToolCallInput, ToolCallResult
     from tempi.workflows.session.activity_errors import cause, is_disk_full, never_started
@@ -39,6 +40,11 @@ with workflow.unsafe.imports_passed_through():
 # bash (also run at most once), and every call on a sandbox host's queue.
 LOCAL_FILE_TOOLS = "local-file-tools"
 LOCAL_TOOLS = frozenset({"read", "write", "edit", "ls"})
+# A local activity's failure reaches the workflow as the activity's own error, where a
+# regular activity's comes wrapped in an ActivityError. Before this patch a local tool that
+# failed for good (a full disk while parking its result) failed the whole session; now it is
+# a tool result the model reads, as any other tool's failure is.
+LOCAL_TOOL_FAILURE_IS_A_RESULT = "local-tool-failure-is-a-result"
 
 
 class BuiltinToolRoute:
@@ -104,15 +110,23 @@ class BuiltinToolRoute:
                 return self._failed(
                     call, sandbox_host_gone(self.config.sandbox_pickup_s, self.sandbox.user_container())
                 )
-            if is_disk_full(err):
-                return self._failed(call, cause(err))
-            if effect == "executes":
-                return self._failed(call, LOST_BASH_TEXT)
-            return self._failed(call, f"The tool failed: {cause(err)}")
+            return self._failed(call, self._failure_text(err, effect))
+        except FailureError as err:
+            if not workflow.patched(LOCAL_TOOL_FAILURE_IS_A_RESULT):
+                raise
+            return self._failed(call, self._failure_text(err, effect))
         if result.sandbox_lost:
             self.sandbox.forget()
             return RouteResult(result.message)
         return RouteResult(result.message, parked=True, effects=result.effects)
+
+    @staticmethod
+    def _failure_text(err: BaseException, effect: ToolEffect) -> str:
+        if is_disk_full(err):
+            return cause(err)
+        if effect == "executes":
+            return LOST_BASH_TEXT
+        return f"The tool failed: {cause(err)}"
 
     def _failed(self, call: ToolCall, text: str) -> RouteResult:
         return RouteResult(synthetic_result(call, text, now_ms()))
