@@ -52,7 +52,7 @@ async def test_a_full_disk_under_a_local_tool_is_a_tool_error_and_the_session_go
             assert description.status == WorkflowExecutionStatus.RUNNING
             ends = [e for e in events if e["type"] == "tool_execution_end"]
             assert len(ends) == 1 and ends[0]["isError"]
-            assert "No space left on device" in ends[0]["result"]["content"][0]["text"]
+            assert "No space left on the device holding" in ends[0]["result"]["content"][0]["text"]
             final = [e for e in events if e["type"] == "message_end"][-1]["message"]
             assert final["content"][0]["text"] == "The disk was full."
 
@@ -68,4 +68,4 @@ async def test_a_full_disk_under_a_local_tool_is_a_tool_error_and_the_session_go
     assert_single_chain(entries)
     results = [e["message"] for e in entries[1:] if e.get("message", {}).get("role") == "toolResult"]
     assert [(r["toolName"], r["isError"]) for r in results] == [("write", True), ("write", False)]
-    assert "No space left on device" in results[0]["content"][0]["text"]
+    assert "Free some space" in results[0]["content"][0]["text"]

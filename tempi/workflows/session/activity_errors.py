@@ -7,15 +7,26 @@ from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 
 
 def cause(err: BaseException) -> str:
+    """The innermost error's text; a full disk's own words (what to do about it), not the
+    bare OSError beneath them."""
     while err.__cause__ is not None:
+        if _disk_full(err):
+            break
         err = err.__cause__
+    if _disk_full(err):
+        assert isinstance(err, ApplicationError)
+        return err.message
     return str(err) or type(err).__name__
+
+
+def _disk_full(err: BaseException | None) -> bool:
+    return isinstance(err, ApplicationError) and err.type == "DiskFull"
 
 
 def is_disk_full(err: BaseException) -> bool:
     """An activity's DiskFull: the cause of the ActivityError a regular activity fails with,
     or the error itself, as a local activity's failure reaches the workflow."""
-    return any(isinstance(e, ApplicationError) and e.type == "DiskFull" for e in (err, err.__cause__))
+    return _disk_full(err) or _disk_full(err.__cause__)
 
 
 def never_started(err: BaseException) -> bool:
