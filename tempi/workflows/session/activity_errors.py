@@ -9,12 +9,9 @@ from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 def cause(err: BaseException) -> str:
     """The innermost error's text; a full disk's own words (what to do about it), not the
     bare OSError beneath them."""
-    while err.__cause__ is not None:
-        if _disk_full(err):
-            break
+    while not _disk_full(err) and err.__cause__ is not None:
         err = err.__cause__
-    if _disk_full(err):
-        assert isinstance(err, ApplicationError)
+    if isinstance(err, ApplicationError) and _disk_full(err):
         return err.message
     return str(err) or type(err).__name__
 
