@@ -4,12 +4,14 @@ it changed."""
 
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
 import os
 import sys
 import traceback
 from hashlib import sha256
 from pathlib import Path
+from types import CodeType
 
 from tempi.extensions.api import ExtensionAPI
 from tempi.extensions.models import ExtensionProblem
@@ -43,6 +45,16 @@ def describe_failure(err: BaseException) -> str:
     return f"{type(err).__name__}: {err}{at}"
 
 
+class _FreshSourceLoader(importlib.machinery.SourceFileLoader):
+    """Compiles the file as it is now. Python's bytecode cache tells files apart by their
+    mtime in whole seconds and their size, so an edit within the same second that keeps the
+    size would load the old code."""
+
+    def get_code(self, fullname: str) -> CodeType:
+        path = self.get_filename(fullname)
+        return compile(self.get_data(path), path, "exec", dont_inherit=True)
+
+
 def load_extension(path_text: str) -> ExtensionAPI:
     """The extension at `path_text`, its factory run; raises ExtensionLoadError saying why not."""
     path = Path(path_text)
@@ -56,7 +68,10 @@ def load_extension(path_text: str) -> ExtensionAPI:
         return cached[1]
     name = f"tempi_extension_{sha256(f'{path_text}:{mtime}'.encode()).hexdigest()[:16]}"
     spec = importlib.util.spec_from_file_location(
-        name, module_file, submodule_search_locations=[str(path)] if path.is_dir() else None
+        name,
+        module_file,
+        loader=_FreshSourceLoader(name, str(module_file)),
+        submodule_search_locations=[str(path)] if path.is_dir() else None,
     )
     if spec is None or spec.loader is None:
         raise ExtensionLoadError(f"extension {path} is not a Python module")
