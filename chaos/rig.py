@@ -129,7 +129,6 @@ async def wait_finished(session: ChaosSession, timeout_s: float) -> None:
     """Until the session file ends with a final answer or an error and the workflow says
     it is idle (an error entry may be followed by an automatic retry). The workflow must
     still be there for the next prompt: a fault may end a run, never the session."""
-    from temporalio.client import WorkflowExecutionStatus
     from temporalio.service import RPCError
 
     from chaos.checks import ChaosFailure
@@ -142,20 +141,23 @@ async def wait_finished(session: ChaosSession, timeout_s: float) -> None:
             except (RPCError, TimeoutError):
                 state = None  # no worker or no server at this moment: look again
             if state is not None and not state.is_streaming and final_answer(session.path) is not None:
-                status = (await session.handle.describe()).status
-                if status != WorkflowExecutionStatus.RUNNING:
-                    name = status.name if status else "unknown"
+                status = await _workflow_status(session)
+                if status != "RUNNING":
                     raise ChaosFailure(
-                        f"the session's workflow ended ({name}) instead of waiting for a prompt"
+                        f"the session's workflow ended ({status}) instead of waiting for a prompt"
                     )
                 return
         await asyncio.sleep(0.2)
     try:
-        status = (await session.handle.describe()).status
-        where = f"; its workflow is {status.name if status else 'unknown'}"
+        where = f"; its workflow is {await _workflow_status(session)}"
     except RPCError:
         where = ""
     raise ChaosFailure(f"the session did not finish within {timeout_s:.0f} s{where}")
+
+
+async def _workflow_status(session: ChaosSession) -> str:
+    status = (await session.handle.describe()).status
+    return status.name if status else "unknown"
 
 
 def entry_count(path: Path) -> int:

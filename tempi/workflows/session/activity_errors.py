@@ -5,6 +5,8 @@ from __future__ import annotations
 from temporalio.exceptions import ApplicationError, TimeoutType
 from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 
+from tempi.agent.tools.definition import ToolEffect
+
 
 def cause(err: BaseException) -> str:
     """The innermost error's text; a full disk's own words (what to do about it), not the
@@ -24,6 +26,16 @@ def is_disk_full(err: BaseException) -> bool:
     """An activity's DiskFull: the cause of the ActivityError a regular activity fails with,
     or the error itself, as a local activity's failure reaches the workflow."""
     return _disk_full(err) or _disk_full(err.__cause__)
+
+
+def tool_failure_text(err: BaseException, effect: ToolEffect, *, lost: str, failure: str) -> str:
+    """What the model reads when a tool's activity failed: a full disk's own words, `lost`
+    for a tool that may not run twice, else `failure` and the cause."""
+    if is_disk_full(err):
+        return cause(err)
+    if effect == "executes":
+        return lost
+    return f"{failure}: {cause(err)}"
 
 
 def never_started(err: BaseException) -> bool:

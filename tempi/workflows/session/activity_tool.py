@@ -13,7 +13,7 @@ with workflow.unsafe.imports_passed_through():
     from tempi.agent.messages import ToolCall
     from tempi.agent.tools.definition import ToolEffect
     from tempi.workflows.activity_payloads import ToolCallResult
-    from tempi.workflows.session.activity_errors import cause, is_disk_full
+    from tempi.workflows.session.activity_errors import tool_failure_text
     from tempi.workflows.session.activity_options import Activities, ActivityOptions
     from tempi.workflows.session.entries import now_ms
     from tempi.workflows.session.run_control import RunControl
@@ -45,9 +45,5 @@ async def run_tool_activity(
     except (ActivityError, CancelledError, asyncio.CancelledError) as err:
         if control.abort_requested:
             return failed_result(call, ABORTED_TEXT)
-        if is_disk_full(err):
-            return failed_result(call, cause(err))
-        if effect == "executes":
-            return failed_result(call, lost_text)
-        return failed_result(call, f"{failure}: {cause(err)}")
+        return failed_result(call, tool_failure_text(err, effect, lost=lost_text, failure=failure))
     return RouteResult(result.message, parked=True, effects=result.effects)

@@ -15,7 +15,7 @@ with workflow.unsafe.imports_passed_through():
     from tempi.agent.tools.definition import ToolEffect
     from tempi.workflows import activity_names as act
     from tempi.workflows.activity_payloads import ToolCallInput, ToolCallResult
-    from tempi.workflows.session.activity_errors import cause, is_disk_full, never_started
+    from tempi.workflows.session.activity_errors import cause, never_started, tool_failure_text
     from tempi.workflows.session.activity_options import Activities, tool_options
     from tempi.workflows.session.entries import EntryWriter, now_ms
     from tempi.workflows.session.extension_route import ExtensionTools
@@ -122,11 +122,7 @@ class BuiltinToolRoute:
 
     @staticmethod
     def _failure_text(err: BaseException, effect: ToolEffect) -> str:
-        if is_disk_full(err):
-            return cause(err)
-        if effect == "executes":
-            return LOST_BASH_TEXT
-        return f"The tool failed: {cause(err)}"
+        return tool_failure_text(err, effect, lost=LOST_BASH_TEXT, failure="The tool failed")
 
     def _failed(self, call: ToolCall, text: str) -> RouteResult:
         return RouteResult(synthetic_result(call, text, now_ms()))
