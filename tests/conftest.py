@@ -116,6 +116,22 @@ def write_models_json(
     )
 
 
+def trust_project_as(home: Path, project: Path) -> None:
+    """Record, in `home`'s records, the owner's trust in `project`'s .tempi/ as it is now
+    (what `tempi --trust` there does)."""
+    from tempi.config.project_trust import trust_project
+
+    before = os.environ.get("TEMPI_HOME")
+    os.environ["TEMPI_HOME"] = str(home)
+    try:
+        trust_project(project)
+    finally:
+        if before is None:
+            os.environ.pop("TEMPI_HOME", None)
+        else:
+            os.environ["TEMPI_HOME"] = before
+
+
 def tempi_env(home: Path, temporal_address: str | None, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TEMPORAL_", "ANTHROPIC_", "OPENAI_"))}
     env["TEMPI_HOME"] = str(home)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
-from tests.conftest import run_tempi, tempi_env, write_models_json
+from tests.conftest import run_tempi, tempi_env, trust_project_as, write_models_json
 from tests.test_interactive_terminal import Terminal, terminals
 from tests.test_rpc_mode import RpcProcess
 
@@ -31,6 +31,7 @@ def _project(
     (work / ".tempi" / "extensions").mkdir(parents=True)
     shutil.copy(EXTENSIONS / "memory.py", work / ".tempi" / "extensions" / "memory.py")
     write_models_json(home, server, scenario)
+    trust_project_as(home, work)
     return home, work
 
 

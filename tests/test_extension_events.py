@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
-from tests.conftest import run_tempi, tempi_env, write_models_json
+from tests.conftest import run_tempi, tempi_env, trust_project_as, write_models_json
 from tests.test_extensions import EXTENSIONS, _entries, _project
 from tests.test_rpc_mode import RpcProcess
 
@@ -195,6 +195,7 @@ def test_extension_hooks_apply_in_a_subagent_session(
     target = work / ".tempi" / "extensions" / "guard.py"
     target.parent.mkdir(parents=True)
     target.write_text((EXTENSIONS / "guard.py").read_text())
+    trust_project_as(home, work)
     done = run_tempi(
         ["--model", "mock/mock-model", "-p", "clean up"], cwd=work, env=tempi_env(home, temporal_address)
     )

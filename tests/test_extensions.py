@@ -18,7 +18,7 @@ import pytest
 from temporalio.client import Client
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
-from tests.conftest import run_tempi, start_tempi_worker, tempi_env, write_models_json
+from tests.conftest import run_tempi, start_tempi_worker, tempi_env, trust_project_as, write_models_json
 from tests.session_harness import running_worker, scripted_model, start_session, unique_queue
 from tests.test_rpc_mode import RpcProcess
 
@@ -40,10 +40,12 @@ def _project(
     return home, work
 
 
-def _install(work: Path, name: str) -> Path:
+def _install(home: Path, work: Path, name: str) -> Path:
+    """The extension in the project's .tempi/extensions/, the project trusted as it is now."""
     target = work / ".tempi" / "extensions" / name
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(EXTENSIONS / name, target)
+    trust_project_as(home, work)
     return target
 
 
@@ -84,7 +86,7 @@ def test_a_project_extension_blocks_rm_rf_rewrites_results_and_adds_to_the_promp
     (work / "victim").mkdir()
     (work / "victim" / "keep.txt").write_text("precious")
     (work / "notes.txt").write_text("line one\n")
-    _install(work, "guard.py")
+    _install(home, work, "guard.py")
     proc = run_tempi(
         ["--model", "mock/mock-model", "-p", "clean up"], cwd=work, env=tempi_env(home, temporal_address)
     )
@@ -123,7 +125,7 @@ def test_extension_tools_run_beside_the_builtins_and_broken_extensions_are_repor
         {"text": "Done."},
     ]
     home, work = _project(tmp_path, scripted_server, scenario, turns)
-    _install(work, "broken.py")
+    _install(home, work, "broken.py")
     guard = tmp_path / "elsewhere" / "guard.py"
     guard.parent.mkdir()
     shutil.copy(EXTENSIONS / "guard.py", guard)
@@ -158,7 +160,7 @@ def test_no_extensions_turns_discovery_off(
     turns = [{"tool_calls": [_call("rm", "bash", command="rm -rf victim")]}, {"text": "Removed."}]
     home, work = _project(tmp_path, scripted_server, scenario, turns)
     (work / "victim").mkdir()
-    _install(work, "guard.py")
+    _install(home, work, "guard.py")
     proc = run_tempi(
         ["--model", "mock/mock-model", "--no-extensions", "-p", "clean up"],
         cwd=work,
@@ -183,7 +185,7 @@ def test_extension_state_in_custom_entries_outlives_the_worker_and_messages_stee
         {"text": "Second run done."},
     ]
     home, work = _project(tmp_path, scripted_server, scenario, turns)
-    _install(work, "memory.py")
+    _install(home, work, "memory.py")
     env = tempi_env(home, temporal_address)
     first = run_tempi(["--model", "mock/mock-model", "-p", "count"], cwd=work, env=env)
     assert first.returncode == 0, first.stderr
@@ -211,7 +213,7 @@ def test_an_extension_command_makes_the_prompt_of_tempi_p_and_rpc_lists_and_runs
     home, work = _project(
         tmp_path, scripted_server, scenario, [{"text": "Hello, Bob."}, {"text": "Hello, Ann."}]
     )
-    _install(work, "memory.py")
+    _install(home, work, "memory.py")
     env = tempi_env(home, temporal_address)
     done = run_tempi(["--model", "mock/mock-model", "-p", "/greet Bob"], cwd=work, env=env)
     assert done.returncode == 0, done.stderr
@@ -303,7 +305,7 @@ def test_extension_hooks_see_mcp_tool_calls_too(
         {"text": "Looked."},
     ]
     home, work = _project(tmp_path, scripted_server, scenario, turns)
-    _install(work, "guard.py")
+    _install(home, work, "guard.py")
     log = tmp_path / "mcp.log"
     server = {
         "command": sys.executable,
@@ -311,6 +313,7 @@ def test_extension_hooks_see_mcp_tool_calls_too(
         "env": {"DEMO_LOG": str(log)},
     }
     (work / ".tempi" / "mcp.json").write_text(json.dumps({"mcpServers": {"local": server}}))
+    trust_project_as(home, work)
     proc = run_tempi(
         ["--model", "mock/mock-model", "-p", "go"], cwd=work, env=tempi_env(home, temporal_address)
     )

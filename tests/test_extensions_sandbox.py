@@ -1,5 +1,6 @@
 """Extensions with `tempi -p --sandbox docker`: the tools run in the session's container,
-and the extension's hooks still guard them from the worker that serves the sandbox."""
+and the owner's extension's hooks still guard them from the worker that serves the sandbox.
+(A repository's own extensions are left out under a sandbox: they would run on the host.)"""
 
 from __future__ import annotations
 
@@ -37,8 +38,8 @@ def test_hooks_guard_the_tools_of_a_docker_sandbox(
     home, work = tmp_path / "home", open_host_dir(tmp_path / "project")
     (work / "keep").mkdir()
     (work / "keep" / "notes.txt").write_text("important\n")
-    (work / ".tempi" / "extensions").mkdir(parents=True)
-    shutil.copy(GUARD, work / ".tempi" / "extensions" / "guard.py")
+    (home / "extensions").mkdir(parents=True)
+    shutil.copy(GUARD, home / "extensions" / "guard.py")
     write_models_json(home, scripted_server, scenario)
 
     done = run_tempi(

@@ -22,9 +22,10 @@ from temporalio.client import Client
 
 from tempi.cli.errors import UserError
 from tempi.cli.mcp_command import cmd_mcp
+from tempi.config.project_trust import trust_project
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tempi.workflows.session_types import workflow_id_for
-from tests.conftest import run_tempi, start_tempi_worker, tempi_env, write_models_json
+from tests.conftest import run_tempi, start_tempi_worker, tempi_env, trust_project_as, write_models_json
 from tests.session_harness import scripted_model, start_session, unique_queue
 
 DEMO_SERVER = Path(__file__).parent / "mcp_servers" / "demo_server.py"
@@ -62,9 +63,8 @@ def http_server() -> Iterator[str]:
         proc.wait(10)
 
 
-def _write_mcp_json(work: Path, url: str) -> None:
-    (work / ".tempi").mkdir(parents=True, exist_ok=True)
-    servers = {
+def _servers(url: str) -> dict[str, Any]:
+    return {
         "local": {
             "command": sys.executable,
             "args": [str(DEMO_SERVER), "--name", "local"],
@@ -73,7 +73,12 @@ def _write_mcp_json(work: Path, url: str) -> None:
         },
         "web": {"url": url, "headers": {"Authorization": "Bearer ${MCP_TEST_SECRET}"}},
     }
-    (work / ".tempi" / "mcp.json").write_text(json.dumps({"mcpServers": servers}))
+
+
+def _write_mcp_json(config_dir: Path, servers: dict[str, Any]) -> None:
+    """The owner's mcp.json (a secret may be named only there, not in a repository's)."""
+    config_dir.mkdir(parents=True, exist_ok=True)
+    (config_dir / "mcp.json").write_text(json.dumps({"mcpServers": servers}))
 
 
 def _setup(
@@ -83,7 +88,7 @@ def _setup(
     home, work = tmp_path / "home", tmp_path / "project"
     work.mkdir(parents=True)
     write_models_json(home, server, scenario)
-    _write_mcp_json(work, url)
+    _write_mcp_json(home, _servers(url))
     return home, work, tempi_env(home, None, MCP_TEST_SECRET=SECRET)
 
 
@@ -228,17 +233,13 @@ async def test_mcp_list_shows_servers_their_state_and_tools(
 ) -> None:
     work = tmp_path / "project"
     work.mkdir()
-    _write_mcp_json(work, http_server)
-    (tmp_path / "home").mkdir()
-    (tmp_path / "home" / "mcp.json").write_text(
-        json.dumps(
-            {
-                "mcpServers": {
-                    "down": {"url": "http://127.0.0.1:9/mcp"},
-                    "needs": {"command": "true", "env": {"KEY": "${MCP_TEST_UNSET}"}},
-                }
-            }
-        )
+    _write_mcp_json(
+        tmp_path / "home",
+        {
+            **_servers(http_server),
+            "down": {"url": "http://127.0.0.1:9/mcp"},
+            "needs": {"command": "true", "env": {"KEY": "${MCP_TEST_UNSET}"}},
+        },
     )
     monkeypatch.setenv("TEMPI_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("MCP_TEST_SECRET", SECRET)
@@ -272,6 +273,7 @@ async def test_a_bad_mcp_json_names_the_file_and_the_problem(
     }
     for text, problem in cases.items():
         config.write_text(text)
+        trust_project(tmp_path)  # an untrusted project's file is left out, broken or not
         with pytest.raises(UserError) as err:
             await cmd_mcp(["list"])
         assert str(config) in str(err.value) and problem in str(err.value), err.value
@@ -284,7 +286,9 @@ def test_a_run_with_a_bad_mcp_json_stops_before_starting_and_names_the_file(
     (work / ".tempi").mkdir(parents=True)
     write_models_json(home, scripted_server, "mcp-bad")
     (work / ".tempi" / "mcp.json").write_text('{"mcpServers": {"docs": {"args": ["x"]}}}')
-    proc = run_tempi(["--model", "mock/mock-model", "-p", "hi"], cwd=work, env=tempi_env(home, None))
+    proc = run_tempi(
+        ["--model", "mock/mock-model", "--trust", "-p", "hi"], cwd=work, env=tempi_env(home, None)
+    )
     assert proc.returncode == 1
     assert str(work / ".tempi" / "mcp.json") in proc.stderr and "server 'docs'" in proc.stderr
     assert "give either `command`" in proc.stderr and "Traceback" not in proc.stderr
@@ -324,14 +328,14 @@ async def test_after_a_lost_worker_a_read_only_tool_runs_again_and_a_changing_on
             }
         )
     )
+    trust_project_as(home, work)
     queue = unique_queue()
     worker_log = tmp_path / "worker.log"
     worker = start_tempi_worker(home, temporal_address, queue, worker_log)
     try:
         s = await start_session(
-            temporal_client, tmp_path, scripted_model(scripted_server, scenario), task_queue=queue
+            temporal_client, tmp_path, scripted_model(scripted_server, scenario), task_queue=queue, mcp=True
         )
-        assert s.config.mcp
         # The worker subprocess may take long to start on a busy machine; the prompt waits for it.
         await s.prompt("Look a up and record b.", timeout=120)
         deadline = time.monotonic() + 60

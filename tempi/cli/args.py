@@ -170,6 +170,23 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="no extensions from ~/.tempi/extensions or .tempi/extensions, only those of --extension",
     )
+    trust = prompt.add_mutually_exclusive_group()
+    trust.add_argument(
+        "--trust",
+        dest="trust",
+        action="store_const",
+        const=True,
+        default=None,
+        help="trust this repository's .tempi/ (its extensions, MCP servers, sessionDir and shell "
+        "settings) as it is now, and remember that; a later change to those files asks again",
+    )
+    trust.add_argument(
+        "--no-trust",
+        dest="trust",
+        action="store_const",
+        const=False,
+        help="forget any trust given to this repository and run without its .tempi/ code and paths",
+    )
     prompt.add_argument(
         "--prompt-template",
         action="append",

@@ -12,7 +12,13 @@ from tempi.activities.mcp.connections import McpConnections, McpUnavailableError
 from tempi.agent.mcp_tools import McpTool
 from tempi.cli.errors import UserError
 from tempi.config.errors import ConfigError
-from tempi.config.mcp_json import McpServer, home_mcp_path, load_mcp_servers, project_mcp_path
+from tempi.config.mcp_json import (
+    McpServer,
+    home_mcp_path,
+    load_mcp_servers,
+    project_mcp_path,
+    project_mcp_untrusted,
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -32,6 +38,11 @@ async def cmd_mcp(argv: list[str]) -> int:
         servers = load_mcp_servers(cwd)
     except ConfigError as err:
         raise UserError(str(err)) from err
+    if project_mcp_untrusted(cwd):
+        print(
+            f"{project_mcp_path(cwd)} is left out: this repository is not trusted as it is now "
+            "(`tempi --trust` here trusts it)."
+        )
     if not servers:
         print(f"No MCP servers configured (looked in {home_mcp_path()} and {project_mcp_path(cwd)}).")
         return 0

@@ -23,10 +23,12 @@ from tempi.agent.system_prompt import build_system_prompt
 from tempi.agent.thinking_levels import DEFAULT_THINKING_LEVEL, clamp_level
 from tempi.agent.tool_specs import DEFAULT_TOOLS
 from tempi.cli.context_files import discover_context_files
+from tempi.cli.trust_choice import settle_trust
 from tempi.config.api_keys import has_configured_key
 from tempi.config.mcp_json import mcp_configured
 from tempi.config.models_json import load_model_registry
 from tempi.config.paths import pi_agent_dir, tempi_home
+from tempi.config.project_trust import project_fingerprint, trust_project
 from tempi.config.settings import load_settings
 from tempi.extensions.discovery import discover_extensions
 from tempi.pipeline.reports import exit_code, json_summary, shard_count, summary_line, write_reports
@@ -121,6 +123,19 @@ def session_template(spec: PipelineSpec, root: Path) -> SessionConfig:
             keep_recent_tokens=compaction.keep_recent_tokens,
         ),
     )
+
+
+def trust_shards(spec: PipelineSpec, root: Path, state_dir: Path) -> None:
+    """`trustProject: true` trusts the repository's `.tempi/` as it is now, for the repository
+    and every shard's worktree (they check out the same files); without it the shards leave
+    it out, as any run that no person answers does."""
+    if not spec.trust_project:
+        settle_trust(None, root)
+        return
+    fingerprint = project_fingerprint(root)
+    if fingerprint is not None:
+        trust_project(root, fingerprint=fingerprint)
+        trust_project(state_dir, fingerprint=fingerprint, covers_below=True)
 
 
 def state_line(status: ShardStatus, count: int) -> str:
@@ -273,6 +288,7 @@ async def run_pipeline(
     root = Path(discovery.root)
     pid = pipeline_id(spec, discovery.base_commit)
     workflow_id = f"{pid}-{int(time.time())}" if fresh else pid
+    trust_shards(spec, root, tempi_home() / "pipelines" / pid)
     inp = PipelineInput(
         pipeline_id=pid,
         history_event_budget=history_budget(),

@@ -26,6 +26,7 @@ from tempi.agent.thinking_levels import DEFAULT_THINKING_LEVEL, clamp_level
 from tempi.agent.tool_specs import ALL_TOOLS, DEFAULT_TOOLS
 from tempi.cli.context_files import discover_context_files
 from tempi.cli.errors import UserError
+from tempi.cli.trust_choice import Ask, settle_trust
 from tempi.client.options import SessionOptions
 from tempi.config.agents import load_agents
 from tempi.config.api_keys import DEFAULT_API_KEY_ENV, has_configured_key
@@ -37,7 +38,7 @@ from tempi.config.paths import models_json_path, pi_agent_dir, tempi_home
 from tempi.config.resources import load_prompt_templates, load_skills
 from tempi.config.settings import Settings, load_settings
 from tempi.config.settings_edit import read_global_settings
-from tempi.extensions.discovery import discover_extensions
+from tempi.extensions.discovery import discover_extensions, project_config_root
 from tempi.extensions.loader import check_extensions
 from tempi.workers.temporal_client import configured_address
 from tempi.workflows.session_types import (
@@ -217,7 +218,30 @@ def check_user_container(name: str, cwd: Path) -> None:
         raise UserError(f"--sandbox container:{name}: {err}") from None
 
 
-def plan_run(args: argparse.Namespace, cwd: Path) -> PlannedRun:
+def _outside_project(extensions: list[str], sandbox: str) -> list[str]:
+    """A repository's own extensions are left out under a sandbox: they would run on the host,
+    where the sandbox is meant to keep the repository out."""
+    kept = []
+    for path in extensions:
+        if project_config_root(Path(path)) is None:
+            kept.append(path)
+        else:
+            print(
+                f"tempi: extension {path} is the repository's own and would run on the host, outside "
+                f"--sandbox {sandbox}; it is left out (put it in {tempi_home() / 'extensions'} to run it there)",
+                file=sys.stderr,
+            )
+    return kept
+
+
+def plan_run(
+    args: argparse.Namespace, cwd: Path, *, ask_trust: Ask | None = None, reloading: bool = False
+) -> PlannedRun:
+    """`ask_trust` asks the person at the terminal whether to trust the repository's `.tempi/`
+    (the interactive mode); without it only `--trust` or an earlier trust counts. `reloading`
+    (`/reload`) keeps what was settled at the start and says nothing on the terminal."""
+    if not reloading:
+        settle_trust(getattr(args, "trust", None), cwd, ask=ask_trust)
     try:
         settings = load_settings(cwd)
         models_stamp = _models_stamp()
@@ -250,12 +274,22 @@ def plan_run(args: argparse.Namespace, cwd: Path) -> PlannedRun:
         agents = load_agents(tempi_home(), cwd, registry)
     except ConfigError as err:
         raise UserError(str(err)) from err
+    kind, _, detail = (args.sandbox or "local").partition(":")
     try:
         # A broken mcp.json is reported now, naming the file, rather than by the worker later.
-        load_mcp_servers(cwd)
+        servers = load_mcp_servers(cwd)
     except ConfigError as err:
         raise UserError(str(err)) from err
+    for server in servers.values():
+        if server.project and server.transport == "stdio" and kind != "local":
+            print(
+                f"tempi: MCP server {server.name!r} from {server.source} runs a command, which would run on "
+                f"the host, outside --sandbox {kind}; it is not started",
+                file=sys.stderr,
+            )
     extensions = discover_extensions(cwd, args.extension, discover=not args.no_extensions)
+    if kind != "local":
+        extensions = _outside_project(extensions, kind)
     for problem in check_extensions(extensions):
         # A broken extension is not fatal: the session runs without it.
         print(f"tempi: {problem.error}; the session goes on without it", file=sys.stderr)
@@ -283,7 +317,6 @@ def plan_run(args: argparse.Namespace, cwd: Path) -> PlannedRun:
         skills=skills_prompt_section(skills) if "read" in tools else "",
     )
     retry = settings.retry
-    kind, _, detail = (args.sandbox or "local").partition(":")
     if kind == "container":
         check_user_container(detail, cwd)
     options = SessionOptions(

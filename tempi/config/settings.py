@@ -15,6 +15,7 @@ from tempi.agent.base import PiModel
 from tempi.agent.model_spec import ThinkingLevel
 from tempi.config.errors import ConfigError, describe_validation_error, read_json_object, read_text
 from tempi.config.paths import expand_path, global_settings_path, project_settings_path
+from tempi.config.project_trust import SECURITY_SETTINGS, project_trusted
 
 QueueMode = Literal["one-at-a-time", "all"]
 
@@ -97,11 +98,18 @@ def read_settings_file(path: Path) -> dict[str, Any]:
 
 
 def load_settings(cwd: Path, global_path: Path | None = None) -> Settings:
-    merged = merge_settings(
-        read_settings_file(global_path or global_settings_path()),
-        read_settings_file(project_settings_path(cwd)),
+    return Settings.model_validate(
+        merge_settings(read_settings_file(global_path or global_settings_path()), project_settings(cwd))
     )
-    return Settings.model_validate(merged)
+
+
+def project_settings(cwd: Path) -> dict[str, Any]:
+    """The project file's keys; those that run code or choose paths only while the owner
+    trusts the project (project_trust.py)."""
+    data = read_settings_file(project_settings_path(cwd))
+    if any(key in data for key in SECURITY_SETTINGS) and not project_trusted(cwd):
+        data = {key: value for key, value in data.items() if key not in SECURITY_SETTINGS}
+    return data
 
 
 def settings_at_call(cwd: Path) -> Settings:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tempi.config.paths import PROJECT_CONFIG_DIR, tempi_home
+from tempi.config.project_trust import project_trusted
 
 EXTENSIONS_DIR = "extensions"
 
@@ -33,8 +34,10 @@ def _in_dir(directory: Path) -> list[Path]:
 
 def discover_extensions(cwd: Path, explicit: list[str], *, discover: bool = True) -> list[str]:
     """Absolute paths; an explicit path is taken from `cwd` and kept even when it does not
-    exist, so loading it says so."""
-    paths = [*_in_dir(home_extensions_dir()), *_in_dir(project_extensions_dir(cwd))] if discover else []
+    exist, so loading it says so. The project's own extensions count only while the owner
+    trusts the project."""
+    project = _in_dir(project_extensions_dir(cwd)) if discover and project_trusted(cwd) else []
+    paths = [*_in_dir(home_extensions_dir()), *project] if discover else []
     paths += [(cwd / Path(p).expanduser()) for p in explicit]
     unique: list[str] = []
     for path in paths:
@@ -42,3 +45,18 @@ def discover_extensions(cwd: Path, explicit: list[str], *, discover: bool = True
         if text not in unique:
             unique.append(text)
     return unique
+
+
+def untrusted_project_extensions(cwd: Path) -> list[Path]:
+    """The project's extensions left out because the owner has not trusted the project."""
+    found = _in_dir(project_extensions_dir(cwd))
+    return found if found and not project_trusted(cwd) else []
+
+
+def project_config_root(path: Path) -> Path | None:
+    """The project whose `.tempi/` holds `path`, or None (tempi's home is not a project)."""
+    home = tempi_home().resolve()
+    for folder in path.parents:
+        if folder.name == PROJECT_CONFIG_DIR and folder.resolve() != home:
+            return folder.parent
+    return None

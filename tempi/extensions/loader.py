@@ -13,7 +13,9 @@ from hashlib import sha256
 from pathlib import Path
 from types import CodeType
 
+from tempi.config.project_trust import project_trusted
 from tempi.extensions.api import ExtensionAPI
+from tempi.extensions.discovery import project_config_root
 from tempi.extensions.models import ExtensionProblem
 
 FACTORY = "extension"
@@ -66,6 +68,7 @@ def load_extension(path_text: str) -> ExtensionAPI:
     cached = _loaded.get(path_text)
     if cached is not None and cached[0] == mtime:
         return cached[1]
+    _check_trusted(path)
     name = f"tempi_extension_{sha256(f'{path_text}:{mtime}'.encode()).hexdigest()[:16]}"
     spec = importlib.util.spec_from_file_location(
         name,
@@ -94,6 +97,18 @@ def load_extension(path_text: str) -> ExtensionAPI:
         ) from None
     _loaded[path_text] = (mtime, api)
     return api
+
+
+def _check_trusted(path: Path) -> None:
+    """A repository's own extension runs only as its owner trusted it: checked each time its
+    code is loaded, so a file the model rewrote is refused, never run on the host."""
+    root = project_config_root(path.resolve())
+    if root is not None and not project_trusted(root):
+        raise ExtensionLoadError(
+            f"extension {path} belongs to the repository at {root}, which is not trusted as its "
+            f".tempi/ is now (never trusted, or changed since); run `tempi --trust` there after "
+            "checking what it runs"
+        )
 
 
 def load_all(paths: list[str]) -> tuple[list[ExtensionAPI], list[ExtensionProblem]]:

@@ -202,6 +202,11 @@ class PipelineSpec(SpecModel):
         description="Python extension modules (paths from the repository) every shard's session "
         "loads, besides those in .tempi/extensions/",
     )
+    trust_project: bool = Field(
+        default=False,
+        description="use the repository's own .tempi/ (its extensions, MCP servers, sessionDir and shell "
+        "settings) as it is at the base commit; without it every shard leaves them out",
+    )
     targets: TargetsSpec
     steps: list[StepSpec] = Field(min_length=1, description="prompts sent in order to each shard's session")
     verify: VerifySpec | None = None
@@ -239,8 +244,11 @@ RUN_KNOBS = frozenset({"concurrency", "budget", "on_shard_failure", "report"})
 def work_definition(spec: PipelineSpec) -> dict[str, Any]:
     """The part of the spec that defines the work, for the pipeline's id."""
     work = spec.model_dump(mode="json", by_alias=True, exclude=set(RUN_KNOBS))
+    # A spec written before these fields keeps its id.
     if not spec.extensions:
-        del work["extensions"]  # a spec written before the field keeps its id
+        del work["extensions"]
+    if not spec.trust_project:
+        del work["trust_project"]
     return work
 
 

@@ -79,6 +79,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument(
         "-ne", "--no-extensions", action="store_true", help="load only the extensions given with --extension"
     )
+    p.add_argument(
+        "--trust",
+        action="store_true",
+        help="use WORKING_DIR/.tempi/ (its extensions, MCP servers, sessionDir and shell settings) as it is "
+        "now; without it tempi slack leaves them out (the bot never trusts a repository by itself)",
+    )
     p.add_argument("--provider", help="model provider for new sessions")
     p.add_argument("--model", help="model id or provider/id for new sessions")
     p.add_argument("--thinking", choices=THINKING_LEVELS, help="thinking level for new sessions")
@@ -118,6 +124,8 @@ def _session_argv(args: argparse.Namespace) -> list[str]:
         argv += ["--extension", str(Path(path).expanduser().resolve())]
     if args.no_extensions:
         argv.append("--no-extensions")
+    if args.trust:
+        argv.append("--trust")
     return argv
 
 

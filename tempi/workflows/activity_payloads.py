@@ -121,6 +121,7 @@ class AgentEndResult(PiModel):
 
 class McpListInput(PiModel):
     cwd: str  # the session's: the project's .tempi/mcp.json is found from it
+    sandbox: SandboxKind = "local"  # a repository's stdio servers are refused under a sandbox
 
 
 class McpCallInput(PiModel):

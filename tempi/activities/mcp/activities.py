@@ -5,6 +5,7 @@ only names, schemas, arguments and results cross history."""
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,14 +21,23 @@ from tempi.activities.session_activities import (
     park_result,
 )
 from tempi.activities.spans import traced_tool_call
+from tempi.activities.tools.tool_env import tool_environment
 from tempi.agent.mcp_tools import McpServerProblem, McpTool, McpToolList, mcp_tool_name
 from tempi.agent.messages import TextContent, ToolResultMessage
 from tempi.agent.tool_specs import ToolOutcome
 from tempi.config.errors import ConfigError
-from tempi.config.mcp_json import WORKER_ENV, McpServer, load_mcp_servers, resolve_server
+from tempi.config.mcp_json import (
+    WORKER_ENV,
+    McpServer,
+    ResolvedServer,
+    home_mcp_path,
+    load_mcp_servers,
+    resolve_server,
+)
 from tempi.extensions.hooks import context_for, hooked
 from tempi.workflows import activity_names as names
 from tempi.workflows.activity_payloads import McpCallInput, McpListInput, ToolCallResult
+from tempi.workflows.session_types import SandboxKind
 
 if TYPE_CHECKING:
     from mcp.types import Tool
@@ -48,11 +58,29 @@ def tool_from_listing(server: str, tool: Tool) -> McpTool:
     )
 
 
+def resolve_for_session(
+    server: McpServer, cwd: Path, sandbox: SandboxKind = "local", env_label: str = WORKER_ENV
+) -> ResolvedServer:
+    """The server ready to connect, or a ConfigError: a repository's stdio server would run on
+    the host, outside the sandbox the session asked for."""
+    if server.project and server.transport == "stdio" and sandbox != "local":
+        raise ConfigError(
+            f"MCP server {server.name!r} from the repository's {server.source} runs a command, and "
+            f"under --sandbox {sandbox} tempi does not run a repository's commands on the host; "
+            f"configure it in {home_mcp_path()} to run it there, or work without a sandbox"
+        )
+    return resolve_server(server, cwd, env_label, project_env=tool_environment(os.environ))
+
+
 async def list_server_tools(
-    connections: McpConnections, server: McpServer, cwd: Path, env_label: str = WORKER_ENV
+    connections: McpConnections,
+    server: McpServer,
+    cwd: Path,
+    env_label: str = WORKER_ENV,
+    sandbox: SandboxKind = "local",
 ) -> list[McpTool]:
     """The server's tools; raises ConfigError or McpUnavailableError saying why not."""
-    resolved = resolve_server(server, cwd, env_label)
+    resolved = resolve_for_session(server, cwd, sandbox, env_label)
     client = await connections.client(resolved)
     tools: list[McpTool] = []
     cursor: str | None = None
@@ -69,7 +97,9 @@ async def list_server_tools(
     return tools
 
 
-async def list_all_tools(connections: McpConnections, cwd: Path) -> McpToolList:
+async def list_all_tools(
+    connections: McpConnections, cwd: Path, sandbox: SandboxKind = "local"
+) -> McpToolList:
     try:
         servers = load_mcp_servers(cwd)
     except ConfigError as err:
@@ -77,7 +107,7 @@ async def list_all_tools(connections: McpConnections, cwd: Path) -> McpToolList:
 
     async def one(server: McpServer) -> list[McpTool] | McpServerProblem:
         try:
-            return await list_server_tools(connections, server, cwd)
+            return await list_server_tools(connections, server, cwd, sandbox=sandbox)
         except (ConfigError, McpUnavailableError) as err:
             return McpServerProblem(server=server.name, error=str(err))
 
@@ -100,7 +130,7 @@ class McpActivities:
     @activity.defn(name=names.LIST_MCP_TOOLS)
     async def list_mcp_tools(self, inp: McpListInput) -> McpToolList:
         async with Heartbeater():
-            return await list_all_tools(self.connections, Path(inp.cwd))
+            return await list_all_tools(self.connections, Path(inp.cwd), inp.sandbox)
 
     @activity.defn(name=names.CALL_MCP_TOOL)
     async def call_mcp_tool(self, inp: McpCallInput) -> ToolCallResult:
@@ -145,7 +175,7 @@ class McpActivities:
             server = load_mcp_servers(Path(inp.file.cwd)).get(tool.server)
             if server is None:
                 return _error(f"MCP server {tool.server!r} is no longer configured in mcp.json.")
-            resolved = resolve_server(server, Path(inp.file.cwd))
+            resolved = resolve_for_session(server, Path(inp.file.cwd), inp.file.sandbox)
         except ConfigError as err:
             return _error(str(err))
         # A tool that may run again gets one more try on a restarted server.

@@ -652,12 +652,13 @@ async def run_interactive(args: argparse.Namespace) -> int:
     from tempi.cli.plan import check_api_key_reach, fixed_options, plan_run
     from tempi.cli.runtime import open_runtime
     from tempi.cli.session_choice import choose_session, open_session
+    from tempi.cli.trust_choice import terminal_ask
     from tempi.config.paths import default_sessions_root, tempi_home
     from tempi.config.settings_writer import remember_choice
 
     cwd = Path.cwd().resolve()
     prompts = initial_prompts(args, cwd, read_stdin=False)
-    planned = plan_run(args, cwd)
+    planned = plan_run(args, cwd, ask_trust=terminal_ask())
     store = SessionStore(default_sessions_root())
     choice = choose_session(store, args, planned.settings, cwd)
     async with open_runtime(no_worker=args.no_worker) as rt:

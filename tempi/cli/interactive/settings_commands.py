@@ -195,7 +195,7 @@ async def cmd_reload(app: ExtrasHost, arg: str) -> None:
         )
         return
     try:
-        fresh = plan_run(app.args, app.cwd)
+        fresh = plan_run(app.args, app.cwd, reloading=True)
     except UserError as err:
         await app.show(notice(f"Reload failed; the earlier configuration stays: {err}", "red"))
         return
