@@ -20,7 +20,7 @@ from typing import Any
 
 from tempi.agent.session_entries import EntryBase, SessionHeader
 from tempi.store import catalog, file_format
-from tempi.store.appends import Appender, rewrite_header
+from tempi.store.appends import Appender, refuse_foreign, rewrite_header
 from tempi.store.catalog import SessionSummary
 from tempi.store.errors import SessionFileError
 from tempi.store.loading import LoadedSession, Loader
@@ -81,6 +81,7 @@ class SessionStore:
         A header id that is not a session id (a path, `..`, an empty name) raises
         SessionFileError naming the file: the id names the side folder, so such a file
         could make tempi write where it says."""
+        refuse_foreign(path, path.stat().st_uid)  # its turns would be appended to it
         loaded = self.load(path)
         if not is_safe_session_id(loaded.header.id):
             raise SessionFileError(

@@ -18,7 +18,7 @@ import hashlib
 import re
 from pathlib import Path
 
-from tempi.store.modes import PRIVATE_DIR_MODE
+from tempi.store.modes import make_private_dirs
 
 SIDECAR_ROOT = ".tempi"
 
@@ -56,7 +56,7 @@ def sidecar_dir(session_path: str | Path, session_id: str) -> Path:
     if not root.is_dir():
         # A folder that cannot be made here surfaces as the writer's own error.
         with contextlib.suppress(OSError):
-            root.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
+            make_private_dirs(root)
     return root / safe_session_dir_name(session_id)
 
 
