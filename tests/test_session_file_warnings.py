@@ -125,3 +125,20 @@ def test_the_cli_warns_and_a_copy_of_a_running_session_leaves_the_original_alone
         if isinstance(block, dict)
     ]
     assert "two" in texts and "second" in texts
+
+
+def test_a_deeply_nested_line_is_a_broken_line_not_a_crash(tmp_path: Path) -> None:
+    """100000 `[` on a line made `--session` end in a RecursionError (issue 42)."""
+    store = SessionStore(tmp_path / "sessions")
+    path = _session(store)
+    store.append(path, [_entry("e1", None)])  # line 2
+    deep_entry = json.dumps(_entry("e2", "e1").to_json_dict())[:-1] + ', "extra": ' + "[" * 100_000 + "}"
+    with path.open("a") as handle:
+        handle.write("[" * 100_000 + "\n")  # line 3
+        handle.write('{"a": ' * 100_000 + "\n")  # line 4
+        handle.write(deep_entry + "\n")  # line 5
+    store.append(path, [_entry("e3", "e1")])  # line 6: appends still work past them
+    loaded = store.load_for_resume(path)
+    assert [e.id for e in loaded.entries] == ["e1", "e3"]
+    assert loaded.warnings == [f"{path}: lines 3, 4, 5 are not session entries (skipped)"]
+    assert [s.id for s in store.list_sessions(CWD)] == [loaded.header.id]

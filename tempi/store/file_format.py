@@ -21,6 +21,15 @@ from tempi.agent.session_entries import CURRENT_SESSION_VERSION, SessionEntry, S
 from tempi.store.errors import SessionFileError
 
 
+def loads(text: str | bytes) -> Any:
+    """`json.loads`, where JSON nested too deeply to parse (a line of 100000 `[`, which
+    raises RecursionError) is malformed like any other line that is not JSON."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply", "", 0) from None
+
+
 def decode_lines(data: bytes) -> list[str]:
     lines = []
     # Only "\n" ends a line: U+2028 and friends may sit inside JSON strings.
@@ -36,7 +45,7 @@ def decode_lines(data: bytes) -> list[str]:
 
 def parse_header(line: str | None, path: Path) -> dict[str, Any]:
     try:
-        header = json.loads(line) if line is not None else None
+        header = loads(line) if line is not None else None
     except json.JSONDecodeError:
         header = None
     if (
@@ -100,7 +109,7 @@ def _raw_entries(lines: list[str]) -> tuple[list[dict[str, Any]], int]:
     skipped = 0
     for line in lines:
         try:
-            value = json.loads(line)
+            value = loads(line)
         except json.JSONDecodeError:
             skipped += 1
             continue
@@ -164,7 +173,7 @@ def file_problems(data: bytes) -> list[str]:
         if not raw.strip():
             continue
         try:
-            value = json.loads(raw)
+            value = loads(raw)
             entry = parse_entry(value) if isinstance(value, dict) and value.get("type") != "session" else None
         except (json.JSONDecodeError, UnicodeDecodeError, ValidationError):
             entry = None
@@ -201,7 +210,7 @@ def json_line(data: Mapping[str, Any]) -> bytes:
 
 def line_id(line: bytes) -> str | None:
     try:
-        value = json.loads(line)
+        value = loads(line)
     except (json.JSONDecodeError, UnicodeDecodeError):
         return None
     if isinstance(value, dict) and value.get("type") != "session" and isinstance(value.get("id"), str):
@@ -211,7 +220,7 @@ def line_id(line: bytes) -> str | None:
 
 def is_json_object(line: bytes) -> bool:
     try:
-        return isinstance(json.loads(line), dict)
+        return isinstance(loads(line), dict)
     except (json.JSONDecodeError, UnicodeDecodeError):
         return False
 
