@@ -162,11 +162,34 @@ def _numbers(lines: list[int]) -> str:
     return listed + (f" and {len(lines) - MAX_LISTED_LINES} more" if len(lines) > MAX_LISTED_LINES else "")
 
 
+def parent_cycles(parent_of: Mapping[str, str | None]) -> list[list[str]]:
+    """The loops among parentIds (an entry its own parent is a loop of one), each as the ids
+    on it; a walk up from any entry of a loop never reaches a root. Linear in the entries."""
+    done: set[str] = set()
+    cycles: list[list[str]] = []
+    for start in parent_of:
+        walk: list[str] = []
+        on_walk: dict[str, int] = {}
+        node: str | None = start
+        while node is not None and node in parent_of and node not in done and node not in on_walk:
+            on_walk[node] = len(walk)
+            walk.append(node)
+            node = parent_of[node]
+        if node is not None and node in on_walk:
+            cycles.append(walk[on_walk[node] :])
+        done.update(walk)
+    return cycles
+
+
 def file_problems(data: bytes) -> list[str]:
     """What is wrong with a version-3 file, by line number (1 is the header): lines that are
-    not entries, ids used twice, parentIds naming no entry. Empty for a sound file."""
+    not entries, ids used twice, parentIds naming no entry, an entry its own parent, and
+    parentIds that loop. Empty for a sound file."""
     not_entries: list[int] = []
     first_line_of: dict[str, int] = {}
+    # As the session tree reads the file: of entries sharing an id, the last one counts.
+    last_line_of: dict[str, int] = {}
+    parent_of: dict[str, str | None] = {}
     repeated: list[str] = []
     parents: list[tuple[int, str]] = []
     for number, raw in enumerate(data.split(b"\n")[1:], start=2):
@@ -184,6 +207,8 @@ def file_problems(data: bytes) -> list[str]:
             repeated.append(f"line {number} repeats the id {entry.id!r} of line {first_line_of[entry.id]}")
         else:
             first_line_of[entry.id] = number
+        last_line_of[entry.id] = number
+        parent_of[entry.id] = entry.parent_id
         if entry.parent_id is not None:
             parents.append((number, entry.parent_id))
     problems: list[str] = []
@@ -201,6 +226,16 @@ def file_problems(data: bytes) -> list[str]:
             f"{'line' if len(dangling) == 1 else 'lines'} {_numbers(dangling)}: "
             "parentId names no entry in the file (the branch is cut off there)"
         )
+    loops = sorted(sorted(last_line_of[i] for i in cycle) for cycle in parent_cycles(parent_of))
+    for lines in loops[:MAX_LISTED_LINES]:
+        if len(lines) == 1:
+            problems.append(f"line {lines[0]}: parentId names the entry itself (the branch is cut off there)")
+        else:
+            problems.append(
+                f"lines {_numbers(lines)}: their parentIds form a cycle (the branch is cut off there)"
+            )
+    if len(loops) > MAX_LISTED_LINES:
+        problems.append(f"... and {len(loops) - MAX_LISTED_LINES} more parentId cycles")
     return problems
 
 

@@ -127,8 +127,11 @@ class SessionStore:
 
 
 def _links_broken(loaded: LoadedSession) -> bool:
-    """Whether some id repeats or some parentId names no entry (cheap: no file reading)."""
-    ids = {entry.id for entry in loaded.entries}
-    return len(ids) != len(loaded.entries) or any(
-        entry.parent_id is not None and entry.parent_id not in ids for entry in loaded.entries
+    """Whether some id repeats, some parentId names no entry, or parentIds loop (cheap: no
+    file reading)."""
+    parent_of = {entry.id: entry.parent_id for entry in loaded.entries}
+    return (
+        len(parent_of) != len(loaded.entries)
+        or any(parent is not None and parent not in parent_of for parent in parent_of.values())
+        or bool(file_format.parent_cycles(parent_of))
     )
