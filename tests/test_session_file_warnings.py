@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from tempi.agent.messages import UserMessage
@@ -125,3 +127,94 @@ def test_the_cli_warns_and_a_copy_of_a_running_session_leaves_the_original_alone
         if isinstance(block, dict)
     ]
     assert "two" in texts and "second" in texts
+
+
+def test_a_deeply_nested_line_is_a_broken_line_not_a_crash(tmp_path: Path) -> None:
+    """100000 `[` on a line made `--session` end in a RecursionError (issue 42)."""
+    store = SessionStore(tmp_path / "sessions")
+    path = _session(store)
+    store.append(path, [_entry("e1", None)])  # line 2
+    deep_entry = json.dumps(_entry("e2", "e1").to_json_dict())[:-1] + ', "extra": ' + "[" * 100_000 + "}"
+    with path.open("a") as handle:
+        handle.write("[" * 100_000 + "\n")  # line 3
+        handle.write('{"a": ' * 100_000 + "\n")  # line 4
+        handle.write(deep_entry + "\n")  # line 5
+    store.append(path, [_entry("e3", "e1")])  # line 6: appends still work past them
+    loaded = store.load_for_resume(path)
+    assert [e.id for e in loaded.entries] == ["e1", "e3"]
+    assert loaded.warnings == [f"{path}: lines 3, 4, 5 are not session entries (skipped)"]
+    assert [s.id for s in store.list_sessions(CWD)] == [loaded.header.id]
+
+
+def _run_briefly(work: Callable[[], object], seconds: float = 10.0) -> None:
+    """Run `work` in a thread; fail (instead of hanging the test run) if it loops."""
+    done = threading.Event()
+    failure: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            work()
+        except BaseException as err:
+            failure.append(err)
+        done.set()
+
+    threading.Thread(target=target, daemon=True).start()
+    assert done.wait(seconds), "looped forever on a parentId cycle"
+    if failure:
+        raise failure[0]
+
+
+def test_a_self_parent_and_a_parent_cycle_are_named_and_never_loop(tmp_path: Path) -> None:
+    """A file whose parentIds loop resumed without a word (issue 42)."""
+    store = SessionStore(tmp_path / "sessions")
+    path = _session(store)
+    with path.open("a") as handle:
+        for entry in [
+            _entry("e1", None),  # line 2
+            _entry("e2", "e1"),  # line 3
+            _entry("me", "me"),  # line 4: its own parent
+            _entry("c1", "c3"),  # line 5
+            _entry("c2", "c1"),  # line 6
+            _entry("c3", "c2"),  # line 7: 5 -> 7 -> 6 -> 5
+            _entry("below", "c2"),  # line 8: hangs under the cycle, not part of it
+        ]:
+            handle.write(entry.to_json() + "\n")
+    loaded = store.load_for_resume(path)
+    assert loaded.warnings == [
+        f"{path}: line 4: parentId names the entry itself (the branch is cut off there)",
+        f"{path}: lines 5, 6, 7: their parentIds form a cycle (the branch is cut off there)",
+    ]
+
+    def build_everywhere() -> None:
+        from tempi.cli.interactive.tree_view import TreeView
+
+        for leaf in ["me", "c1", "c3", "below", "e2"]:
+            loaded.tree.build_context(leaf)
+            TreeView(loaded.tree, leaf)
+        # The walk up stops where the cycle closes: c3, c1, c2, below.
+        assert len(loaded.tree.build_context("below").messages) == 4
+
+    _run_briefly(build_everywhere)
+
+
+def test_an_id_repeated_as_its_own_child_is_named_and_never_loops(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path / "sessions")
+    path = _session(store)
+    with path.open("a") as handle:
+        handle.write(_entry("d", None).to_json() + "\n")  # line 2
+        handle.write(_entry("d", "d").to_json() + "\n")  # line 3: same id, below itself
+    loaded = store.load_for_resume(path)
+    assert loaded.warnings == [
+        f"{path}: line 3 repeats the id 'd' of line 2",
+        f"{path}: line 3: parentId names the entry itself (the branch is cut off there)",
+    ]
+
+    def show() -> None:
+        from tempi.cli.html_export import render_session_html
+        from tempi.cli.interactive.tree_view import TreeView
+
+        loaded.tree.build_context("d")
+        TreeView(loaded.tree, "d")
+        render_session_html(loaded)
+
+    _run_briefly(show, seconds=5)

@@ -55,6 +55,7 @@ from tempi.extensions.hooks import context_for, hooked, with_context_hooks
 from tempi.extensions.models import ExtensionEffects, ExtensionProblem
 from tempi.extensions.run_events import turn_hooks
 from tempi.store.live_channel import LiveWriter, remove_live_files
+from tempi.store.modes import create_private_file, make_private_dirs
 from tempi.store.session_store import SessionStore
 from tempi.store.sidecar import live_path, pending_path, sidecar_dir
 from tempi.workflows import activity_names as names
@@ -196,9 +197,10 @@ def write_outbox(store: SessionStore, ref: SessionFileRef, outbox: list[OutboxIt
 def park_entry(ref: SessionFileRef, entry: dict[str, Any]) -> None:
     """Store a finished tool result until the workflow commits the turn's results in order."""
     blob = pending_path(ref.session_path, ref.session_id, entry["id"])
-    blob.parent.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(blob.parent)
     tmp = blob.with_suffix(".tmp")
-    tmp.write_text(json.dumps(entry, ensure_ascii=False), encoding="utf-8")
+    with open(create_private_file(tmp, os.O_WRONLY | os.O_TRUNC), "w", encoding="utf-8") as out:
+        out.write(json.dumps(entry, ensure_ascii=False))
     os.replace(tmp, blob)
 
 

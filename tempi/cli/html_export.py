@@ -158,8 +158,12 @@ def _tree_html(shown: dict[str, _Shown], entries: list[SessionEntry], labels: di
             stack.append((children[i], cont + ("└─ " if last else "├─ "), cont + ("   " if last else "│  ")))
 
     push_children(None, "")
+    drawn: set[str] = set()  # entries sharing an id can make a child its own ancestor
     while stack:
         entry_id, line_prefix, cont = stack.pop()
+        if entry_id in drawn:
+            continue
+        drawn.add(entry_id)
         item = shown[entry_id]
         label = labels.get(entry_id)
         tag = f' <span class="tag">{escape(label)}</span>' if label else ""

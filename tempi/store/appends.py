@@ -29,10 +29,10 @@ from typing import Any, BinaryIO
 from pydantic import ValidationError
 
 from tempi.agent.session_entries import CURRENT_SESSION_VERSION, EntryBase, SessionHeader, parse_entry
-from tempi.store.errors import SessionFileError
+from tempi.store.errors import ForeignSessionFileError, SessionFileError
 from tempi.store.file_format import ParsedFile, is_json_object, json_line, line_id, parse_file, parse_header
 from tempi.store.locking import FileLocks
-from tempi.store.modes import PRIVATE_DIR_MODE, PRIVATE_FILE_MODE
+from tempi.store.modes import create_private_file, make_private_dirs
 
 # Id indexes a store keeps (least recently used dropped first): a long-lived worker
 # touches many sessions, and whatever is dropped is read again from the file when needed.
@@ -45,6 +45,17 @@ STALE_TORN_LINE_S = 2.0
 
 class _NeedsUpgrade(Exception):
     """Raised inside an append when the file is version 1 or 2."""
+
+
+def refuse_foreign(path: Path, owner: int) -> None:
+    """Raise when the session file is not its reader's own: in a folder others could write
+    to, another user may have swapped in a file of theirs to receive the owner's turns."""
+    if owner != os.getuid():
+        raise ForeignSessionFileError(
+            f"{path} belongs to another user (uid {owner}, not {os.getuid()}); tempi does not "
+            "write to a session file that is not yours. Check who replaced it, and keep your "
+            "sessions in a folder only you can write to."
+        )
 
 
 def fsync_dir(directory: Path) -> None:
@@ -123,13 +134,11 @@ class Appender:
                 header = SessionHeader.model_validate(dict(header))
             except ValidationError as exc:
                 raise ValueError(f"not a session header: {exc.errors()[0]['msg']}") from None
-        path.parent.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
-            os.close(fd)
-        except FileExistsError:
-            pass
+        make_private_dirs(path.parent)
+        with contextlib.suppress(FileExistsError):
+            os.close(create_private_file(path, os.O_WRONLY | os.O_EXCL))
         with self._locks.locked(path) as handle:
+            refuse_foreign(path, os.fstat(handle.fileno()).st_uid)
             existing = handle.read()
             first, newline, _ = existing.partition(b"\n")
             if existing.strip():
@@ -215,6 +224,7 @@ class Appender:
         appended), after upgrading an old file and repairing a torn last line."""
         key = str(path.absolute())
         stat = os.fstat(handle.fileno())
+        refuse_foreign(path, stat.st_uid)
         with self._guard:
             index = self._indexes.pop(key, None)
             if index is None or index.inode != stat.st_ino or stat.st_size < index.size:

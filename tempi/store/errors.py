@@ -7,6 +7,10 @@ class SessionFileError(Exception):
     """A session file is missing, unreadable or not a session file."""
 
 
+class ForeignSessionFileError(SessionFileError):
+    """A session file belongs to another user: tempi does not write to it."""
+
+
 class SessionNotFoundError(SessionFileError):
     pass
 

@@ -21,6 +21,15 @@ from tempi.agent.session_entries import CURRENT_SESSION_VERSION, SessionEntry, S
 from tempi.store.errors import SessionFileError
 
 
+def loads(text: str | bytes) -> Any:
+    """`json.loads`, where JSON nested too deeply to parse (a line of 100000 `[`, which
+    raises RecursionError) is malformed like any other line that is not JSON."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply", "", 0) from None
+
+
 def decode_lines(data: bytes) -> list[str]:
     lines = []
     # Only "\n" ends a line: U+2028 and friends may sit inside JSON strings.
@@ -36,7 +45,7 @@ def decode_lines(data: bytes) -> list[str]:
 
 def parse_header(line: str | None, path: Path) -> dict[str, Any]:
     try:
-        header = json.loads(line) if line is not None else None
+        header = loads(line) if line is not None else None
     except json.JSONDecodeError:
         header = None
     if (
@@ -100,7 +109,7 @@ def _raw_entries(lines: list[str]) -> tuple[list[dict[str, Any]], int]:
     skipped = 0
     for line in lines:
         try:
-            value = json.loads(line)
+            value = loads(line)
         except json.JSONDecodeError:
             skipped += 1
             continue
@@ -153,18 +162,41 @@ def _numbers(lines: list[int]) -> str:
     return listed + (f" and {len(lines) - MAX_LISTED_LINES} more" if len(lines) > MAX_LISTED_LINES else "")
 
 
+def parent_cycles(parent_of: Mapping[str, str | None]) -> list[list[str]]:
+    """The loops among parentIds (an entry its own parent is a loop of one), each as the ids
+    on it; a walk up from any entry of a loop never reaches a root. Linear in the entries."""
+    done: set[str] = set()
+    cycles: list[list[str]] = []
+    for start in parent_of:
+        walk: list[str] = []
+        on_walk: dict[str, int] = {}
+        node: str | None = start
+        while node is not None and node in parent_of and node not in done and node not in on_walk:
+            on_walk[node] = len(walk)
+            walk.append(node)
+            node = parent_of[node]
+        if node is not None and node in on_walk:
+            cycles.append(walk[on_walk[node] :])
+        done.update(walk)
+    return cycles
+
+
 def file_problems(data: bytes) -> list[str]:
     """What is wrong with a version-3 file, by line number (1 is the header): lines that are
-    not entries, ids used twice, parentIds naming no entry. Empty for a sound file."""
+    not entries, ids used twice, parentIds naming no entry, an entry its own parent, and
+    parentIds that loop. Empty for a sound file."""
     not_entries: list[int] = []
     first_line_of: dict[str, int] = {}
+    # As the session tree reads the file: of entries sharing an id, the last one counts.
+    last_line_of: dict[str, int] = {}
+    parent_of: dict[str, str | None] = {}
     repeated: list[str] = []
     parents: list[tuple[int, str]] = []
     for number, raw in enumerate(data.split(b"\n")[1:], start=2):
         if not raw.strip():
             continue
         try:
-            value = json.loads(raw)
+            value = loads(raw)
             entry = parse_entry(value) if isinstance(value, dict) and value.get("type") != "session" else None
         except (json.JSONDecodeError, UnicodeDecodeError, ValidationError):
             entry = None
@@ -175,6 +207,8 @@ def file_problems(data: bytes) -> list[str]:
             repeated.append(f"line {number} repeats the id {entry.id!r} of line {first_line_of[entry.id]}")
         else:
             first_line_of[entry.id] = number
+        last_line_of[entry.id] = number
+        parent_of[entry.id] = entry.parent_id
         if entry.parent_id is not None:
             parents.append((number, entry.parent_id))
     problems: list[str] = []
@@ -192,6 +226,16 @@ def file_problems(data: bytes) -> list[str]:
             f"{'line' if len(dangling) == 1 else 'lines'} {_numbers(dangling)}: "
             "parentId names no entry in the file (the branch is cut off there)"
         )
+    loops = sorted(sorted(last_line_of[i] for i in cycle) for cycle in parent_cycles(parent_of))
+    for lines in loops[:MAX_LISTED_LINES]:
+        if len(lines) == 1:
+            problems.append(f"line {lines[0]}: parentId names the entry itself (the branch is cut off there)")
+        else:
+            problems.append(
+                f"lines {_numbers(lines)}: their parentIds form a cycle (the branch is cut off there)"
+            )
+    if len(loops) > MAX_LISTED_LINES:
+        problems.append(f"... and {len(loops) - MAX_LISTED_LINES} more parentId cycles")
     return problems
 
 
@@ -201,7 +245,7 @@ def json_line(data: Mapping[str, Any]) -> bytes:
 
 def line_id(line: bytes) -> str | None:
     try:
-        value = json.loads(line)
+        value = loads(line)
     except (json.JSONDecodeError, UnicodeDecodeError):
         return None
     if isinstance(value, dict) and value.get("type") != "session" and isinstance(value.get("id"), str):
@@ -211,7 +255,7 @@ def line_id(line: bytes) -> str | None:
 
 def is_json_object(line: bytes) -> bool:
     try:
-        return isinstance(json.loads(line), dict)
+        return isinstance(loads(line), dict)
     except (json.JSONDecodeError, UnicodeDecodeError):
         return False
 

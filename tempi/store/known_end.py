@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tempi.store.file_format import line_id
-from tempi.store.modes import PRIVATE_DIR_MODE, PRIVATE_FILE_MODE
+from tempi.store.modes import create_private_file, make_private_dirs
 from tempi.store.sidecar import sidecar_dir
 
 # One JSON record a line, the last whole one in force: appending a line costs a fraction of
@@ -94,12 +94,12 @@ def read_marker(session_path: str | Path, session_id: str) -> KnownEnd | None:
 def write_marker(session_path: str | Path, session_id: str, known: KnownEnd) -> None:
     path = marker_path(session_path, session_id)
     line = json.dumps({"inode": known.inode, "size": known.size, "own": known.own}).encode() + b"\n"
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+    flags = os.O_WRONLY | os.O_APPEND
     try:
-        fd = os.open(path, flags, PRIVATE_FILE_MODE)
+        fd = create_private_file(path, flags)
     except FileNotFoundError:
-        path.parent.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
-        fd = os.open(path, flags, PRIVATE_FILE_MODE)
+        make_private_dirs(path.parent)
+        fd = create_private_file(path, flags)
     try:
         # One write: a reader sees the line whole or not at all (then the one before it).
         if os.write(fd, line) < len(line):
@@ -113,7 +113,7 @@ def write_marker(session_path: str | Path, session_id: str, known: KnownEnd) -> 
             path.with_name(LEGACY_MARKER_NAME).unlink()
     elif size > MARKER_LOG_BYTES:
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE_MODE)
+        fd = create_private_file(tmp, os.O_WRONLY | os.O_TRUNC)
         try:
             os.write(fd, line)
         finally:

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any, TextIO
 
-from tempi.store.modes import PRIVATE_DIR_MODE, PRIVATE_FILE_MODE
+from tempi.store.modes import create_private_file, make_private_dirs
 
 
 class LiveWriter:
@@ -32,9 +32,9 @@ class LiveWriter:
         self._fh.flush()
 
     def _open(self) -> TextIO:
-        self.path.parent.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
+        make_private_dirs(self.path.parent)
         # Model text is the user's: owner-only whatever the umask.
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE_MODE)
+        fd = create_private_file(self.path, os.O_WRONLY | os.O_APPEND)
         return open(fd, "a", encoding="utf-8")
 
     def close(self) -> None:

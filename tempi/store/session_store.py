@@ -20,10 +20,12 @@ from typing import Any
 
 from tempi.agent.session_entries import EntryBase, SessionHeader
 from tempi.store import catalog, file_format
-from tempi.store.appends import Appender, rewrite_header
+from tempi.store.appends import Appender, refuse_foreign, rewrite_header
 from tempi.store.catalog import SessionSummary
+from tempi.store.errors import SessionFileError
 from tempi.store.loading import LoadedSession, Loader
 from tempi.store.locking import FileLocks
+from tempi.store.sidecar import is_safe_session_id
 
 
 class SessionStore:
@@ -74,8 +76,19 @@ class SessionStore:
 
         A copy of another session's file (same header id, another file under `root`) gets a
         new session id in its header first: the id names the workflow and the side files,
-        so a copy keeping it would have its turns written to the original."""
+        so a copy keeping it would have its turns written to the original.
+
+        A header id that is not a session id (a path, `..`, an empty name) raises
+        SessionFileError naming the file: the id names the side folder, so such a file
+        could make tempi write where it says."""
+        refuse_foreign(path, path.stat().st_uid)  # its turns would be appended to it
         loaded = self.load(path)
+        if not is_safe_session_id(loaded.header.id):
+            raise SessionFileError(
+                f"{path} cannot be continued: its header's session id {loaded.header.id[:200]!r} is not "
+                "a session id (letters, digits, '-', '_' and '.', at most 128, no '/' or '..'; "
+                "pi's ids are UUIDs)"
+            )
         warnings: list[str] = []
         original = catalog.other_file_with_id(self.root, path, loaded.header)
         if original is not None:
@@ -114,8 +127,11 @@ class SessionStore:
 
 
 def _links_broken(loaded: LoadedSession) -> bool:
-    """Whether some id repeats or some parentId names no entry (cheap: no file reading)."""
-    ids = {entry.id for entry in loaded.entries}
-    return len(ids) != len(loaded.entries) or any(
-        entry.parent_id is not None and entry.parent_id not in ids for entry in loaded.entries
+    """Whether some id repeats, some parentId names no entry, or parentIds loop (cheap: no
+    file reading)."""
+    parent_of = {entry.id: entry.parent_id for entry in loaded.entries}
+    return (
+        len(parent_of) != len(loaded.entries)
+        or any(parent is not None and parent not in parent_of for parent in parent_of.values())
+        or bool(file_format.parent_cycles(parent_of))
     )

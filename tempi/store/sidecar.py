@@ -4,16 +4,49 @@ to be committed in order, and live streaming deltas for watchers.
 They sit in a hidden folder beside the session file, so any worker or client that sees
 the session store sees them too. They hold tool output and model text, so that folder is
 private to its owner (0700), whoever writes there first and whatever the umask.
+
+File names here come from parties tempi does not trust: a tool call's id is the model's
+choice, and a session id is read from the session file's header. A name that is not plainly
+safe is replaced by a hash of itself (`safe_key`, `safe_session_dir_name`), so the same name
+always maps to the same file, writers and readers agree, and no name leaves the folder.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import re
 from pathlib import Path
 
-from tempi.store.modes import PRIVATE_DIR_MODE
+from tempi.store.modes import make_private_dirs
 
 SIDECAR_ROOT = ".tempi"
+
+# A key used as a file name as it is: tool-call ids of the common providers, entry ids.
+_SAFE_KEY = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# A session id used as a folder name as it is (pi's ids are UUIDs).
+_SAFE_SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+# Hashed names start with a character plain names never have, so the two never meet.
+_HASHED_PREFIX = "~"
+
+
+def _hashed(name: str) -> str:
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()
+    return _HASHED_PREFIX + digest[:40]
+
+
+def safe_key(key: str) -> str:
+    """`key` as a file name: itself when it is a plain name, else a hash of it."""
+    return key if _SAFE_KEY.fullmatch(key) else _hashed(key)
+
+
+def is_safe_session_id(session_id: str) -> bool:
+    """Whether a session id (a session file's header `id`) may name a folder as it is."""
+    return bool(_SAFE_SESSION_ID.fullmatch(session_id)) and ".." not in session_id
+
+
+def safe_session_dir_name(session_id: str) -> str:
+    return session_id if is_safe_session_id(session_id) else _hashed(session_id)
 
 
 def sidecar_dir(session_path: str | Path, session_id: str) -> Path:
@@ -23,13 +56,15 @@ def sidecar_dir(session_path: str | Path, session_id: str) -> Path:
     if not root.is_dir():
         # A folder that cannot be made here surfaces as the writer's own error.
         with contextlib.suppress(OSError):
-            root.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
-    return root / session_id
+            make_private_dirs(root)
+    return root / safe_session_dir_name(session_id)
 
 
 def pending_path(session_path: str | Path, session_id: str, entry_id: str) -> Path:
-    return sidecar_dir(session_path, session_id) / "pending" / f"{entry_id}.json"
+    return sidecar_dir(session_path, session_id) / "pending" / f"{safe_key(entry_id)}.json"
 
 
 def live_path(session_path: str | Path, session_id: str, key: str) -> Path:
-    return sidecar_dir(session_path, session_id) / "live" / f"{key}.jsonl"
+    """The live file of an LLM call (keyed by its entry id) or a tool call (by the model's
+    call id); writers, the flush that removes it and watchers all find it here."""
+    return sidecar_dir(session_path, session_id) / "live" / f"{safe_key(key)}.jsonl"

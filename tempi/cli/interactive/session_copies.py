@@ -3,6 +3,7 @@ elsewhere, copied into the sessions folder and continued)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from tempi.cli.interactive.render import notice
 from tempi.cli.session_choice import OpenSession
 from tempi.client import SessionOptions
 from tempi.store.errors import SessionFileError
+from tempi.store.modes import create_private_file, make_private_dirs
 
 
 async def _options_now(app: ExtrasHost) -> SessionOptions:
@@ -56,8 +58,12 @@ async def cmd_import(app: ExtrasHost, arg: str) -> None:
         if target.exists():
             await app.show(notice(f"Not imported: {target} already exists (open it with /resume).", "red"))
             return
-        folder.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source, target)
+        make_private_dirs(folder)
+        with (
+            source.open("rb") as src,
+            open(create_private_file(target, os.O_WRONLY | os.O_EXCL), "wb") as out,
+        ):
+            shutil.copyfileobj(src, out)
     try:
         session = await app.service.resume(
             target, await _options_now(app), find_model=app.planned.registry.find

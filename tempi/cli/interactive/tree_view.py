@@ -121,8 +121,13 @@ class TreeView:
             return sorted(entries, key=lambda e: e.id not in self.active)
 
         stack = list(reversed(ordered(self.tree.children(None))))
+        # Entries sharing an id can make a child its own ancestor: list each id once.
+        listed: set[str] = set()
         while stack:
             entry = stack.pop()
+            if entry.id in listed:
+                continue
+            listed.add(entry.id)
             out.append(entry)
             if isinstance(entry, MessageEntry) and entry.message.role == "assistant":
                 for block in entry.message.to_json_dict().get("content") or []:
@@ -163,10 +168,12 @@ class TreeView:
 
         def visible_ancestor(entry: SessionEntry) -> str | None:
             parent = entry.parent_id
-            while parent is not None and parent not in ids:
+            passed: set[str] = set()  # parentIds that loop end the walk
+            while parent is not None and parent not in ids and parent not in passed:
+                passed.add(parent)
                 above = self.tree.get(parent)
                 parent = above.parent_id if above else None
-            return parent
+            return parent if parent in ids else None
 
         self.visible_parent = {}
         self.visible_children = {None: []}
@@ -183,8 +190,12 @@ class TreeView:
         for i in range(len(roots) - 1, -1, -1):
             many = self.multiple_roots
             stack.append((roots[i], 1 if many else 0, many, many, i == len(roots) - 1, [], many))
+        laid_out: set[str] = set()  # a damaged file's parentIds may loop: each row once
         while stack:
             entry_id, indent, just_branched, connector, is_last, gutters, virtual = stack.pop()
+            if entry_id in laid_out:
+                continue
+            laid_out.add(entry_id)
             row = rows[entry_id]
             row.indent, row.show_connector, row.is_last = indent, connector, is_last
             row.gutters, row.virtual_root_child = gutters, virtual
@@ -206,9 +217,11 @@ class TreeView:
         if not self.rows:
             return 0
         where = {row.entry.id: i for i, row in enumerate(self.rows)}
-        while entry_id is not None:
+        passed: set[str] = set()  # parentIds that loop end the walk
+        while entry_id is not None and entry_id not in passed:
             if entry_id in where:
                 return where[entry_id]
+            passed.add(entry_id)
             entry = self.tree.get(entry_id)
             entry_id = entry.parent_id if entry else None
         return len(self.rows) - 1
