@@ -255,3 +255,30 @@ async def test_a_fork_bomb_is_bounded(
     bomb = await _bash(ctx, "python3 bomb.py")
     assert "fork failed after" in _text(bomb) and "Resource temporarily unavailable" in _text(bomb)
     assert _text(await _bash(ctx, "echo still-here")) == "still-here\n"
+
+
+async def test_credential_files_stay_hidden_when_the_workspace_is_the_home(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 42: run from $HOME, the model read ~/.git-credentials, ~/.npmrc, gh's token,
+    shell history and ~/.env."""
+    monkeypatch.setenv("HOME", str(workspace))
+    secrets = [".git-credentials", ".npmrc", ".config/gh/hosts.yml", ".bash_history", ".env", ".pypirc"]
+    for name in secrets:
+        path = workspace / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"token-in-{name.replace('/', '-')}\n")
+    (workspace / "notes.txt").write_text("plain notes\n")
+    ctx = ToolContext(
+        cwd=str(workspace), backend=BwrapBackend(str(workspace)), spill_dir=str(tmp_path / "spill")
+    )
+    shown = _text(
+        await _bash(
+            ctx,
+            "cat notes.txt; for f in " + " ".join(secrets) + "; do cat $f; done; grep -rs token- . ; true",
+        )
+    )
+    assert "plain notes" in shown
+    assert "token-in" not in shown, shown
+    for name in secrets:
+        assert "token-in" not in _text(await execute_tool("read", {"path": name}, ctx))

@@ -39,7 +39,8 @@ EXIT_CONFIG = 3
 
 
 async def run_session_command(args: argparse.Namespace) -> int:
-    from tempi.cli.session_choice import choose_session, open_session
+    from tempi.cli.sandbox_reach import check_sandbox_reach
+    from tempi.cli.session_choice import choose_session, open_session, session_folder
 
     cwd = Path.cwd().resolve()
     rpc = args.mode == "rpc"
@@ -55,6 +56,9 @@ async def run_session_command(args: argparse.Namespace) -> int:
     prompts = [expand_input(p, planned.templates, planned.skills) for p in prompts]
     store = SessionStore(default_sessions_root())
     choice = choose_session(store, args, planned.settings, cwd)
+    folder = session_folder(choice, store, cwd)
+    if folder is not None:
+        check_sandbox_reach(planned.options.sandbox, cwd, folder)
     # Imported only now: the worker they bring in loads the provider SDKs, which commands
     # that fail early or only read files (--list-models, --export, sessions show) do without.
     from tempi.cli.extension_commands import command_context, prompts_after_extensions

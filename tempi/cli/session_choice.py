@@ -101,6 +101,15 @@ class SessionChoice:
     throwaway: bool = False
 
 
+def session_folder(choice: SessionChoice, store: SessionStore, cwd: Path) -> Path | None:
+    """Where the chosen session's file is or will be (None: a throwaway session)."""
+    if choice.throwaway:
+        return None
+    if choice.existing is not None:
+        return choice.existing.parent
+    return choice.session_dir or store.session_dir_for(cwd)
+
+
 def choose_session(
     store: SessionStore, args: argparse.Namespace, settings: Settings, cwd: Path
 ) -> SessionChoice:

@@ -50,7 +50,18 @@ NOBODY = 65534
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 # Under a home that the sandbox shows (the workspace is the home, or holds it), these are
 # hidden all the same.
-_HOME_SECRETS = (".ssh", ".aws", ".gnupg", ".docker", ".kube", ".netrc", ".config/gcloud", ".pi", ".tempi")
+_HOME_SECRETS = (
+    ".ssh", ".aws", ".gnupg", ".docker", ".kube", ".netrc", ".config/gcloud", ".pi", ".tempi",
+    # tokens of git hosts and package registries
+    ".git-credentials", ".config/git/credentials", ".config/gh", ".config/hub", ".config/glab-cli",
+    ".npmrc", ".yarnrc", ".yarnrc.yml", ".pypirc", ".gem/credentials", ".cargo/credentials",
+    ".cargo/credentials.toml", ".m2/settings.xml", ".gradle/gradle.properties", ".nuget/NuGet/NuGet.Config",
+    ".terraformrc", ".terraform.d/credentials.tfrc.json", ".azure", ".config/azure", ".oci",
+    ".vault-token", ".config/op", ".password-store", ".local/share/keyrings",
+    # what was typed, and the usual place for a project's keys in a home
+    ".bash_history", ".zsh_history", ".python_history", ".node_repl_history", ".psql_history",
+    ".mysql_history", ".lesshst", ".env",
+)  # fmt: skip
 _ETC_SCAN_EVERY_S = 60.0
 # The helper needs nothing from the worker's environment (which holds provider keys).
 _HELPER_ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"}

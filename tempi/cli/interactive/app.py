@@ -651,7 +651,8 @@ async def run_interactive(args: argparse.Namespace) -> int:
     from tempi.cli.initial_prompts import initial_prompts
     from tempi.cli.plan import check_api_key_reach, fixed_options, plan_run
     from tempi.cli.runtime import open_runtime
-    from tempi.cli.session_choice import choose_session, open_session
+    from tempi.cli.sandbox_reach import check_sandbox_reach
+    from tempi.cli.session_choice import choose_session, open_session, session_folder
     from tempi.cli.trust_choice import terminal_ask
     from tempi.config.paths import default_sessions_root, tempi_home
     from tempi.config.settings_writer import remember_choice
@@ -661,6 +662,9 @@ async def run_interactive(args: argparse.Namespace) -> int:
     planned = plan_run(args, cwd, ask_trust=terminal_ask())
     store = SessionStore(default_sessions_root())
     choice = choose_session(store, args, planned.settings, cwd)
+    folder = session_folder(choice, store, cwd)
+    if folder is not None:
+        check_sandbox_reach(planned.options.sandbox, cwd, folder)
     async with open_runtime(no_worker=args.no_worker) as rt:
         await check_api_key_reach(args, rt.client)
         service = SessionService(rt.client, store, remember=remember_choice)
