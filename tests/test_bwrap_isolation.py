@@ -282,3 +282,21 @@ async def test_credential_files_stay_hidden_when_the_workspace_is_the_home(
     assert "token-in" not in shown, shown
     for name in secrets:
         assert "token-in" not in _text(await execute_tool("read", {"path": name}, ctx))
+
+
+@pytest.mark.skipif(
+    not bwrap_cgroup.available("memory"), reason="needs a memory cgroup this worker can create"
+)
+async def test_processes_of_one_command_share_its_memory_limit(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 42: the limit was per process, so four processes under it took four times it."""
+    monkeypatch.setenv("TEMPI_BWRAP_MEMORY_MB", "300")
+    ctx = ToolContext(
+        cwd=str(workspace), backend=BwrapBackend(str(workspace)), spill_dir=str(tmp_path / "spill")
+    )
+    hold = "import time; b = b'x' * (150 << 20); time.sleep(2); print('held')"
+    outcome = await _bash(ctx, f'for i in 1 2 3 4; do python3 -c "{hold}" & done; wait; echo finished')
+    text = _text(outcome)
+    assert "finished" in text and text.splitlines().count("held") < 4 and "Killed" in text, text
+    assert _text(await _bash(ctx, "echo still-here")) == "still-here\n"

@@ -19,7 +19,9 @@ Limits, per sandboxed process (bash's ulimit, inherited by everything a command 
   TEMPI_BWRAP_RO_BINDS       extra host paths commands may read, separated by ':'
 They are read from the worker's environment when a tool call starts. The kernel does not
 apply RLIMIT_NPROC to uid 0, so a root worker puts each command in a pids cgroup limited
-to TEMPI_BWRAP_MAX_PROCESSES instead (bwrap_cgroup.py), when it can create one.
+to TEMPI_BWRAP_MAX_PROCESSES instead (bwrap_cgroup.py), when it can create one. Where a
+memory cgroup can be made, the command's processes together get TEMPI_BWRAP_MEMORY_MB (by
+default half the host's memory).
 """
 
 from __future__ import annotations
@@ -189,6 +191,11 @@ class BwrapBackend(LocalBackend):
             if memory_mb >= 0
             else _host_memory_bytes()
         )
+        # The whole command's memory, where a cgroup can hold it: what was asked for, else half
+        # the host's, so that several processes cannot take the worker's memory together.
+        self.group_memory_bytes = (
+            self.memory_bytes if memory_bytes is not None or memory_mb >= 0 else _host_memory_bytes() // 2
+        )
         self.max_processes = (
             max_processes if max_processes is not None else _env_int(PROCESSES_ENV, DEFAULT_MAX_PROCESSES)
         )
@@ -288,9 +295,10 @@ class BwrapBackend(LocalBackend):
         merge_stderr: bool = True,
     ) -> ExecResult:
         wrapped = self.wrap(argv, cwd)
-        # RLIMIT_NPROC does not hold for uid 0, so a root worker's commands get a cgroup.
-        group = (
-            bwrap_cgroup.create(self.max_processes) if os.getuid() == 0 and self.max_processes > 0 else None
+        # RLIMIT_NPROC does not hold for uid 0, so a root worker's commands get a pids limit
+        # there; the memory limit holds for the command's processes together.
+        group = bwrap_cgroup.create(
+            max_processes=self.max_processes if os.getuid() == 0 else 0, memory_bytes=self.group_memory_bytes
         )
         try:
             return await super().exec(
