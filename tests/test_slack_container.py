@@ -35,7 +35,11 @@ def scenario() -> tuple[str, dict[str, Any]]:
     return CONTAINER_SCENARIO, {
         "select": "sequential",
         "turns": [
-            _bash("echo tool-v1 > /opt/made-by-run-1 && printf 'weekly numbers' > report.md && pwd && id -u"),
+            # The last count: variables of the worker's (model key, Slack tokens) the command sees.
+            _bash(
+                "echo tool-v1 > /opt/made-by-run-1 && printf 'weekly numbers' > report.md && pwd && id -u"
+                " && (env | grep -c -e sk-mock -e xoxb- -e xapp- -e MOCK_API_KEY -e MOM_SLACK || true)"
+            ),
             {
                 "tool_calls": [
                     {"name": "attach", "arguments": {"label": "the report", "path": "/workspace/report.md"}}
@@ -101,7 +105,8 @@ async def test_tools_run_in_the_users_container_which_keeps_what_they_leave(
         await wait_for(lambda: _answered(slack, general, "First run done."), "the first answer")
     # The command ran as the container's root, from the mount of the working directory,
     # and what it wrote there is on the host.
-    assert any("*Result:*\n```/workspace\n0" in t for t in _thread_texts(slack, general, first))
+    # Nothing of the worker's environment reached it (issue 42: the container sandbox).
+    assert any("*Result:*\n```/workspace\n0\n0" in t for t in _thread_texts(slack, general, first))
     assert (workdir / "report.md").read_text() == "weekly numbers"
     # mom's prompt names the workspace where the tools see it.
     prompt = system_prompts(scripted_server, CONTAINER_SCENARIO)[0]

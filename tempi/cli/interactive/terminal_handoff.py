@@ -8,8 +8,6 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
-import uuid
 from pathlib import Path
 
 from prompt_toolkit.application import run_in_terminal
@@ -30,8 +28,7 @@ async def edit_externally(app: KeyHost) -> None:
     if not command:
         await app.show(notice(NO_EDITOR, "yellow"))
         return
-    path = Path(tempfile.gettempdir()) / f"tempi-editor-{int(time.time() * 1000)}.md"
-    path.write_text(app.input.text, encoding="utf-8")
+    path = _private_temp_file("tempi-editor-", ".md", app.input.text.encode("utf-8"))
     # pi splits on spaces, so `code --wait` works.
     argv = [*command.split(" "), str(path)]
 
@@ -92,6 +89,14 @@ async def paste_image(app: KeyHost) -> None:
     if found is None:
         return
     data, ext = found
-    path = Path(tempfile.gettempdir()) / f"tempi-clipboard-{uuid.uuid4()}.{ext}"
-    path.write_bytes(data)
+    path = _private_temp_file("tempi-clipboard-", f".{ext}", data)
     app.input.insert_text(str(path))
+
+
+def _private_temp_file(prefix: str, suffix: str, data: bytes) -> Path:
+    """A new file only its owner can read, under a name nobody could guess or plant a link at
+    beforehand (the temp directory is shared with every other user)."""
+    fd, name = tempfile.mkstemp(prefix=prefix, suffix=suffix)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
+    return Path(name)
