@@ -9,13 +9,18 @@ import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
-import pytest
-from temporalio.client import Client
+from tests import hermetic_home
 
-from tempi.testing.scripted_llm import ScriptedLLMServer
-from tempi.workers.dev_server import free_port, start_dev_server
-from tempi.workers.temporal_client import connect
-from tests.fixture_paths import PI_FIXTURES as FIXTURES
+# Before any tempi module reads HOME, TEMPI_HOME or PI_CODING_AGENT_DIR.
+hermetic_home.isolate()
+
+import pytest  # noqa: E402
+from temporalio.client import Client  # noqa: E402
+
+from tempi.testing.scripted_llm import ScriptedLLMServer  # noqa: E402
+from tempi.workers.dev_server import free_port, start_dev_server  # noqa: E402
+from tempi.workers.temporal_client import connect  # noqa: E402
+from tests.fixture_paths import PI_FIXTURES as FIXTURES  # noqa: E402
 
 # The slow end-to-end groups (many real `tempi` processes, a terminal, the background
 # service, chaos, a 300-turn session) run in CI and on request; a plain `uv run pytest`
@@ -42,6 +47,20 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
         terminalreporter.write_line(
             f"{count} slow end-to-end tests were not run; TEMPI_FULL_TESTS=1 runs them (CI always does)."
         )
+
+
+@pytest.fixture(autouse=True)
+def _never_the_real_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Each test its own HOME, TEMPI_HOME and PI_CODING_AGENT_DIR; one that opens anything of
+    the real user's ~/.tempi or ~/.pi fails."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("TEMPI_HOME", str(home / ".tempi"))
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(home / ".pi" / "agent"))
+    seen = len(hermetic_home.touched)
+    yield
+    if len(hermetic_home.touched) > seen:
+        pytest.fail(f"the test touched the real user's files: {sorted(set(hermetic_home.touched[seen:]))}")
 
 
 @pytest.fixture(scope="session")
