@@ -26,7 +26,7 @@ from tempi.cli.rpc_io import ProtocolOut
 from tempi.cli.slash_input import expand_input
 from tempi.config.errors import ConfigError
 from tempi.config.models_json import load_model_registry
-from tempi.config.paths import default_sessions_root, tempi_home
+from tempi.config.paths import ForeignHomeError, default_sessions_root, tempi_home
 from tempi.config.settings_writer import remember_choice
 from tempi.store.session_store import SessionStore
 from tempi.workers import telemetry
@@ -270,6 +270,9 @@ def main(argv: list[str] | None = None) -> None:
     except (UserError, TemporalUnreachable) as err:
         print(f"tempi: {err}", file=sys.stderr)
         code = 1
+    except ForeignHomeError as err:
+        print(f"tempi: {err}", file=sys.stderr)
+        code = EXIT_CONFIG
     except RPCError as err:
         if server_gone(err):
             print(
