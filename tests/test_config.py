@@ -211,11 +211,16 @@ def test_a_failing_key_command_never_repeats_its_output_or_arguments() -> None:
     with pytest.raises(ConfigError) as raised:
         resolve_config_value(command, 'API key for provider "p"')
     message = str(raised.value)
-    assert "the apiKey command `vault` in models.json exited with status 3; run it yourself to see why" in message
+    assert (
+        "the apiKey command `vault` in models.json exited with status 3; run it yourself to see why"
+        in message
+    )
     for secret in ("sk-leaked-out", "sk-leaked-err", "tok-in-args", "secret/ai"):
         assert secret not in message
     with pytest.raises(ConfigError) as raised:
-        resolve_config_value("!echo sk-leaked-err >&2; exit 4", 'header "X" of provider "p"', setting="header")
+        resolve_config_value(
+            "!echo sk-leaked-err >&2; exit 4", 'header "X" of provider "p"', setting="header"
+        )
     assert "the header command `echo` in models.json exited with status 4" in str(raised.value)
     assert "sk-leaked-err" not in str(raised.value)
 
