@@ -197,10 +197,32 @@ def test_command_runs_once_per_process(tmp_path: Path) -> None:
 
 
 def test_failing_command_is_a_clear_error() -> None:
-    with pytest.raises(ConfigError, match=r'API key for provider "p".*exited with status 3.*went wrong'):
+    with pytest.raises(ConfigError, match=r'API key for provider "p".*exited with status 3'):
         resolve_config_value("!echo 'it went wrong' >&2; exit 3", 'API key for provider "p"')
     with pytest.raises(ConfigError, match="printed nothing"):
         resolve_config_value("!true", "key")
+
+
+def test_a_failing_key_command_never_repeats_its_output_or_arguments() -> None:
+    """Issue 42: the error of a failing `!command` travels into the session file, the
+    workflow history and the log, so it keeps only the command's first word and its exit
+    status, never what it printed (a vault's error can quote the secret) or its arguments."""
+    command = "!VAULT_TOKEN=tok-in-args vault read -field=key secret/ai; echo sk-leaked-out; echo sk-leaked-err >&2; exit 3"
+    with pytest.raises(ConfigError) as raised:
+        resolve_config_value(command, 'API key for provider "p"')
+    message = str(raised.value)
+    assert (
+        "the apiKey command `vault` in models.json exited with status 3; run it yourself to see why"
+        in message
+    )
+    for secret in ("sk-leaked-out", "sk-leaked-err", "tok-in-args", "secret/ai"):
+        assert secret not in message
+    with pytest.raises(ConfigError) as raised:
+        resolve_config_value(
+            "!echo sk-leaked-err >&2; exit 4", 'header "X" of provider "p"', setting="header"
+        )
+    assert "the header command `echo` in models.json exited with status 4" in str(raised.value)
+    assert "sk-leaked-err" not in str(raised.value)
 
 
 def test_default_environment_variables() -> None:

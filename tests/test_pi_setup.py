@@ -274,3 +274,25 @@ def test_hide_thinking_block_and_quiet_startup_in_the_terminal(
         assert "Ctrl+C twice quits" not in screen  # quietStartup: no startup header
     finally:
         terminal.close()
+
+
+def test_abort_steer_and_stop_find_a_running_session_in_the_session_dir(
+    tmp_path: Path, temporal_address: str
+) -> None:
+    """Issue 42: `tempi abort ID` (and steer, stop) found sessions by id prefix only under
+    ~/.tempi/sessions, not in settings.json's sessionDir where `sessions` finds them."""
+    home, work, flat = tmp_path / "home", tmp_path / "work", tmp_path / "flat-sessions"
+    work.mkdir()
+    home.mkdir()
+    (home / "settings.json").write_text(json.dumps({"sessionDir": str(flat)}))
+    env = tempi_env(home, temporal_address)
+
+    made = run_tempi(["--model", "faux/demo", "-p", "hello"], cwd=work, env=env)
+    assert made.returncode == 0, made.stderr
+    (session_file,) = flat.glob("*.jsonl")
+    prefix = json.loads(session_file.read_text().splitlines()[0])["id"][:8]
+
+    for command in (["abort", prefix], ["steer", prefix, "and now?"], ["stop", prefix]):
+        done = run_tempi(command, cwd=work, env=env)
+        assert done.returncode == 0, f"tempi {command[0]}: {done.stderr}"
+    assert "stopped" in done.stderr

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tests.conftest import tempi_env, write_models_json
 
@@ -147,3 +149,58 @@ def test_live_and_session_files_are_private_outside_the_home(tmp_path: Path) -> 
     assert _mode(live_path(path, "s1", "k")) == 0o600
     assert _mode(path.parent / ".tempi") == 0o700
     assert not _reachable_by_others(pending, tmp_path)
+
+
+def _home_of_another_user(tmp_path: Path) -> Path:
+    """A 0700 directory that uid 65534 (nobody) owns; skips unless this test may chown."""
+    home = tmp_path / "theirs"
+    home.mkdir(mode=0o700)
+    try:
+        os.chown(home, 65534, 65534)
+    except PermissionError:
+        pytest.skip("needs root to give a directory to another user")
+    if os.getuid() == 65534:
+        pytest.skip("runs as uid 65534 itself")
+    return home
+
+
+def test_a_home_another_user_owns_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 42: a TEMPI_HOME that another user owns (even 0700) lets that user read the
+    keys, transcripts and Temporal database tempi would keep there: an error, not a warning."""
+    from tempi.config.paths import ForeignHomeError, tempi_home
+
+    home = tmp_path / "theirs"
+    home.mkdir(mode=0o700)
+    if os.geteuid() == 0:
+        os.chown(home, 65534, 65534)
+    else:  # pretend to be another uid
+        real = os.getuid()
+        monkeypatch.setattr(os, "getuid", lambda: real + 1)
+    owner = home.stat().st_uid
+    monkeypatch.setenv("TEMPI_HOME", str(home))
+    with pytest.raises(ForeignHomeError) as raised:
+        tempi_home()
+    message = str(raised.value)
+    assert str(home) in message and f"uid {owner}" in message
+    assert "TEMPI_HOME" in message
+    with pytest.raises(ForeignHomeError):
+        tempi_home()  # every time, not only the first
+
+
+def test_the_cli_refuses_a_home_another_user_owns_and_writes_nothing_there(tmp_path: Path) -> None:
+    home = _home_of_another_user(tmp_path)
+    env = tempi_env(home, None)
+    for args in (["-p", "hello"], ["--list-models"]):
+        proc = subprocess.run(
+            [sys.executable, "-m", "tempi", *args],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            input="",
+        )
+        assert proc.returncode != 0, proc.stdout
+        assert f"tempi: {home} belongs to another user" in proc.stderr
+        assert "Traceback" not in proc.stderr
+    assert list(home.iterdir()) == []

@@ -504,6 +504,18 @@ def test_find_session_errors_are_clear(populated: SessionStore) -> None:
         populated.find_session("/no/such/file.jsonl")
 
 
+def test_find_session_looks_in_a_session_dir_first(store: SessionStore, tmp_path: Path) -> None:
+    """settings.json's sessionDir keeps files flat, outside the store's root: an id or id
+    prefix finds them there (what `tempi abort|steer|stop ID` rely on, issue 42)."""
+    flat = tmp_path / "flat"
+    elsewhere = flat / "2026-11-21T04-49-58-913Z_0199bbbb-0000-7000-8000-000000000002.jsonl"
+    store.create(elsewhere, header("0199bbbb-0000-7000-8000-000000000002"))
+    assert store.find_session("0199bbbb", flat) == elsewhere
+    assert store.find_session("0199BBBB-0000-7000-8000-000000000002", flat) == elsewhere
+    with pytest.raises(SessionNotFoundError):
+        store.find_session("0199bbbb")
+
+
 def test_most_recent_is_the_last_changed_file(store: SessionStore) -> None:
     assert store.most_recent(CWD) is None
     paths = []

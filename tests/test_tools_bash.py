@@ -148,6 +148,41 @@ async def test_large_output_does_not_accumulate_in_memory(tmp_path: Path):
     assert _text(outcome).startswith("tempi\n")
 
 
+async def test_the_spill_file_stops_at_its_cap_and_the_result_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Issue 42: a command printing gigabytes filled ~/.tempi with its spill file. The file
+    stops at TEMPI_SPILL_MAX_MB (default 64); the model's tail and the counts go on."""
+    monkeypatch.setenv("TEMPI_SPILL_MAX_MB", "1")
+    outcome = await _bash(tmp_path, "yes tempi | head -c 3000000; echo the-end")
+    assert not outcome.is_error
+    full = Path(outcome.details["fullOutputPath"])
+    assert os.path.getsize(full) == 1024 * 1024
+    assert full.read_bytes().startswith(b"tempi\ntempi\n")
+    assert outcome.details["truncation"]["totalBytes"] == 3_000_008
+    assert outcome.details["fullOutputCut"] is True
+    text = _text(outcome)
+    assert text.split("\n\n[")[0].endswith("tempi\nthe-end\n")
+    assert f"Output saved to {full} only up to 1.0MB (TEMPI_SPILL_MAX_MB)" in text
+
+
+async def test_a_full_disk_under_the_spill_file_ends_the_call_with_a_note(tmp_path: Path):
+    """Issue 42: the spill file's ENOSPC killed the output reader, so a chatty command
+    blocked on its full pipe and the call hung until aborted. Now the spilling stops, the
+    command runs to its end, and the result says the full output could not be saved."""
+    from tests.full_disk import full_disk_at
+
+    with full_disk_at(tmp_path / "spill"):
+        outcome = await asyncio.wait_for(_bash(tmp_path, "seq 1 2000000; echo the-end"), timeout=30)
+        assert list((tmp_path / "spill").glob("tempi-bash-*")) == []  # the partial file went
+    assert not outcome.is_error
+    text = _text(outcome)
+    assert text.split("\n\n[")[0].endswith("2000000\nthe-end\n")
+    assert "The full output could not be saved: no space left on the device holding" in text
+    assert "fullOutputPath" not in outcome.details
+    assert outcome.details["truncation"]["totalLines"] == 2_000_002
+
+
 async def test_a_background_job_holding_the_output_does_not_hang_the_call(tmp_path: Path):
     outcome = await asyncio.wait_for(_bash(tmp_path, "sleep 30 & echo $! > bg.pid; echo done"), timeout=10)
     assert _text(outcome) == "done\n"

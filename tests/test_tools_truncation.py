@@ -101,3 +101,15 @@ def test_accumulator_with_terminal_noise_shows_a_clean_tail_of_whole_lines(tmp_p
             assert spill.read_bytes() == data
         else:
             assert result.content == cleaned and not spill.exists()
+
+
+def test_spill_cap_defaults_to_64_mb_and_follows_the_worker_setting(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from tempi.activities.tools.bash_output import spill_max_bytes
+
+    monkeypatch.delenv("TEMPI_SPILL_MAX_MB", raising=False)
+    assert spill_max_bytes() == 64 * 1024 * 1024
+    monkeypatch.setenv("TEMPI_SPILL_MAX_MB", "0.5")
+    assert spill_max_bytes() == 512 * 1024
+    for bad in ("lots", "-1", "nan"):
+        monkeypatch.setenv("TEMPI_SPILL_MAX_MB", bad)
+        assert spill_max_bytes() == 64 * 1024 * 1024

@@ -41,10 +41,15 @@ def main() -> None:
 
         run(argv)
         return
-    from tempi.config.paths import tempi_home
+    from tempi.config.paths import ForeignHomeError, tempi_home
     from tempi.workers.service import drop_unneeded, start_early
 
-    start_early(tempi_home())
+    try:
+        home = tempi_home()
+    except ForeignHomeError as err:
+        print(f"tempi: {err}", file=sys.stderr)
+        sys.exit(3)  # main's EXIT_CONFIG, without importing it
+    start_early(home)
     try:
         from tempi.cli.main import main as run
 

@@ -26,7 +26,7 @@ from tempi.cli.rpc_io import ProtocolOut
 from tempi.cli.slash_input import expand_input
 from tempi.config.errors import ConfigError
 from tempi.config.models_json import load_model_registry
-from tempi.config.paths import default_sessions_root, tempi_home
+from tempi.config.paths import ForeignHomeError, default_sessions_root, tempi_home
 from tempi.config.settings_writer import remember_choice
 from tempi.store.session_store import SessionStore
 from tempi.workers import telemetry
@@ -130,7 +130,9 @@ async def cmd_server(argv: list[str]) -> int:
         "or manage the shared background one that tempi starts on demand.",
         epilog="examples:\n  tempi server status\n  tempi server stop         the next tempi command starts a fresh one\n"
         "  tempi server stop --force even while sessions run (they go on when it is back)\n"
-        "  tempi server --port 7233  foreground; point others at it with TEMPORAL_ADDRESS=127.0.0.1:7233",
+        "  tempi server --port 7233  foreground; point others at it with TEMPORAL_ADDRESS=127.0.0.1:7233\n\n"
+        "The foreground server listens on 127.0.0.1, where every local user can reach it and have\n"
+        "its worker run workflows as you; the background one is reachable by you alone.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
@@ -162,8 +164,19 @@ async def cmd_server(argv: list[str]) -> int:
         f"Temporal dev server on 127.0.0.1:{args.port}, web UI http://127.0.0.1:{args.port + 1000}",
         flush=True,
     )
+    print(foreground_server_warning(args.port), file=sys.stderr, flush=True)
     await serve(home / "foreground", port=args.port, idle_minutes=0, ui_port=args.port + 1000)
     return 0
+
+
+def foreground_server_warning(port: int) -> str:
+    """What `tempi server --port` says at start: unlike the embedded server, it is open."""
+    return (
+        f"tempi: warning: the server on 127.0.0.1:{port} (and its web UI) accepts workflows from "
+        f"every local user, and the worker started with it runs them as you: their model calls "
+        f"with your API keys, their tools with your files. On a machine others use, run tempi "
+        f"without `tempi server`: its default embedded server is reachable by you alone."
+    )
 
 
 async def cmd_worker(argv: list[str]) -> int:
@@ -274,6 +287,9 @@ def main(argv: list[str] | None = None) -> None:
     except (UserError, TemporalUnreachable) as err:
         print(f"tempi: {err}", file=sys.stderr)
         code = 1
+    except ForeignHomeError as err:
+        print(f"tempi: {err}", file=sys.stderr)
+        code = EXIT_CONFIG
     except RPCError as err:
         if server_gone(err):
             print(

@@ -8,12 +8,14 @@ import asyncio
 import json
 import os
 import sys
+from pathlib import Path
 
 from tempi.cli.errors import UserError
 from tempi.cli.open_clients import marked_open
 from tempi.cli.queued_messages import print_taken_back
 from tempi.cli.runtime import open_runtime
 from tempi.cli.server_link import events_across_outages, link_for
+from tempi.cli.sessions_command import configured_session_dir
 from tempi.client import SessionNotFound, SessionService
 from tempi.config.paths import default_sessions_root, tempi_home
 from tempi.store.session_store import SessionStore
@@ -76,7 +78,8 @@ async def cmd_remote(argv: list[str], name: str) -> int:
     async with open_runtime(no_worker=args.no_worker, quiet=True) as rt:
         service = SessionService(rt.client, store)
         try:
-            session = await service.find(args.session)
+            # As `tempi sessions` does: a settings.json sessionDir holds sessions too.
+            session = await service.find(args.session, configured_session_dir(Path.cwd().resolve()))
         except SessionNotFound as err:
             raise UserError(str(err)) from err
         if name in ("steer", "follow-up"):

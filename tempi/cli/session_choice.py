@@ -47,17 +47,8 @@ class OpenSession:
 
 def find_session_path(store: SessionStore, reference: str, session_dir: Path | None = None) -> Path:
     """By file, id or id prefix; a `sessionDir`'s sessions are looked at first, as in pi."""
-    if session_dir is not None:
-        wanted = reference.strip().lower()
-        here = [
-            s.path
-            for s in catalog.list_sessions_in(session_dir)
-            if wanted and s.id.lower().startswith(wanted)
-        ]
-        if len(here) == 1:
-            return here[0]
     try:
-        return store.find_session(reference)
+        return store.find_session(reference, session_dir)
     except SessionFileError as err:
         raise UserError(f"{err}. List sessions with `tempi sessions list`.") from err
 

@@ -86,7 +86,7 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _session_dir(cwd: Path) -> Path | None:
+def configured_session_dir(cwd: Path) -> Path | None:
     """settings.json's sessionDir, whose sessions pi lists and finds too."""
     try:
         return load_settings(cwd).session_dir_path(cwd)
@@ -99,8 +99,8 @@ async def cmd_sessions(argv: list[str]) -> int:
     store = SessionStore(default_sessions_root())
     cwd = Path.cwd().resolve()
     if args.action == "list":
-        return await _list(store, args, _session_dir(cwd))
-    path = find_session_path(store, args.session, _session_dir(cwd))
+        return await _list(store, args, configured_session_dir(cwd))
+    path = find_session_path(store, args.session, configured_session_dir(cwd))
     if args.action == "path":
         print(path)
         return 0

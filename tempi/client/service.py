@@ -113,12 +113,13 @@ class SessionService:
         path = fork_session_file(self.store, source, leaf_id, session_dir=session_dir)
         return await self.resume(path, options, find_model=find_model)
 
-    async def find(self, ref: str) -> SessionClient:
-        """A running session by id, unique id prefix or file path."""
+    async def find(self, ref: str, session_dir: Path | None = None) -> SessionClient:
+        """A running session by id, unique id prefix or file path; the sessions of
+        `session_dir` (settings.json's `sessionDir`) are looked at first."""
         session = self.get(ref)
         if not await session.is_running():
             try:
-                path = self.store.find_session(ref)
+                path = self.store.find_session(ref, session_dir)
                 session_id = self.store.load(path).header.id
             except SessionFileError as err:
                 raise SessionNotFound(f"No session matches {ref!r}: {err}") from err

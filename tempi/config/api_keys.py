@@ -3,7 +3,8 @@
 Runs only in worker and CLI processes, never in workflow code: it reads the environment
 and may run shell commands. A value is resolved as pi does:
 
-- `!command`: run it with the shell and use its trimmed stdout (once per process);
+- `!command`: run it with the shell and use its trimmed stdout (once per process); a
+  failure names only the command's first word and exit status, never its output;
 - the name of a set environment variable: that variable's value;
 - anything else: the value itself.
 """
@@ -11,6 +12,8 @@ and may run shell commands. A value is resolved as pi does:
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import subprocess
 import threading
 from collections.abc import Mapping
@@ -43,11 +46,31 @@ _command_results: dict[str, str] = {}
 _command_lock = threading.Lock()
 
 
-def _run_command(command: str, description: str) -> str:
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def _command_name(command: str) -> str:
+    """The program a shell command runs: its first word after any `NAME=value` assignments.
+
+    Errors name only this: the arguments and the assignments may hold a token, and a failing
+    command's output may quote the secret it was asked for. Errors travel into the session
+    file, the workflow history and the log."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
+    for word in words:
+        if not _ASSIGNMENT.match(word):
+            return word.split(";")[0].split("|")[0].split("&")[0] or "?"
+    return "?"
+
+
+def _run_command(command: str, description: str, setting: str) -> str:
     with _command_lock:
         cached = _command_results.get(command)
     if cached is not None:
         return cached
+    what = f"the {setting} command `{_command_name(command)}` in models.json"
     try:
         completed = subprocess.run(
             command,
@@ -59,18 +82,22 @@ def _run_command(command: str, description: str) -> str:
         )
     except subprocess.TimeoutExpired:
         raise ConfigError(
-            f"Could not get {description}: `{command}` did not finish within {COMMAND_TIMEOUT_SECONDS} s"
+            f"Could not get {description}: {what} did not finish within {COMMAND_TIMEOUT_SECONDS} s;"
+            " run it yourself to see why"
         ) from None
     except OSError as exc:
-        raise ConfigError(f"Could not get {description}: `{command}` could not start: {exc}") from None
-    if completed.returncode != 0:
-        detail = completed.stderr.strip().splitlines()[-1:] or ["no error output"]
         raise ConfigError(
-            f"Could not get {description}: `{command}` exited with status {completed.returncode}: {detail[0]}"
+            f"Could not get {description}: {what} could not start ({exc.strerror or type(exc).__name__})"
+        ) from None
+    if completed.returncode != 0:
+        # Never the command's output: it may quote the very secret it was asked for.
+        raise ConfigError(
+            f"Could not get {description}: {what} exited with status {completed.returncode};"
+            " run it yourself to see why"
         )
     value = completed.stdout.strip()
     if not value:
-        raise ConfigError(f"Could not get {description}: `{command}` printed nothing")
+        raise ConfigError(f"Could not get {description}: {what} printed nothing")
     with _command_lock:
         _command_results[command] = value
     return value
@@ -82,10 +109,13 @@ def clear_command_cache() -> None:
         _command_results.clear()
 
 
-def resolve_config_value(value: str, description: str, env: Mapping[str, str] | None = None) -> str:
-    """`description` names the value in errors, e.g. 'API key for provider "openai"'."""
+def resolve_config_value(
+    value: str, description: str, env: Mapping[str, str] | None = None, *, setting: str = "apiKey"
+) -> str:
+    """`description` names the value in errors, e.g. 'API key for provider "openai"';
+    `setting` is the models.json key it came from ("apiKey", "header")."""
     if value.startswith("!"):
-        return _run_command(value[1:], description)
+        return _run_command(value[1:], description, setting)
     environment = os.environ if env is None else env
     return environment.get(value) or value
 
@@ -127,11 +157,11 @@ def resolve_request_headers(
     if config is not None and config.headers:
         for name, value in config.headers.items():
             headers[name] = resolve_config_value(
-                value, f'header "{name}" of provider "{model.provider}"', env
+                value, f'header "{name}" of provider "{model.provider}"', env, setting="header"
             )
     for name, value in (registry.header_config_for(model) or {}).items():
         headers[name] = resolve_config_value(
-            value, f'header "{name}" of model "{model.provider}/{model.id}"', env
+            value, f'header "{name}" of model "{model.provider}/{model.id}"', env, setting="header"
         )
     if config is not None and config.auth_header:
         if not api_key:

@@ -7,7 +7,8 @@ directory (`$PI_CODING_AGENT_DIR`, default `~/.pi/agent`), so an existing pi set
 
 The home holds API keys (models.json), transcripts and the Temporal database, so it is
 private to its owner (mode 0700) whatever the umask: created so, and tightened when found
-looser (with a note on stderr), so nothing written under it needs a mode of its own.
+looser (with a note on stderr), so nothing written under it needs a mode of its own. A home
+that another user owns is refused: its owner could read all of it.
 """
 
 from __future__ import annotations
@@ -27,32 +28,46 @@ _checked_homes: set[Path] = set()
 _checked_guard = threading.Lock()
 
 
+class ForeignHomeError(Exception):
+    """The home directory belongs to another user, who could read everything tempi keeps
+    there (keys, transcripts, the Temporal database): tempi refuses to use it."""
+
+
 def tempi_home() -> Path:
-    """The home directory, made private on first use in this process."""
+    """The home directory, made private on first use in this process. Raises
+    ForeignHomeError, every time, when another user owns it."""
     configured = os.environ.get(TEMPI_HOME_ENV)
     home = Path(configured).expanduser() if configured else Path.home() / ".tempi"
     with _checked_guard:
         if home not in _checked_homes:
-            _checked_homes.add(home)
             make_private_dir(home)
+            _checked_homes.add(home)
     return home
 
 
 def make_private_dir(directory: Path) -> None:
     """Create `directory` with mode 0700, or tighten it to 0700 when it is ours and open to
     others; a note on stderr when its mode changed or is left open. Problems creating it
-    are left to whoever writes there first, whose error names the file."""
+    are left to whoever writes there first, whose error names the file. A directory another
+    user owns raises ForeignHomeError: its owner could read it all."""
     try:
         directory.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
         info = directory.stat()
     except OSError:
         return
+    if info.st_uid != os.getuid():
+        raise ForeignHomeError(
+            f"{directory} belongs to another user (uid {info.st_uid}), who could read the API keys, "
+            f"transcripts and Temporal database tempi keeps there. Point {TEMPI_HOME_ENV} at a "
+            f"directory you own (unset, it is ~/.tempi); if a command run with sudo made this "
+            f"one, `sudo chown -R {os.getuid()} {directory}` gives it back to you."
+        )
     loose = stat.S_IMODE(info.st_mode) & 0o077
     if not loose:
         return
     old = f"{stat.S_IMODE(info.st_mode):04o}"
     # A sticky directory (/tmp) is shared on purpose: never take it from its other users.
-    if info.st_uid == os.getuid() and not info.st_mode & stat.S_ISVTX:
+    if not info.st_mode & stat.S_ISVTX:
         try:
             os.chmod(directory, stat.S_IMODE(info.st_mode) & ~0o077)
         except OSError:

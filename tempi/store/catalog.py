@@ -116,6 +116,21 @@ def find_session(root: Path, reference: str) -> Path:
     )
 
 
+def find_session_in(directory: Path, reference: str) -> Path | None:
+    """The one session whose file lies directly in `directory` (a `sessionDir`) with id
+    `reference`, or else the one whose id starts with it; None when there is no such one."""
+    wanted = reference.strip().lower()
+    if not wanted:
+        return None
+    headers = [(path, header) for path in _files_in([directory]) if (header := _header_or_none(path))]
+    exact = [path for path, header in headers if header.id.lower() == wanted]
+    by_prefix = [path for path, header in headers if header.id.lower().startswith(wanted)]
+    for found in (exact, by_prefix):
+        if len(found) == 1:
+            return found[0].absolute()
+    return None
+
+
 def other_file_with_id(root: Path, path: Path, header: SessionHeader) -> Path | None:
     """Another file under `root` holding session `header.id`, when `path` is a copy of it.
 

@@ -117,8 +117,11 @@ class SessionStore:
         """Sessions of one working directory, or of all when `cwd` is None; newest first."""
         return catalog.list_sessions(self.root, cwd)
 
-    def find_session(self, reference: str) -> Path:
-        """A session file by path, full id or unique id prefix."""
+    def find_session(self, reference: str, session_dir: Path | None = None) -> Path:
+        """A session file by path, full id or unique id prefix; a `sessionDir`'s sessions
+        are looked at first, as in pi."""
+        if session_dir is not None and (found := catalog.find_session_in(session_dir, reference)):
+            return found
         return catalog.find_session(self.root, reference)
 
     def most_recent(self, cwd: str | Path) -> Path | None:

@@ -1,4 +1,4 @@
-"""bash: run a command line, stream its output, keep the tail, spill the rest."""
+"""bash: run a command line, stream its output, keep the tail, spill the rest (up to a cap)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tempi.activities.tools.backend import ExecResult
-from tempi.activities.tools.bash_output import OutputAccumulator
+from tempi.activities.tools.bash_output import SPILL_MAX_ENV, OutputAccumulator
 from tempi.activities.tools.context import ToolContext, text_outcome
 from tempi.activities.tools.errors import ToolError
 from tempi.agent.events import ToolOutput
@@ -22,25 +22,49 @@ from tempi.agent.truncation import TruncationResult, format_size
 UPDATE_INTERVAL_SECONDS = 0.1
 
 
-def _truncation_notice(truncation: TruncationResult, last_line_bytes: int, spill_path: str) -> str:
+def _where_the_rest_is(output: OutputAccumulator) -> str:
+    reason = output.unsaved_reason()
+    if reason is not None:
+        return f"The full output could not be saved: {reason}"
+    if output.spill_cut:
+        return (
+            f"Output saved to {output.spill_path} only up to {format_size(output.max_spill_bytes)} "
+            f"({SPILL_MAX_ENV})"
+        )
+    return f"Full output: {output.spill_path}"
+
+
+def _truncation_notice(truncation: TruncationResult, output: OutputAccumulator) -> str:
     first = truncation.total_lines - truncation.output_lines + 1
     last = truncation.total_lines
+    rest = _where_the_rest_is(output)
     if truncation.last_line_partial:
         return (
             f"[Last {format_size(truncation.output_bytes)} of line {last} shown "
-            f"(the line is {format_size(last_line_bytes)}). Full output: {spill_path}]"
+            f"(the line is {format_size(output.last_line_bytes)}). {rest}]"
         )
     limit = "" if truncation.truncated_by == "lines" else f" ({format_size(truncation.max_bytes)} limit)"
-    return f"[Lines {first}-{last} of {truncation.total_lines} shown{limit}. Full output: {spill_path}]"
+    return f"[Lines {first}-{last} of {truncation.total_lines} shown{limit}. {rest}]"
+
+
+def _details(truncation: TruncationResult, output: OutputAccumulator) -> dict[str, Any]:
+    details: dict[str, Any] = {"truncation": truncation.to_json_dict()}
+    if output.spilled:
+        details["fullOutputPath"] = output.spill_path
+        if output.spill_cut:
+            details["fullOutputCut"] = True
+    reason = output.unsaved_reason()
+    if reason is not None:
+        details["fullOutputUnsaved"] = reason
+    return details
 
 
 def _render(output: OutputAccumulator) -> tuple[str, dict[str, Any] | None]:
     truncation = output.finish()
     if not truncation.truncated:
         return truncation.content, None
-    notice = _truncation_notice(truncation, output.last_line_bytes, output.spill_path)
-    details = {"truncation": truncation.to_json_dict(), "fullOutputPath": output.spill_path}
-    return f"{truncation.content}\n\n{notice}", details
+    notice = _truncation_notice(truncation, output)
+    return f"{truncation.content}\n\n{notice}", _details(truncation, output)
 
 
 def _with_status(text: str, status: str) -> str:
@@ -49,11 +73,7 @@ def _with_status(text: str, status: str) -> str:
 
 def _partial_result(output: OutputAccumulator) -> ToolOutput:
     truncation = output.snapshot()
-    details = (
-        {"truncation": truncation.to_json_dict(), "fullOutputPath": output.spill_path}
-        if truncation.truncated
-        else None
-    )
+    details = _details(truncation, output) if truncation.truncated else None
     return ToolOutput(content=[TextContent(text=truncation.content)], details=details)
 
 
