@@ -192,3 +192,14 @@ async def test_a_background_job_holding_the_output_does_not_hang_the_call(tmp_pa
 async def test_missing_working_directory_is_an_error(tmp_path: Path):
     outcome = await execute_tool("bash", {"command": "echo hi"}, ToolContext(cwd=str(tmp_path / "gone")))
     assert outcome.is_error and "does not exist" in _text(outcome)
+
+
+async def test_a_linked_output_folder_is_never_written_through(tmp_path: Path):
+    """Issue 42, item 5: a model that could reach the session's side folder swapped its
+    output folder for a link, and the worker wrote the command's output outside."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "spill").symlink_to(elsewhere)
+    outcome = await _bash(tmp_path, "yes tempi | head -c 300000; echo the-end")
+    assert outcome.is_error and "is a link" in _text(outcome)
+    assert list(elsewhere.iterdir()) == []

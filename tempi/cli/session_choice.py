@@ -132,7 +132,7 @@ def choose_session(
     if args.resume:
         return SessionChoice(pick_session(store, cwd, session_dir), session_dir)
     if args.fork:
-        source = find_session_path(store, args.fork)
+        source = find_session_path(store, args.fork, session_dir)
         try:
             leaf = store.load(source).tree.leaf_id
         except SessionFileError as err:

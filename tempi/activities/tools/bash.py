@@ -104,6 +104,10 @@ async def run_command(command: str, ctx: ToolContext, timeout: float | None = No
 
     spill_dir = ctx.spill_dir or tempfile.gettempdir()
     os.makedirs(spill_dir, exist_ok=True)
+    if os.path.islink(spill_dir):
+        raise ToolError(
+            f"The output folder {spill_dir} is a link; tempi does not write command output through it"
+        )
     output = OutputAccumulator(os.path.join(spill_dir, f"tempi-bash-{secrets.token_hex(8)}.log"))
     dirty = asyncio.Event()
     publisher: asyncio.Task[None] | None = None

@@ -41,7 +41,8 @@ def clean_terminal_text(text: str) -> str:
 
 
 def _open_private(path: str) -> BinaryIO:
-    return open(path, "wb", opener=lambda p, f: os.open(p, f, PRIVATE_FILE_MODE))
+    # A new file under a random name: a link or file planted there is refused, not followed.
+    return open(path, "xb", opener=lambda p, f: os.open(p, f | os.O_NOFOLLOW, PRIVATE_FILE_MODE))
 
 
 SPILL_MAX_ENV = "TEMPI_SPILL_MAX_MB"
