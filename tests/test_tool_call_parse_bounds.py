@@ -14,8 +14,10 @@ from typing import Any
 
 import pytest
 from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
 
 from tempi.activities.llm.assembler import MessageAssembler
+from tempi.activities.session_activities import MAX_ANSWER_BYTES, _check_answer_size
 from tempi.activities.tools.invalid_call import invalid_arguments_reason
 from tempi.agent.json_depth import MAX_JSON_DEPTH, json_depth, text_depth
 from tempi.agent.model_spec import ModelSpec
@@ -98,6 +100,13 @@ def test_a_watcher_replays_deep_arguments_without_recursing() -> None:
     assert update["message"]["content"][0]["arguments"] == {}
 
 
+def test_an_answer_over_the_bound_fails_for_good() -> None:
+    _check_answer_size(MAX_ANSWER_BYTES)
+    with pytest.raises(ApplicationError) as err:
+        _check_answer_size(3_000_000)
+    assert err.value.non_retryable and "3.0 MB" in err.value.message
+
+
 # -- end to end, over the scripted model ------------------------------------------------
 
 
@@ -147,3 +156,20 @@ async def test_deeply_nested_arguments_get_a_tool_error_and_one_more_model_reque
     # The model reads the reason in place of its call's arguments.
     second = json.dumps(requests[1].body)
     assert "not run" in second and '"a": {"a": {"a"' not in second.replace('\\"', '"')
+
+
+async def test_a_3_mb_answer_is_a_final_error_after_one_model_request(
+    tmp_path: Path, temporal_client: Client, scripted_server: ScriptedLLMServer
+) -> None:
+    s = await _run(
+        tmp_path,
+        temporal_client,
+        scripted_server,
+        "huge-answer",
+        [{"text": "z" * 3_000_000, "chunk_size": 4096}, {"text": "unreached"}],
+    )
+    assert len(scripted_server.requests_for("huge-answer")) == 1
+    final = [e for e in s.events if e["type"] == "message_end"][-1]["message"]
+    assert final["stopReason"] == "error"
+    assert "more than one answer may carry" in final["errorMessage"]
+    assert "not retried" in final["errorMessage"]
