@@ -82,6 +82,11 @@ from tempi.workflows.activity_payloads import (
 HEARTBEAT_EVERY_S = 0.2
 DISK_FULL = "DiskFull"
 CONFIGURATION_ERROR = "ConfigurationError"
+ANSWER_TOO_LARGE = "AnswerTooLarge"
+# The answer crosses Temporal as this activity's result, under its 2 MB payload limit; one
+# over this fails for good (no retry could shrink it) and its stream is closed as soon as its
+# text and thinking alone are over. Tool arguments have their own 1 MB bound (invalid_call).
+MAX_ANSWER_BYTES = 1_500_000
 
 WORKER_STOPPED_TEXT = "The worker stopped while the model was answering; the call is retried when one runs."
 WORKER_STOPPED_TOOL_TEXT = (
@@ -375,6 +380,7 @@ class SessionActivities:
             final = progress.aborted()
         finally:
             live.close()
+        _check_answer_size(answer_bytes(final))
         entry = {
             "type": "message",
             "id": inp.entry_id,
@@ -625,16 +631,36 @@ async def _stream_to_live(
     progress: _StreamProgress,
     live: LiveWriter,
 ) -> AssistantMessage:
-    async for event in stream_assistant(inp.model, context, options):
-        delta = compact_delta(event)
-        if delta is not None:
-            live.write(delta)
-        if event.type == "done":
-            return event.message
-        if event.type == "error":
-            return event.error
-        progress.partial = event.partial
+    streamed = 0  # characters of text and thinking: a lower bound of the answer's bytes
+    async with contextlib.aclosing(stream_assistant(inp.model, context, options)) as events:
+        async for event in events:
+            if event.type in ("text_delta", "thinking_delta"):
+                streamed += len(event.delta)
+                _check_answer_size(streamed)  # closes the stream: the rest is not read
+            delta = compact_delta(event)
+            if delta is not None:
+                live.write(delta)
+            if event.type == "done":
+                return event.message
+            if event.type == "error":
+                return event.error
+            progress.partial = event.partial
     raise RuntimeError("the provider stream ended without a final message")
+
+
+def answer_bytes(message: AssistantMessage) -> int:
+    return len(json.dumps(message.to_json_dict(), ensure_ascii=False).encode("utf-8"))
+
+
+def _check_answer_size(size: int) -> None:
+    if size > MAX_ANSWER_BYTES:
+        raise ApplicationError(
+            f"The model's answer was over {MAX_ANSWER_BYTES / 1_000_000:g} MB, more than one answer "
+            f"may carry ({size / 1_000_000:.1f} MB so far), so it was dropped and not retried. "
+            "Ask for a shorter answer, or for long output to be written to files in parts.",
+            type=ANSWER_TOO_LARGE,
+            non_retryable=True,
+        )
 
 
 def encodable(message: ToolResultMessage) -> ToolResultMessage:

@@ -11,7 +11,14 @@ import copy
 import json
 from typing import Any
 
+from tempi.agent.json_depth import MAX_JSON_DEPTH, text_depth
 from tempi.agent.stream_events import AssistantMessageEvent
+
+# Streaming arguments are re-parsed for display on every delta while short; past this only
+# when they have grown by a quarter (linear, not quadratic, in a long `write`), and not at all
+# past the size a worker accepts or the depth it parses: such a call is refused when it ends.
+_ALWAYS_REPARSE_BELOW = 2048
+_SHOW_ARGUMENTS_BELOW = 1_000_000
 
 
 def compact_delta(event: AssistantMessageEvent) -> dict[str, Any] | None:
@@ -27,6 +34,8 @@ def compact_delta(event: AssistantMessageEvent) -> dict[str, Any] | None:
 
 def _parse_partial_json(raw: str) -> dict[str, Any]:
     """Best-effort parse of an unfinished JSON object, for display while it streams."""
+    if text_depth(raw) > MAX_JSON_DEPTH:
+        return {}
     try:
         value = json.loads(raw)
         return value if isinstance(value, dict) else {}
@@ -46,6 +55,7 @@ class PartialMessage:
         self.message = copy.deepcopy(start_message)
         self.message.setdefault("content", [])
         self._raw_args: dict[int, str] = {}
+        self._parsed_len: dict[int, int] = {}
         self._ended: set[int] = set()
 
     def apply(self, delta: dict[str, Any]) -> dict[str, Any]:
@@ -65,7 +75,12 @@ class PartialMessage:
         elif kind == "toolcall_delta":
             raw = self._raw_args.get(index, "") + delta["delta"]
             self._raw_args[index] = raw
-            content[index]["arguments"] = _parse_partial_json(raw)
+            parsed_len = self._parsed_len.get(index, 0)
+            if len(raw) <= _SHOW_ARGUMENTS_BELOW and (
+                len(raw) < _ALWAYS_REPARSE_BELOW or len(raw) - parsed_len >= parsed_len // 4
+            ):
+                content[index]["arguments"] = _parse_partial_json(raw)
+                self._parsed_len[index] = len(raw)
         if kind.endswith("_end"):
             self._ended.add(index)
         if kind == "text_end":

@@ -16,12 +16,12 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
+from tempi.agent.json_depth import MAX_JSON_DEPTH, json_depth
+
 READ_CHUNK = 1024 * 1024
 # Bigger lines are skipped, not buffered: a command carries at most a prompt with a few
 # images, and Temporal refuses payloads over 2 MB anyway.
 MAX_LINE_BYTES = 8 * 1024 * 1024
-# Deeper JSON is refused: Python's decoder (and everything after it) recurses per level.
-MAX_JSON_DEPTH = 64
 # How many chunks the reader thread may run ahead of the event loop.
 QUEUED_CHUNKS = 16
 
@@ -128,21 +128,6 @@ class ProtocolOut:
         # A client that went away leaves the session running without it.
         with contextlib.suppress(BrokenPipeError):
             self.stream.write(line.encode("utf-8"))
-
-
-def json_depth(value: Any) -> int:
-    """How deeply arrays and objects nest in `value` (iteratively: no recursion limit)."""
-    deepest = 0
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            item = list(item.values())
-        elif not isinstance(item, list):
-            continue
-        deepest = max(deepest, depth + 1)
-        stack.extend((child, depth + 1) for child in item if isinstance(child, (dict, list)))
-    return deepest
 
 
 def parse_command(line: bytes | LineTooLong) -> dict[str, Any] | str:

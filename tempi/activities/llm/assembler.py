@@ -24,8 +24,10 @@ from tempi.activities.tools.invalid_call import (
     MAX_TOOL_ARGUMENTS_BYTES,
     invalid_arguments,
     not_unicode_reason,
+    too_deep_reason,
     too_large_reason,
 )
+from tempi.agent.json_depth import MAX_JSON_DEPTH, text_depth
 from tempi.agent.messages import (
     AssistantBlock,
     AssistantMessage,
@@ -261,8 +263,11 @@ class MessageAssembler:
         self._tool_json[index] = text
         self._note_suspect(index, delta)
         parsed_len = self._parsed_len.get(index, 0)
+        if len(text) > MAX_TOOL_ARGUMENTS_BYTES:
+            return  # refused when it ends; what was shown so far stays
         if len(text) < _ALWAYS_REPARSE_BELOW or len(text) - parsed_len >= parsed_len // 4:
-            arguments = parse_partial_arguments(text)
+            # Arguments nested too deeply are refused when they end; until then nothing shows.
+            arguments = parse_partial_arguments(text) if text_depth(text) <= MAX_JSON_DEPTH else {}
             if index in self._suspect:
                 arguments = clean_value(arguments)
             self._block(index, ToolCall).arguments = arguments
@@ -270,11 +275,16 @@ class MessageAssembler:
 
     def _checked_arguments(self, index: int, *, partial: bool) -> dict[str, Any]:
         """The call's arguments, or the reason they were refused in their place: arguments
-        holding a lone surrogate, or too large for what one message may carry."""
+        holding a lone surrogate, nested deeper than MAX_JSON_DEPTH (pydantic's serializer,
+        Temporal's converter and the session file's reader all recurse per level), or too
+        large for what one message may carry."""
         text = self._tool_json.get(index, "")
         size = len(text.encode("utf-8", "surrogatepass"))
         if self._arguments_bytes + size > MAX_TOOL_ARGUMENTS_BYTES:
             return invalid_arguments(too_large_reason(size, MAX_TOOL_ARGUMENTS_BYTES, self._arguments_bytes))
+        depth = text_depth(text)
+        if depth > MAX_JSON_DEPTH:
+            return invalid_arguments(too_deep_reason(depth, MAX_JSON_DEPTH))
         arguments = parse_partial_arguments(text) if partial else parse_arguments(text or "{}")
         if index in self._suspect and holds_lone_surrogate(arguments):
             if partial:

@@ -2,7 +2,8 @@
 
 A provider can stream arguments that cannot travel: a lone surrogate such as `\\udcff`
 (not encodable as UTF-8, so neither Temporal nor the session file can carry it) or a few
-megabytes of JSON (over Temporal's 2 MB payload limit). The provider stream replaces such
+megabytes of JSON (over Temporal's 2 MB payload limit) or JSON nested hundreds of levels
+deep (past what a parser or serializer recurses through). The provider stream replaces such
 arguments with `{INVALID_ARGUMENTS_KEY: reason}`; `execute_tool` answers that call with
 the reason as a tool error, so only that call fails and the turn goes on.
 """
@@ -52,4 +53,12 @@ def too_large_reason(size: int, limit: int, used: int = 0) -> str:
     return (
         f"{over}, so the call was not run. Split the work over several calls: write a large "
         "file in parts (write the first part, then append the rest, e.g. with bash and cat >> file)."
+    )
+
+
+def too_deep_reason(depth: int, limit: int) -> str:
+    return (
+        f"The arguments of this call were JSON nested {depth} levels deep, over the limit of {limit} "
+        "levels, so the call was not run. Send it again with the arguments nested less deeply "
+        "(pass deep data as a string, or write it to a file first)."
     )
