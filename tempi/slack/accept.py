@@ -6,6 +6,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from tempi.workflows.slack_types import is_slack_id, is_slack_ts
+
 _MENTION = re.compile(r"<@[A-Z0-9]+(?:\|[^>]*)?>")
 
 
@@ -23,8 +25,25 @@ def strip_mentions(text: str) -> str:
     return _MENTION.sub("", text).strip()
 
 
+def malformed(event: dict[str, Any]) -> str | None:
+    """What is wrong with an event whose channel, user or timestamps are not Slack's (ids
+    and ts name folders and files, so `../x` must never get that far), or None."""
+    for key, valid in (
+        ("channel", is_slack_id),
+        ("user", is_slack_id),
+        ("ts", is_slack_ts),
+        ("thread_ts", is_slack_ts),
+    ):
+        value = event.get(key)
+        if value is not None and not (isinstance(value, str) and valid(value)):
+            return f"its {key} {str(value)[:80]!r} is not one Slack writes"
+    return None
+
+
 def accept(event: dict[str, Any], bot_user_id: str) -> Accepted | None:
     """The message a run should answer, or None for events mom only logs or ignores."""
+    if malformed(event):
+        return None
     kind = event.get("type")
     channel = str(event.get("channel") or "")
     user = event.get("user")
@@ -54,7 +73,7 @@ def accept(event: dict[str, Any], bot_user_id: str) -> Accepted | None:
 def thread_reply(event: dict[str, Any], bot_user_id: str) -> Accepted | None:
     """A person's plain reply in a channel thread (no mention of the bot): in thread mode it
     steers the run going on in that thread, if there is one."""
-    if event.get("type") != "message" or event.get("channel_type") == "im":
+    if event.get("type") != "message" or event.get("channel_type") == "im" or malformed(event):
         return None
     channel = str(event.get("channel") or "")
     user = event.get("user")

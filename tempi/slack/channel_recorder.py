@@ -23,6 +23,8 @@ from tempi.activities.slack.channel_log import (
     newest_ts,
     ts_date,
 )
+from tempi.slack.accept import malformed
+from tempi.workflows.slack_types import is_slack_id
 
 log = logging.getLogger("tempi.slack")
 
@@ -53,6 +55,8 @@ def is_logged_event(event: dict[str, Any], bot_user_id: str) -> bool:
 
 
 def _is_person_message(message: dict[str, Any], bot_user_id: str) -> bool:
+    if malformed(message):
+        return False
     user = message.get("user")
     if message.get("bot_id") or not user or user == bot_user_id:
         return False
@@ -143,7 +147,9 @@ class ChannelRecorder:
                     types=types, exclude_archived=exclude_archived, limit=200, cursor=cursor
                 )
                 for channel in page.get("channels") or []:
-                    if channel.get("is_im") or channel.get("is_member"):
+                    if not is_slack_id(str(channel.get("id"))):
+                        log.warning("skipping channel %r: not a Slack channel id", channel.get("id"))
+                    elif channel.get("is_im") or channel.get("is_member"):
                         found.append(str(channel["id"]))
                 cursor = (page.get("response_metadata") or {}).get("next_cursor") or None
                 if not cursor:

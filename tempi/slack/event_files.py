@@ -9,11 +9,15 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
+# mom's event files are a line or two; a bigger one is not an event file.
+MAX_EVENT_FILE_BYTES = 64 * 1024
+
 
 class _EventFile(BaseModel):
     model_config = ConfigDict(populate_by_name=True)
 
-    channel_id: str = Field(alias="channelId", min_length=1)
+    # A Slack id: the channel's folder holds the conversation's files, so `../x` is refused.
+    channel_id: str = Field(alias="channelId", pattern=r"^[A-Z0-9]{1,64}$")
     text: str
 
 
@@ -58,12 +62,17 @@ class BadEventFile(ValueError):
 
 
 def parse_event_file(raw: bytes) -> ImmediateEvent | OneShotEvent | PeriodicEvent:
+    if len(raw) > MAX_EVENT_FILE_BYTES:
+        raise BadEventFile(f"it has {len(raw)} bytes, more than an event file's {MAX_EVENT_FILE_BYTES}")
     try:
         return _ADAPTER.validate_python(json.loads(raw))
+    except RecursionError as err:
+        raise BadEventFile("its JSON is nested too deeply") from err
     except (ValueError, ValidationError) as err:
         raise BadEventFile(
-            f"{err}. An event file is JSON with channelId, text and type immediate, "
-            '"one-shot" (with "at", an ISO time) or periodic (with "schedule", a cron, and "timezone").'
+            f"{str(err)[:500]}. An event file is JSON with channelId, text and type immediate, "
+            '"one-shot" (with "at", an ISO time) or periodic (with "schedule", a cron, and "timezone"); '
+            "channelId is a Slack channel id such as C0123ABCD."
         ) from err
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -30,6 +31,7 @@ from temporalio.service import RPCError
 
 from tempi.activities.slack.event_delivery import deliver_event, events_dir
 from tempi.slack.event_files import (
+    MAX_EVENT_FILE_BYTES,
     BadEventFile,
     ImmediateEvent,
     OneShotEvent,
@@ -56,9 +58,24 @@ class _Seen:
     digest: str
 
 
+def read_event_file(path: Path) -> bytes:
+    """At most one byte more than an event file may have, however big the file is."""
+    with path.open("rb") as handle:
+        return handle.read(MAX_EVENT_FILE_BYTES + 1)
+
+
 class EventWatcher:
-    def __init__(self, temporal: Client, working_dir: str, bot_name: str, started_at: float) -> None:
+    def __init__(
+        self,
+        temporal: Client,
+        working_dir: str,
+        bot_name: str,
+        started_at: float,
+        channel_allowed: Callable[[str], Awaitable[bool]] | None = None,
+    ) -> None:
+        """`channel_allowed`: whether events may name a channel (`--allow-channels`)."""
         self.temporal = temporal
+        self.channel_allowed = channel_allowed
         self.working_dir = working_dir
         self.bot_name = bot_name
         self.started_at = started_at
@@ -96,15 +113,19 @@ class EventWatcher:
         for wait in (0.0, *PARSE_RETRIES_S):
             await asyncio.sleep(wait)
             try:
-                raw = path.read_bytes()
+                raw = read_event_file(path)
                 event = parse_event_file(raw)
                 break
             except FileNotFoundError:
                 return
-            except BadEventFile as err:
+            except (BadEventFile, OSError) as err:
                 problem = str(err)
         if event is None:
             log.warning("deleting events/%s: %s", name, problem)
+            path.unlink(missing_ok=True)
+            return
+        if self.channel_allowed is not None and not await self.channel_allowed(event.channel_id):
+            log.warning("deleting events/%s: channel %s is not in --allow-channels", name, event.channel_id)
             path.unlink(missing_ok=True)
             return
         digest = digest_of(raw)

@@ -21,7 +21,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from tempi.activities.slack.channel_log import LoggedAttachment
 from tempi.activities.slack.web_client import app_token, bot_token
-from tempi.slack.accept import Accepted, accept, thread_reply
+from tempi.slack.accept import Accepted, accept, malformed, thread_reply
 from tempi.slack.access import Access
 from tempi.slack.channel_recorder import ChannelRecorder
 from tempi.slack.event_watcher import EventWatcher
@@ -80,7 +80,9 @@ class SlackGateway:
             file=sys.stderr,
             flush=True,
         )
-        watcher = EventWatcher(self.temporal, self.working_dir, self.bot_name, self.started_at)
+        watcher = EventWatcher(
+            self.temporal, self.working_dir, self.bot_name, self.started_at, self._event_channel_allowed
+        )
         try:
             await watcher.run()
         finally:
@@ -118,6 +120,9 @@ class SlackGateway:
         if req.type != "events_api":
             return
         event: dict[str, Any] = (req.payload or {}).get("event") or {}
+        if (problem := malformed(event)) is not None:
+            log.warning("ignoring a %s event: %s", str(event.get("type"))[:40], problem)
+            return
         try:
             attachments = await self.recorder.record_event(event) if await self._kept(event) else []
         except Exception:
@@ -150,6 +155,12 @@ class SlackGateway:
                 log.exception("could not look up channel %s", channel)
                 return None
         return self.channel_names[channel]
+
+    async def _event_channel_allowed(self, channel: str) -> bool:
+        """An events-directory file (the model's to write) may wake the bot only where people may."""
+        return not self.access.channels or self.access.channel_allowed(
+            channel, await self._channel_name(channel)
+        )
 
     async def _kept(self, event: dict[str, Any]) -> bool:
         """Whether the channel's messages go to its log: with --allow-channels, the bot keeps

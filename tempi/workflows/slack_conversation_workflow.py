@@ -17,7 +17,6 @@ from tempi.workflows.slack_text import (
     MAIN_LIMIT,
     cut,
     is_silent,
-    is_slack_ts,
     is_stop,
     main_answer,
     prompt_text,
@@ -51,6 +50,7 @@ from tempi.workflows.slack_types import (
     UpdateRequest,
     UploadRequest,
     WaitRun,
+    is_slack_ts,
 )
 
 THINKING = "_Thinking_"

@@ -38,16 +38,35 @@ def tool_detail(ended: ToolEnded, seconds: float | None) -> str:
     return cut(text, THREAD_LIMIT)
 
 
-def is_slack_ts(ts: str) -> bool:
-    head, _, tail = ts.partition(".")
-    return head.isdigit() and tail.isdigit()
+# Everything a model may take for a line break (str.splitlines' set).
+_LINE_BREAK = re.compile(r"\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
+# Invisible characters that could hide a header's `[` from a check of the line's first character.
+_INVISIBLE = " \t\u00a0\u200b\u200c\u200d\u200e\u200f\u2060\u3000\ufeff"
+_ATTACHMENTS_TAG = re.compile(r"</?\s*slack_attachments\s*>", re.IGNORECASE)
+
+
+def quote_text(text: str) -> str:
+    """Someone's text as it goes after their `[name]: ` in a prompt, kept inside their message:
+    a later line that starts like one of tempi's own lines (`[name]: ...`, `[stamp] [name]: ...`,
+    `[EVENT:...]`, a `[bot]` line) gets a `\\` before it, and `<slack_attachments>` is spelled
+    as Slack escapes it, so no one can speak as someone else, the bot, an event, or attach a file."""
+    first, *rest = _LINE_BREAK.split(text)
+    quoted = [first] + ["\\" + line if line.lstrip(_INVISIBLE).startswith("[") else line for line in rest]
+    joined = "\n".join(quoted)
+    return _ATTACHMENTS_TAG.sub(lambda m: m.group(0).replace("<", "&lt;").replace(">", "&gt;"), joined)
+
+
+def quote_name(name: str) -> str:
+    """A Slack name for a `[name]` header or the system prompt's ID table: one line, no brackets."""
+    flat = " ".join(_LINE_BREAK.split(name))
+    return "".join(c if c.isprintable() else " " for c in flat).replace("[", "(").replace("]", ")")[:80]
 
 
 def prompt_text(messages: list[SlackMessage]) -> str:
     """mom's prompt: earlier messages as `[userName]: text`, the current one stamped."""
     *earlier, current = messages
-    lines = [f"[{m.user_name}]: {m.text}" for m in earlier]
-    lines.append(f"[{current.stamp}] [{current.user_name}]: {current.text}")
+    lines = [f"[{quote_name(m.user_name)}]: {quote_text(m.text)}" for m in earlier]
+    lines.append(f"[{current.stamp}] [{quote_name(current.user_name)}]: {quote_text(current.text)}")
     return "\n".join(lines)
 
 

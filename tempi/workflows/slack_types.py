@@ -5,6 +5,7 @@ never imports activity code)."""
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -23,6 +24,27 @@ SLACK_STEER = "slack.steer"
 SLACK_DELIVER_EVENT = "slack.deliver_event"
 
 ContextMode = Literal["thread", "channel"]
+
+# Slack's ids (C…, G…, D…, U…) are capital letters and digits: never `/`, `.` or empty, so a
+# channel id can name a folder under the working directory and nothing else.
+_SLACK_ID = re.compile(r"[A-Z0-9]{1,64}")
+
+
+def is_slack_id(value: str) -> bool:
+    return _SLACK_ID.fullmatch(value) is not None
+
+
+def is_slack_ts(ts: str) -> bool:
+    """A message ts as Slack writes it, `1700000000.000100`."""
+    head, _, tail = ts.partition(".")
+    return head.isdigit() and tail.isdigit() and len(ts) <= 32
+
+
+def channel_folder(working_dir: str, channel: str) -> str:
+    """`<dir>/<channel>`, refusing a channel that is not a Slack id (`../x` would leave `<dir>`)."""
+    if not is_slack_id(channel):
+        raise ValueError(f"not a Slack channel id: {channel!r}")
+    return f"{working_dir}/{channel}"
 
 
 class SlackMessage(BaseModel):
@@ -153,12 +175,15 @@ class SlackConversationInput(BaseModel):
 
     def context_file(self) -> str:
         """pi's session file of this conversation, where mom keeps it."""
+        folder = channel_folder(self.working_dir, self.channel)
         if self.context_mode == "thread" and self.root_ts:
-            return f"{self.working_dir}/{self.channel}/threads/{self.root_ts}/context.jsonl"
-        return f"{self.working_dir}/{self.channel}/context.jsonl"
+            if not is_slack_ts(self.root_ts):
+                raise ValueError(f"not a Slack message ts: {self.root_ts!r}")
+            return f"{folder}/threads/{self.root_ts}/context.jsonl"
+        return f"{folder}/context.jsonl"
 
     def settings_file(self) -> str:
-        return f"{self.working_dir}/{self.channel}/settings.json"
+        return f"{channel_folder(self.working_dir, self.channel)}/settings.json"
 
     def reply_thread(self) -> str | None:
         return self.root_ts if self.context_mode == "thread" else None

@@ -13,6 +13,7 @@ from typing import Any
 import aiohttp
 
 from tempi.activities.slack.channel_log import LoggedAttachment
+from tempi.workflows.slack_types import is_slack_id, is_slack_ts
 
 IMAGE_TYPES = {
     "jpg": "image/jpeg",
@@ -41,7 +42,11 @@ def local_name(original: str, ts: str) -> str:
 def planned_attachments(
     channel: str, files: list[dict[str, Any]], ts: str
 ) -> list[tuple[LoggedAttachment, str]]:
-    """Each file of a message with a name and a URL, as (log entry, URL to fetch it from)."""
+    """Each file of a message with a name and a URL, as (log entry, URL to fetch it from).
+    The local path is built from the channel id, the ts and the cleaned name only, so a
+    crafted id or name never points outside `<channel>/attachments/`."""
+    if not is_slack_id(channel) or not is_slack_ts(ts):
+        raise ValueError(f"not a Slack channel id and ts: {channel!r}, {ts!r}")
     planned = []
     for file in files:
         url = file.get("url_private_download") or file.get("url_private")

@@ -15,6 +15,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from tempi.workflows.slack_types import channel_folder
+
 LOG_NAME = "log.jsonl"
 
 
@@ -60,7 +62,8 @@ def ts_date(ts: str) -> str:
 
 
 def log_path(working_dir: str | Path, channel: str) -> Path:
-    return Path(working_dir) / channel / LOG_NAME
+    """`<dir>/<channel>/log.jsonl`; ValueError for a channel that is not a Slack id."""
+    return Path(channel_folder(str(working_dir), channel)) / LOG_NAME
 
 
 def read_log(path: Path) -> list[LoggedMessage]:
@@ -106,7 +109,8 @@ def newest_ts(path: Path) -> str | None:
 
 def _parse(text: str) -> list[LoggedMessage]:
     found: list[LoggedMessage] = []
-    for line in text.splitlines():
+    # JSON lines end at `\n` only: a message's U+2028 or \x85 (written as it is) is not a line break.
+    for line in text.split("\n"):
         if line.strip():
             try:
                 found.append(LoggedMessage.model_validate_json(line))

@@ -9,7 +9,7 @@ from pathlib import Path
 from temporalio import activity
 from temporalio.client import Client
 
-from tempi.slack.event_files import digest_of, event_prompt
+from tempi.slack.event_files import MAX_EVENT_FILE_BYTES, digest_of, event_prompt
 from tempi.workflows.slack_types import (
     SLACK_DELIVER_EVENT,
     SlackConversationInput,
@@ -32,7 +32,8 @@ def file_digest_matches(fire: SlackEventFire) -> bool:
     """Whether the event's file still says what it said when it was scheduled (an edit
     reschedules, a delete cancels, even one made while no gateway watched)."""
     try:
-        raw = (events_dir(fire.working_dir) / fire.file).read_bytes()
+        with (events_dir(fire.working_dir) / fire.file).open("rb") as handle:
+            raw = handle.read(MAX_EVENT_FILE_BYTES + 1)
     except OSError:
         return False
     return digest_of(raw) == fire.digest

@@ -11,6 +11,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from tempi.agent.skills import Skill, parse_skill, skills_prompt_section
+from tempi.workflows.slack_text import quote_name
 
 NO_MEMORY = "(no working memory yet)"
 
@@ -107,8 +108,14 @@ def build_mom_prompt(
     the paths the prompt names must use."""
     ws = workspace_path or str(working_dir)
     here = f"{ws}/{channel}"
-    channel_ids = "\n".join(f"{c.id}\t#{c.name}" for c in channels) or "(no channels loaded)"
-    user_ids = "\n".join(f"{u.id}\t@{u.name}\t{u.display_name}" for u in users) or "(no users loaded)"
+    # Names are the workspace's people's to choose: one line each, so none adds a section.
+    channel_ids = (
+        "\n".join(f"{quote_name(c.id)}\t#{quote_name(c.name)}" for c in channels) or "(no channels loaded)"
+    )
+    user_ids = (
+        "\n".join(f"{quote_name(u.id)}\t@{quote_name(u.name)}\t{quote_name(u.display_name)}" for u in users)
+        or "(no users loaded)"
+    )
     skills = skills_prompt_section(channel_skills(working_dir, channel)) or "(no skills installed yet)"
     return f"""You are mom, a bot that helps people in Slack. Be brief. No emojis.
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from tempi.activities.slack.attachments import image_mime_type
 from tempi.activities.slack.channel_log import read_log
 from tempi.agent.messages import ImageContent
+from tempi.workflows.slack_text import quote_name, quote_text
 from tempi.workflows.slack_types import LogSync
 
 log = logging.getLogger("tempi.slack")
@@ -30,7 +31,8 @@ def unseen_log_lines(sync: LogSync) -> list[str]:
             continue
         if sync.thread_ts is not None and sync.thread_ts not in (entry.ts, entry.thread_ts):
             continue
-        lines.append(f"[{entry.user_name or entry.user or 'unknown'}]: {entry.text}")
+        name = quote_name(entry.user_name or entry.user or "unknown")
+        lines.append(f"[{name}]: {quote_text(entry.text)}")
     return lines
 
 
