@@ -56,7 +56,7 @@ async def _abort_latencies(
     return latencies
 
 
-@pytest.mark.parametrize("sandbox", ["local", "bwrap"])
+@pytest.mark.parametrize("sandbox", ["local", pytest.param("bwrap", marks=pytest.mark.slow)])
 async def test_abort_kills_a_running_command_and_its_children_at_once(
     sandbox: str, tmp_path: Path, temporal_client: Client, scripted_server: ScriptedLLMServer
 ) -> None:

@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import IO
 
+import pytest
+
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tests.conftest import run_tempi, tempi_env, write_models_json
 
@@ -127,6 +129,7 @@ def test_attach_from_another_process_and_steer_from_a_third(
                 proc.wait()
 
 
+@pytest.mark.slow
 def test_attach_shows_tool_results_says_idle_detaches_on_ctrl_c_and_steer_says_it_started_a_run(
     tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
 ) -> None:

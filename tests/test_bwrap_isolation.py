@@ -158,6 +158,7 @@ async def test_files_commands_create_belong_to_the_worker(ctx: ToolContext, work
 # -- item 3: file tools cannot be steered out of the workspace ---------------------------
 
 
+@pytest.mark.slow
 async def test_writes_never_land_outside_while_a_symlink_is_swapped_in(
     ctx: ToolContext, workspace: Path, tmp_path: Path
 ) -> None:

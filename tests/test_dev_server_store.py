@@ -9,6 +9,7 @@ from pathlib import Path
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from tempi.workers.dev_server import free_port, start_dev_server
+from tempi.workers.temporal_client import retry_while_starting
 
 # SQLite's header: bytes 18 and 19 are the write and read format versions, 2 in WAL mode.
 WAL_FORMAT = b"\x02\x02"
@@ -26,7 +27,8 @@ async def test_a_workflow_accepted_before_the_server_is_killed_is_there_after_th
     port = free_port()
     server = start_dev_server(db, port, log_path=log)
     try:
-        client = await Client.connect(f"127.0.0.1:{port}")
+        # A busy machine: the port may answer before the frontend is healthy.
+        client = await retry_while_starting(lambda: Client.connect(f"127.0.0.1:{port}"))
         # No worker polls this queue: the workflow stays as the server stored it.
         handle = await client.start_workflow("NobodyRunsThis", id="kept", task_queue="nobody")
         await handle.signal("note", "sent before the kill")
@@ -36,7 +38,8 @@ async def test_a_workflow_accepted_before_the_server_is_killed_is_there_after_th
 
     server = start_dev_server(db, port, log_path=log)
     try:
-        client = await Client.connect(f"127.0.0.1:{port}")
+        # A busy machine: the port may answer before the frontend is healthy.
+        client = await retry_while_starting(lambda: Client.connect(f"127.0.0.1:{port}"))
         handle = client.get_workflow_handle("kept")
         description = await handle.describe()
         assert description.status == WorkflowExecutionStatus.RUNNING

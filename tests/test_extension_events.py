@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tests.conftest import run_tempi, tempi_env, trust_project_as, write_models_json
 from tests.test_extensions import EXTENSIONS, _entries, _project
@@ -83,6 +85,7 @@ def _text_of(content: str | list[dict[str, Any]]) -> str:
     return content if isinstance(content, str) else "".join(b.get("text", "") for b in content)
 
 
+@pytest.mark.slow
 def test_session_before_compact_supplies_the_summary_and_then_cancels_a_compaction(
     tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
 ) -> None:

@@ -173,6 +173,7 @@ def test_no_extensions_turns_discovery_off(
     assert "Guard rule" not in json.dumps(first.body)
 
 
+@pytest.mark.slow
 def test_extension_state_in_custom_entries_outlives_the_worker_and_messages_steer_the_run(
     tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
 ) -> None:

@@ -14,6 +14,8 @@ from collections import Counter
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
+import pytest
+
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tests.conftest import run_tempi, tempi_env, write_models_json
 from tests.pipeline_repo import git
@@ -47,6 +49,7 @@ def _control(repo: Path, env: dict[str, str], *args: str) -> subprocess.Complete
     return run_tempi(["pipeline", *args], cwd=repo, env=env)
 
 
+@pytest.mark.slow
 def test_pause_skip_retry_concurrency_and_resume_steer_a_running_pipeline(
     tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
 ) -> None:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from temporalio.client import Client
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
@@ -104,6 +105,7 @@ async def test_dequeue_takes_the_queue_back_without_stopping_the_run(
     assert _user_texts(s.config.session_path) == ["Run the command."]
 
 
+@pytest.mark.slow
 def test_tempi_abort_prints_the_queued_messages_and_continue_answers_only_the_new_prompt(
     tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
 ) -> None:

@@ -62,6 +62,7 @@ def test_pi_itself(
     _assert_made_it(proc.returncode, proc.stdout, proc.stderr)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("settings", "statuses"), CASES)
 def test_tempi_sends_the_requests_pi_sends(
     tmp_path: Path,

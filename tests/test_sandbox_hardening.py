@@ -102,6 +102,7 @@ async def test_background_jobs_die_with_their_call_and_do_not_use_up_the_pids_li
     assert int(count) < 20  # init, the watchdog and this call: no leftover sleeps
 
 
+@pytest.mark.slow
 async def test_a_call_that_fills_the_pids_limit_does_not_break_the_next_call(
     sandboxes: SandboxFactory,  # noqa: F811
 ):
@@ -122,6 +123,7 @@ async def _wait_for_status(client: Any, container_id: str, status: str, seconds:
     return False
 
 
+@pytest.mark.slow
 async def test_an_idle_sandbox_stops_and_the_next_call_starts_it_with_its_workspace(
     sandboxes: SandboxFactory,  # noqa: F811
 ):
