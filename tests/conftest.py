@@ -65,6 +65,30 @@ def _never_the_real_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: 
         pytest.fail(f"the test touched the real user's files: {sorted(set(hermetic_home.touched[seen:]))}")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _no_sandbox_left_behind(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """A session a test leaves idle keeps its docker sandbox until the idle stop (15 min), as
+    it would for a user; at the end of this process, the sandboxes of every tempi home its
+    tests made are removed, so CI's leftover check finds none."""
+    yield
+    from tempi.activities.sandbox.installation import INSTALLATION_FILE, INSTALLATION_LABEL
+
+    roots = [tmp_path_factory.getbasetemp(), *([hermetic_home.ROOT] if hermetic_home.ROOT else [])]
+    ids = {p.read_text().strip() for root in roots for p in root.rglob(INSTALLATION_FILE) if p.is_file()}
+    if not ids:
+        return
+    try:
+        import docker
+
+        client = docker.from_env()
+        for container in client.containers.list(all=True, filters={"label": INSTALLATION_LABEL}):
+            if container.labels.get(INSTALLATION_LABEL) in ids:
+                container.remove(force=True, v=True)
+        client.close()
+    except Exception as err:  # no engine, or it went away: nothing of ours can be running there
+        print(f"tests: could not sweep sandbox containers: {err}", file=sys.stderr)
+
+
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
     return FIXTURES

@@ -22,6 +22,7 @@ REAL_HOME = Path(os.path.expanduser("~")).resolve()
 _GUARDED = tuple(str(REAL_HOME / name) for name in (".tempi", ".pi"))
 _GUARDED_EVENTS = frozenset({"open", "os.listdir", "os.scandir"})
 touched: list[str] = []
+ROOT: Path | None = None  # this process's own folder, once isolate() has made it
 
 
 def _keep_user_caches() -> None:
@@ -48,8 +49,9 @@ def _audit(event: str, args: tuple[object, ...]) -> None:
 
 def isolate() -> Path:
     """Point HOME, TEMPI_HOME and PI_CODING_AGENT_DIR at a fresh folder for this process."""
+    global ROOT
     _keep_user_caches()
-    root = Path(tempfile.mkdtemp(prefix="tempi-tests-"))
+    root = ROOT = Path(tempfile.mkdtemp(prefix="tempi-tests-"))
     os.environ["HOME"] = str(root / "home")
     os.environ["TEMPI_HOME"] = str(root / "home" / ".tempi")
     os.environ["PI_CODING_AGENT_DIR"] = str(root / "home" / ".pi" / "agent")
