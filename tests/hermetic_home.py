@@ -28,6 +28,11 @@ ROOT: Path | None = None  # this process's own folder, once isolate() has made i
 def _keep_user_caches() -> None:
     """Caches that are not configuration: the fresh HOME would make them empty."""
     xdg_cache = Path(os.environ.get("XDG_CACHE_HOME") or REAL_HOME / ".cache")
+    # Every `tempi` the tests start imports the same modules; with PYTHONDONTWRITEBYTECODE
+    # (set on some machines) each compiled them all from source again. They share a
+    # bytecode cache instead, kept apart from the checkout, as an installed tempi has one.
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ.setdefault("PYTHONPYCACHEPREFIX", str(xdg_cache / "tempi-tests" / "bytecode"))
     defaults = {
         "UV_CACHE_DIR": xdg_cache / "uv",
         "UV_PYTHON_INSTALL_DIR": REAL_HOME / ".local" / "share" / "uv" / "python",
