@@ -29,11 +29,16 @@ def workspace(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.fixture
-def ctx(workspace: Path, tmp_path: Path) -> ToolContext:
+def _bwrap_ctx(workspace: Path, tmp_path: Path) -> ToolContext:
+    """A sandbox made now, with the limits the environment says now."""
     return ToolContext(
         cwd=str(workspace), backend=BwrapBackend(str(workspace)), spill_dir=str(tmp_path / "spill")
     )
+
+
+@pytest.fixture
+def ctx(workspace: Path, tmp_path: Path) -> ToolContext:
+    return _bwrap_ctx(workspace, tmp_path)
 
 
 async def _bash(ctx: ToolContext, command: str) -> ToolOutcome:
@@ -128,9 +133,7 @@ async def test_models_json_is_hidden_even_inside_the_workspace(
     config.mkdir()
     (config / "models.json").write_text('{"key": "sk-secret-in-models"}')
     monkeypatch.setenv("TEMPI_HOME", str(config))
-    ctx = ToolContext(
-        cwd=str(workspace), backend=BwrapBackend(str(workspace)), spill_dir=str(tmp_path / "spill")
-    )
+    ctx = _bwrap_ctx(workspace, tmp_path)
     read = await execute_tool("read", {"path": "conf/models.json"}, ctx)
     assert "sk-secret" not in _text(read)
     assert "sk-secret" not in _text(await _bash(ctx, "cat conf/models.json; grep -r sk-secret . ; true"))
@@ -199,9 +202,7 @@ async def test_a_huge_allocation_fails_inside_without_harming_the_worker(
     workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TEMPI_BWRAP_MEMORY_MB", "512")
-    ctx = ToolContext(
-        cwd=str(workspace), backend=BwrapBackend(str(workspace)), spill_dir=str(tmp_path / "spill")
-    )
+    ctx = _bwrap_ctx(workspace, tmp_path)
     hog = await _bash(ctx, "python3 -c 'b = bytearray(2 << 30); print(\"allocated\")'")
     assert hog.is_error and "allocated" not in _text(hog) and "MemoryError" in _text(hog)
     # The worker and later calls are unaffected.
@@ -235,9 +236,7 @@ async def test_a_fork_bomb_is_bounded(
     workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TEMPI_BWRAP_MAX_PROCESSES", "40")
-    ctx = ToolContext(
-        cwd=str(workspace), backend=BwrapBackend(str(workspace)), spill_dir=str(tmp_path / "spill")
-    )
+    ctx = _bwrap_ctx(workspace, tmp_path)
     # A fork bomb with a bound, so that it cannot take the test machine down if unlimited.
     (workspace / "bomb.py").write_text(
         "import os, time\n"
@@ -270,9 +269,7 @@ async def test_credential_files_stay_hidden_when_the_workspace_is_the_home(
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f"token-in-{name.replace('/', '-')}\n")
     (workspace / "notes.txt").write_text("plain notes\n")
-    ctx = ToolContext(
-        cwd=str(workspace), backend=BwrapBackend(str(workspace)), spill_dir=str(tmp_path / "spill")
-    )
+    ctx = _bwrap_ctx(workspace, tmp_path)
     shown = _text(
         await _bash(
             ctx,
@@ -293,9 +290,7 @@ async def test_processes_of_one_command_share_its_memory_limit(
 ) -> None:
     """Issue 42: the limit was per process, so four processes under it took four times it."""
     monkeypatch.setenv("TEMPI_BWRAP_MEMORY_MB", "300")
-    ctx = ToolContext(
-        cwd=str(workspace), backend=BwrapBackend(str(workspace)), spill_dir=str(tmp_path / "spill")
-    )
+    ctx = _bwrap_ctx(workspace, tmp_path)
     hold = "import time; b = b'x' * (150 << 20); time.sleep(2); print('held')"
     outcome = await _bash(ctx, f'for i in 1 2 3 4; do python3 -c "{hold}" & done; wait; echo finished')
     text = _text(outcome)
