@@ -10,7 +10,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tempi.activities.llm import StreamOptions, anthropic_messages, openai_completions, openai_responses
+from tempi.activities.llm import (
+    StreamOptions,
+    anthropic_messages,
+    complete,
+    openai_completions,
+    openai_responses,
+)
 from tempi.agent.llm_context import LlmContext, ToolSpec
 from tempi.agent.messages import (
     AssistantMessage,
@@ -24,6 +30,8 @@ from tempi.agent.messages import (
     parse_message,
 )
 from tempi.agent.model_spec import ModelSpec
+from tempi.agent.tools.edit import DEFINITION as EDIT
+from tempi.testing.scripted_llm import ScriptedLLMServer
 from tests.fixture_paths import PI_FIXTURES
 
 OPENAI_MODEL = ModelSpec(
@@ -272,3 +280,75 @@ def test_anthropic_replays_signed_thinking_and_turns_unsigned_thinking_into_text
         {"type": "text", "text": "more", "cache_control": {"type": "ephemeral"}}
     ]
     assert "system" not in body and "tools" not in body
+
+
+def fixture_headers(name: str) -> dict[str, str]:
+    headers: dict[str, str] = json.loads((PI_FIXTURES / "llm-requests" / name).read_text())["headers"]
+    return {key.lower(): value for key, value in headers.items()}
+
+
+async def sent_headers(api: str, options: StreamOptions, **model_updates: Any) -> dict[str, str]:
+    """The headers of one real request tempi sends to the scripted server."""
+    async with ScriptedLLMServer(scenarios={"one": [{"text": "ok"}]}) as server:
+        model = ModelSpec(id="m", api=api, provider="mock", base_url=server.url_for("one", api))
+        message = await complete(model.model_copy(update=model_updates), LlmContext(messages=[]), options)
+        assert message.stop_reason == "stop", message.error_message
+        return server.requests_for("one")[-1].headers
+
+
+async def test_anthropic_sends_an_api_key_as_x_api_key_like_pi() -> None:
+    pi = fixture_headers("anthropic-messages.json")
+    assert pi["x-api-key"] == "mock-key" and "authorization" not in pi
+
+    headers = await sent_headers("anthropic-messages", StreamOptions(api_key="mock-key"))
+    assert headers["x-api-key"] == pi["x-api-key"]
+    assert "authorization" not in headers
+    assert headers["anthropic-beta"] == pi["anthropic-beta"]
+
+
+def _without_prose(schema: Any) -> Any:
+    """A JSON schema with its descriptions dropped: tempi words them its own way."""
+    if isinstance(schema, dict):
+        return {k: _without_prose(v) for k, v in schema.items() if k != "description"}
+    return schema
+
+
+def test_the_edit_tool_schema_is_pis_on_both_openai_apis() -> None:
+    """pi's edit schema forbids extra keys at both levels (its other tools do not say);
+    the OpenAI APIs get the schema as it is, Anthropic only its properties and required."""
+    recorded = {
+        t["function"]["name"]: t["function"]["parameters"]
+        for t in fixture_body("openai-chat-completions.json")["tools"]
+    }
+    assert recorded["edit"]["additionalProperties"] is False
+    assert all("additionalProperties" not in recorded[name] for name in ("read", "bash", "write"))
+    context = LlmContext(messages=[], tools=[EDIT.spec])
+
+    chat = openai_completions.build_request(OPENAI_MODEL, context, OPTIONS)["tools"][0]["function"]
+    responses_model = OPENAI_MODEL.model_copy(update={"api": "openai-responses"})
+    responses = openai_responses.build_request(responses_model, context, OPTIONS)["tools"][0]
+    for parameters in (chat["parameters"], responses["parameters"]):
+        assert _without_prose(parameters) == _without_prose(recorded["edit"])
+
+    anthropic = anthropic_messages.build_request(CLAUDE_MODEL, context, OPTIONS)["tools"][0]["input_schema"]
+    assert _without_prose(anthropic) == _without_prose(
+        fixture_body("anthropic-messages.json")["tools"][2]["input_schema"]
+    )
+
+
+async def test_responses_send_pis_session_affinity_headers() -> None:
+    """pi (openai-responses.js createClient): `session_id` (compat sendSessionIdHeader, default
+    true) and `x-client-request-id`, both the session id; per-call headers win."""
+    options = StreamOptions(api_key="k", session_id="sess-1234")
+    headers = await sent_headers("openai-responses", options)
+    assert headers["session_id"] == headers["x-client-request-id"] == "sess-1234"
+
+    headers = await sent_headers("openai-responses", options, compat={"sendSessionIdHeader": False})
+    assert "session_id" not in headers and headers["x-client-request-id"] == "sess-1234"
+
+    overridden = options.model_copy(update={"headers": {"x-client-request-id": "mine"}})
+    headers = await sent_headers("openai-responses", overridden, headers={"session_id": "model's"})
+    assert headers["session_id"] == "sess-1234" and headers["x-client-request-id"] == "mine"
+
+    headers = await sent_headers("openai-responses", StreamOptions(api_key="k"))
+    assert "session_id" not in headers and "x-client-request-id" not in headers

@@ -25,7 +25,8 @@ GPT5 = ModelSpec(id="gpt-5", api="openai-responses", provider="openai", reasonin
 )
 def test_anthropic_budgets_follow_pi_and_raise_max_tokens(level: ThinkingLevel, budget: int) -> None:
     plan = anthropic_thinking(SONNET, level, max_tokens=16384)
-    assert plan.thinking == {"type": "enabled", "budget_tokens": budget}
+    # pi sends display "summarized" with every budget (providers.md, pi-ai anthropic.js).
+    assert plan.thinking == {"type": "enabled", "budget_tokens": budget, "display": "summarized"}
     assert plan.max_tokens == 16384 + budget
 
 
@@ -33,7 +34,7 @@ def test_anthropic_budget_shrinks_to_leave_room_for_the_answer() -> None:
     small = SONNET.model_copy(update={"max_tokens": 8192})
     plan = anthropic_thinking(small, "high", max_tokens=8192)
     assert plan.max_tokens == 8192
-    assert plan.thinking == {"type": "enabled", "budget_tokens": 8192 - 1024}
+    assert plan.thinking == {"type": "enabled", "budget_tokens": 8192 - 1024, "display": "summarized"}
 
 
 def test_anthropic_without_room_for_thinking_sends_none() -> None:
@@ -52,7 +53,7 @@ def test_off_or_a_non_reasoning_model_sends_no_thinking(model: ModelSpec) -> Non
 def test_adaptive_claude_models_get_an_effort_instead_of_a_budget() -> None:
     opus = ModelSpec(id="claude-opus-4-6", api="anthropic-messages", provider="anthropic", reasoning=True)
     plan = anthropic_thinking(opus, "xhigh", max_tokens=16384)
-    assert plan.thinking == {"type": "adaptive"}
+    assert plan.thinking == {"type": "adaptive", "display": "summarized"}
     assert plan.output_config == {"effort": "max"}
     assert plan.max_tokens == 16384
 

@@ -25,7 +25,7 @@ from tempi.agent.tool_specs import (
 from tempi.agent.tools.definition import ToolDefinition, object_schema, string
 
 # What the model is told about the tools; a change is deliberate, so this digest changes with it.
-SPECS_SHA256 = "f27f8b777174c36fa8e9f0aaf9d61c8e3c370b30e6014b2ab7d9b0bff13b9ec6"
+SPECS_SHA256 = "041b2073f9e62008907d6f3a5f4f39aa988782a5da0e523635215a7162c41b5e"
 
 
 def _text(outcome: ToolOutcome) -> str:

@@ -42,6 +42,19 @@ EPHEMERAL = {"type": "ephemeral"}
 BETA_HEADERS = {"anthropic-beta": "interleaved-thinking-2025-05-14"}
 IMAGE_ONLY_RESULT_TEXT = "(see attached image)"
 
+
+class ApiKeyAnthropic(anthropic.AsyncAnthropic):
+    """The SDK client, sending the API key as `x-api-key`, as pi does for an API key.
+
+    anthropic 2.x sends `api_key` as `Authorization: Bearer`; pi (Anthropic JS SDK) sends
+    Bearer only for OAuth tokens (`sk-ant-oat…`) and Copilot, which tempi has no mode for.
+    """
+
+    @property
+    def _api_key_auth(self) -> dict[str, str]:
+        return {} if self.api_key is None else {"x-api-key": self.api_key}
+
+
 _STOP_REASONS: dict[str, StopReason] = {
     "end_turn": "stop",
     "stop_sequence": "stop",
@@ -222,7 +235,7 @@ async def stream_anthropic_messages(
 ) -> AsyncGenerator[AssistantMessageEvent, None]:
     api_key = require_api_key(model, options)
     body = build_request(model, context, options)
-    client = anthropic.AsyncAnthropic(
+    client = ApiKeyAnthropic(
         api_key=api_key,
         base_url=model.base_url or None,
         max_retries=options.sdk_retries,

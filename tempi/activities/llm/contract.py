@@ -48,9 +48,12 @@ def output_token_limit(model: ModelSpec, options: StreamOptions) -> int:
     return options.max_tokens or min(model.max_tokens, DEFAULT_MAX_TOKENS_CAP)
 
 
-def request_headers(model: ModelSpec, options: StreamOptions) -> dict[str, str]:
-    """Model headers overridden by per-call headers."""
-    return {**(model.headers or {}), **options.headers}
+def request_headers(
+    model: ModelSpec, options: StreamOptions, provider_headers: dict[str, str] | None = None
+) -> dict[str, str]:
+    """Model headers, overridden by the provider's own (`provider_headers`), overridden by
+    per-call headers: pi's order."""
+    return {**(model.headers or {}), **(provider_headers or {}), **options.headers}
 
 
 def require_api_key(model: ModelSpec, options: StreamOptions) -> str:

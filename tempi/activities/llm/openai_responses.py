@@ -14,6 +14,7 @@ from tempi.activities.llm.abort import AbortWatch, relay_stream
 from tempi.activities.llm.assembler import MessageAssembler
 from tempi.activities.llm.contract import (
     StreamOptions,
+    compat_flag,
     output_token_limit,
     request_headers,
     require_api_key,
@@ -78,6 +79,18 @@ def build_request(model: ModelSpec, context: LlmContext, options: StreamOptions)
     if options.session_id:
         body["prompt_cache_key"] = options.session_id
     return body
+
+
+def session_headers(model: ModelSpec, options: StreamOptions) -> dict[str, str]:
+    """pi's cache-affinity headers: the session id as `session_id` (unless compat
+    `sendSessionIdHeader` is false) and as `x-client-request-id`. As in pi, they override
+    the model's headers and per-call headers override them."""
+    if not options.session_id:
+        return {}
+    headers = {"x-client-request-id": options.session_id}
+    if compat_flag(model, "sendSessionIdHeader", True):
+        headers = {"session_id": options.session_id, **headers}
+    return headers
 
 
 class ResponsesConverter:
@@ -246,7 +259,7 @@ async def stream_openai_responses(
         max_retries=options.sdk_retries,
         timeout=options.timeout_s,
         http_client=shared_http_client(openai.DefaultAsyncHttpxClient),
-        default_headers=request_headers(model, options),
+        default_headers=request_headers(model, options, session_headers(model, options)),
     )
     payload = CONVERSATIONS.encode((API, options.session_id), body, "input")
     create = post_stream(client, "/responses", payload, Response, ResponseStreamEvent)

@@ -21,6 +21,9 @@ THINKING_BUDGETS: dict[ThinkingLevel, int] = {
     "high": 16384,
     "xhigh": 32768,
 }
+# pi asks for summarized thinking on every model, so Opus 4.7 (whose API default is to
+# omit it) shows its thinking like older Claude 4 models do.
+THINKING_DISPLAY = "summarized"
 # Anthropic refuses a budget below this; the answer itself needs room too.
 MIN_THINKING_BUDGET = 1024
 MIN_OUTPUT_TOKENS = 1024
@@ -99,7 +102,9 @@ def anthropic_thinking(model: ModelSpec, level: ThinkingLevel, max_tokens: int) 
     if uses_adaptive_thinking(model):
         effort = provider_value(model, chosen, _ADAPTIVE_EFFORTS[chosen])
         return AnthropicThinking(
-            max_tokens=max_tokens, thinking={"type": "adaptive"}, output_config={"effort": effort}
+            max_tokens=max_tokens,
+            thinking={"type": "adaptive", "display": THINKING_DISPLAY},
+            output_config={"effort": effort},
         )
     budget = THINKING_BUDGETS[chosen]
     total = min(max_tokens + budget, model.max_tokens)
@@ -107,7 +112,10 @@ def anthropic_thinking(model: ModelSpec, level: ThinkingLevel, max_tokens: int) 
         budget = total - MIN_OUTPUT_TOKENS
     if budget < MIN_THINKING_BUDGET:
         return AnthropicThinking(max_tokens=max_tokens)
-    return AnthropicThinking(max_tokens=total, thinking={"type": "enabled", "budget_tokens": budget})
+    return AnthropicThinking(
+        max_tokens=total,
+        thinking={"type": "enabled", "budget_tokens": budget, "display": THINKING_DISPLAY},
+    )
 
 
 def openai_reasoning_effort(model: ModelSpec, level: ThinkingLevel) -> str | None:

@@ -35,31 +35,36 @@ DEFINITION = ToolDefinition(
             "edit fails, nothing is written. Merge changes to the same or neighbouring lines into "
             "one edit, and keep oldText short: just enough lines to be unique."
         ),
-        parameters=object_schema(
-            {
-                "path": string("File to edit, relative to the working directory or absolute"),
-                "edits": {
-                    "type": "array",
-                    "description": (
-                        "Replacements, each matched against the original file (not applied one "
-                        "after another). They must not overlap or nest."
-                    ),
-                    "items": {
-                        "type": "object",
-                        "properties": {
-                            "oldText": string(
-                                "Text to replace, exactly as in the file; unique in the file and "
-                                "not overlapping any other edit"
-                            ),
-                            "newText": string("Text to put in its place"),
+        # additionalProperties false at both levels, as pi's edit schema: the OpenAI APIs get
+        # the schema as it is (Anthropic's input_schema keeps only properties and required).
+        parameters={
+            **object_schema(
+                {
+                    "path": string("File to edit, relative to the working directory or absolute"),
+                    "edits": {
+                        "type": "array",
+                        "description": (
+                            "Replacements, each matched against the original file (not applied one "
+                            "after another). They must not overlap or nest."
+                        ),
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "oldText": string(
+                                    "Text to replace, exactly as in the file; unique in the file and "
+                                    "not overlapping any other edit"
+                                ),
+                                "newText": string("Text to put in its place"),
+                            },
+                            "required": ["oldText", "newText"],
+                            "additionalProperties": False,
                         },
-                        "required": ["oldText", "newText"],
-                        "additionalProperties": False,
                     },
                 },
-            },
-            ["path", "edits"],
-        ),
+                ["path", "edits"],
+            ),
+            "additionalProperties": False,
+        },
     ),
     effect="writes",
     path_argument="path",
