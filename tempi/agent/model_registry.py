@@ -8,9 +8,11 @@ Pure: the built-in table, the models.json schema (pi's format), merging the two,
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, cast
 
 from pydantic import Field
@@ -18,13 +20,16 @@ from pydantic import Field
 from tempi.agent.base import PiModel
 from tempi.agent.model_spec import THINKING_LEVELS, ModelCost, ModelSpec, ThinkingLevel
 
-ANTHROPIC_BASE_URL = "https://api.anthropic.com"
-OPENAI_BASE_URL = "https://api.openai.com/v1"
-# pi routes every built-in OpenAI model through the Responses API.
-OPENAI_API = "openai-responses"
+# Every provider and model pi knows, as published in pi-ai's generated model list;
+# regenerate with scripts/pi_catalog.py for a new pi version.
+CATALOG_PATH = Path(__file__).with_name("pi_catalog.json")
 
 FAUX_PROVIDER = "faux"
 FAUX_MODEL_ID = "faux-model"
+
+# The wire APIs tempi can call. The catalog holds models of other APIs too: they are
+# listed, but choosing one is an error that names the API.
+SUPPORTED_APIS: tuple[str, ...] = ("anthropic-messages", "openai-completions", "openai-responses", "faux")
 
 # Tried in this order when the user names no model (first provider with a key wins).
 DEFAULT_MODEL_PER_PROVIDER: dict[str, str] = {
@@ -32,187 +37,49 @@ DEFAULT_MODEL_PER_PROVIDER: dict[str, str] = {
     "openai": "gpt-5",
 }
 
-_NO_OFF: dict[str, str | None] = {"off": None}
-_NO_OFF_XHIGH: dict[str, str | None] = {"off": None, "xhigh": "xhigh"}
 
-
-def _model(
-    provider: str,
-    api: str,
-    base_url: str,
-    model_id: str,
-    name: str,
-    *,
-    reasoning: bool,
-    context: int,
-    max_out: int,
-    cost: tuple[float, float, float, float],
-    images: bool = True,
-    thinking: dict[str, str | None] | None = None,
-) -> ModelSpec:
-    cost_input, cost_output, cache_read, cache_write = cost
-    return ModelSpec(
-        id=model_id,
-        name=name,
-        api=api,
-        provider=provider,
-        base_url=base_url,
-        reasoning=reasoning,
-        input=["text", "image"] if images else ["text"],
-        cost=ModelCost(input=cost_input, output=cost_output, cache_read=cache_read, cache_write=cache_write),
-        context_window=context,
-        max_tokens=max_out,
-        thinking_level_map=thinking,
+def _load_catalog(path: Path) -> tuple[str, tuple[ModelSpec, ...]]:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    models = tuple(
+        ModelSpec.model_validate(model)
+        for provider_models in data["providers"].values()
+        for model in provider_models
     )
+    return str(data["version"]), models
 
 
-def _anthropic(
-    model_id: str,
-    name: str,
-    reasoning: bool,
-    context: int,
-    max_out: int,
-    cost: tuple[float, float, float, float],
-    thinking: dict[str, str | None] | None = None,
-) -> ModelSpec:
-    return _model(
-        "anthropic", "anthropic-messages", ANTHROPIC_BASE_URL, model_id, name,
-        reasoning=reasoning, context=context, max_out=max_out, cost=cost, thinking=thinking,
+CATALOG_VERSION, CATALOG_MODELS = _load_catalog(CATALOG_PATH)
+CATALOG_PROVIDERS: tuple[str, ...] = tuple(dict.fromkeys(m.provider for m in CATALOG_MODELS))
+
+
+def _faux(model_id: str, name: str, *, reasoning: bool) -> ModelSpec:
+    return ModelSpec(
+        id=model_id, name=name, api="faux", provider=FAUX_PROVIDER, base_url="", reasoning=reasoning,
+        input=["text", "image"], cost=ModelCost(), context_window=128_000, max_tokens=16_384,
     )  # fmt: skip
 
-
-def _openai(
-    model_id: str,
-    name: str,
-    reasoning: bool,
-    context: int,
-    max_out: int,
-    cost: tuple[float, float, float, float],
-    images: bool = True,
-    thinking: dict[str, str | None] | None = None,
-) -> ModelSpec:
-    return _model(
-        "openai", OPENAI_API, OPENAI_BASE_URL, model_id, name,
-        reasoning=reasoning, context=context, max_out=max_out, cost=cost, images=images, thinking=thinking,
-    )  # fmt: skip
-
-
-# Published prices in dollars per million tokens: (input, output, cache read, cache write).
-_SONNET = (3, 15, 0.3, 3.75)
-_OPUS_4 = (15, 75, 1.5, 18.75)
-_OPUS_45 = (5, 25, 0.5, 6.25)
-_HAIKU_45 = (1, 5, 0.1, 1.25)
-_HAIKU_35 = (0.8, 4, 0.08, 1)
 
 BUILTIN_MODELS: tuple[ModelSpec, ...] = (
-    _anthropic("claude-opus-4-7", "Claude Opus 4.7", True, 1_000_000, 128_000, _OPUS_45, {"xhigh": "xhigh"}),
-    _anthropic("claude-opus-4-6", "Claude Opus 4.6", True, 1_000_000, 128_000, _OPUS_45, {"xhigh": "max"}),
-    _anthropic("claude-opus-4-5", "Claude Opus 4.5 (latest)", True, 200_000, 64_000, _OPUS_45),
-    _anthropic("claude-opus-4-5-20251101", "Claude Opus 4.5", True, 200_000, 64_000, _OPUS_45),
-    _anthropic("claude-opus-4-1", "Claude Opus 4.1 (latest)", True, 200_000, 32_000, _OPUS_4),
-    _anthropic("claude-opus-4-1-20250805", "Claude Opus 4.1", True, 200_000, 32_000, _OPUS_4),
-    _anthropic("claude-opus-4-0", "Claude Opus 4 (latest)", True, 200_000, 32_000, _OPUS_4),
-    _anthropic("claude-opus-4-20250514", "Claude Opus 4", True, 200_000, 32_000, _OPUS_4),
-    _anthropic("claude-sonnet-4-6", "Claude Sonnet 4.6", True, 1_000_000, 64_000, _SONNET),
-    _anthropic("claude-sonnet-4-5", "Claude Sonnet 4.5 (latest)", True, 200_000, 64_000, _SONNET),
-    _anthropic("claude-sonnet-4-5-20250929", "Claude Sonnet 4.5", True, 200_000, 64_000, _SONNET),
-    _anthropic("claude-sonnet-4-0", "Claude Sonnet 4 (latest)", True, 200_000, 64_000, _SONNET),
-    _anthropic("claude-sonnet-4-20250514", "Claude Sonnet 4", True, 200_000, 64_000, _SONNET),
-    _anthropic("claude-3-7-sonnet-20250219", "Claude Sonnet 3.7", True, 200_000, 64_000, _SONNET),
-    _anthropic("claude-haiku-4-5", "Claude Haiku 4.5 (latest)", True, 200_000, 64_000, _HAIKU_45),
-    _anthropic("claude-haiku-4-5-20251001", "Claude Haiku 4.5", True, 200_000, 64_000, _HAIKU_45),
-    _anthropic("claude-3-5-haiku-latest", "Claude Haiku 3.5 (latest)", False, 200_000, 8_192, _HAIKU_35),
-    _anthropic("claude-3-5-haiku-20241022", "Claude Haiku 3.5", False, 200_000, 8_192, _HAIKU_35),
-    _openai("gpt-5.5", "GPT-5.5", True, 272_000, 128_000, (5, 30, 0.5, 0), thinking=_NO_OFF_XHIGH),
-    _openai("gpt-5.4", "GPT-5.4", True, 272_000, 128_000, (2.5, 15, 0.25, 0), thinking=_NO_OFF_XHIGH),
-    _openai(
-        "gpt-5.4-mini", "GPT-5.4 mini", True, 400_000, 128_000, (0.75, 4.5, 0.075, 0), thinking=_NO_OFF_XHIGH
-    ),
-    _openai(
-        "gpt-5.4-nano", "GPT-5.4 nano", True, 400_000, 128_000, (0.2, 1.25, 0.02, 0), thinking=_NO_OFF_XHIGH
-    ),
-    _openai(
-        "gpt-5.3-codex", "GPT-5.3 Codex", True, 400_000, 128_000, (1.75, 14, 0.175, 0), thinking=_NO_OFF_XHIGH
-    ),
-    _openai("gpt-5.2", "GPT-5.2", True, 400_000, 128_000, (1.75, 14, 0.175, 0), thinking=_NO_OFF_XHIGH),
-    _openai(
-        "gpt-5.2-codex", "GPT-5.2 Codex", True, 400_000, 128_000, (1.75, 14, 0.175, 0), thinking=_NO_OFF_XHIGH
-    ),
-    _openai("gpt-5.1", "GPT-5.1", True, 400_000, 128_000, (1.25, 10, 0.125, 0), thinking=_NO_OFF),
-    _openai("gpt-5.1-codex", "GPT-5.1 Codex", True, 400_000, 128_000, (1.25, 10, 0.125, 0), thinking=_NO_OFF),
-    _openai(
-        "gpt-5.1-codex-max",
-        "GPT-5.1 Codex Max",
-        True,
-        400_000,
-        128_000,
-        (1.25, 10, 0.125, 0),
-        thinking=_NO_OFF,
-    ),
-    _openai(
-        "gpt-5.1-codex-mini",
-        "GPT-5.1 Codex mini",
-        True,
-        400_000,
-        128_000,
-        (0.25, 2, 0.025, 0),
-        thinking=_NO_OFF,
-    ),
-    _openai("gpt-5", "GPT-5", True, 400_000, 128_000, (1.25, 10, 0.125, 0), thinking=_NO_OFF),
-    _openai("gpt-5-codex", "GPT-5-Codex", True, 400_000, 128_000, (1.25, 10, 0.125, 0), thinking=_NO_OFF),
-    _openai("gpt-5-mini", "GPT-5 Mini", True, 400_000, 128_000, (0.25, 2, 0.025, 0), thinking=_NO_OFF),
-    _openai("gpt-5-nano", "GPT-5 Nano", True, 400_000, 128_000, (0.05, 0.4, 0.005, 0), thinking=_NO_OFF),
-    _openai("gpt-5-pro", "GPT-5 Pro", True, 400_000, 272_000, (15, 120, 0, 0), thinking=_NO_OFF),
-    _openai("gpt-4.1", "GPT-4.1", False, 1_047_576, 32_768, (2, 8, 0.5, 0)),
-    _openai("gpt-4.1-mini", "GPT-4.1 mini", False, 1_047_576, 32_768, (0.4, 1.6, 0.1, 0)),
-    _openai("gpt-4.1-nano", "GPT-4.1 nano", False, 1_047_576, 32_768, (0.1, 0.4, 0.03, 0)),
-    _openai("gpt-4o", "GPT-4o", False, 128_000, 16_384, (2.5, 10, 1.25, 0)),
-    _openai("gpt-4o-mini", "GPT-4o mini", False, 128_000, 16_384, (0.15, 0.6, 0.08, 0)),
-    _openai("o3", "o3", True, 200_000, 100_000, (2, 8, 0.5, 0)),
-    _openai("o3-pro", "o3-pro", True, 200_000, 100_000, (20, 80, 0, 0)),
-    _openai("o3-mini", "o3-mini", True, 200_000, 100_000, (1.1, 4.4, 0.55, 0), images=False),
-    _openai("o4-mini", "o4-mini", True, 200_000, 100_000, (1.1, 4.4, 0.28, 0)),
-    _openai("o1", "o1", True, 200_000, 100_000, (15, 60, 7.5, 0)),
+    *CATALOG_MODELS,
     # Answers from a script instead of a network; for tests and demos.
-    _model(
-        FAUX_PROVIDER,
-        "faux",
-        "",
-        FAUX_MODEL_ID,
-        "Faux (scripted)",
-        reasoning=True,
-        context=128_000,
-        max_out=16_384,
-        cost=(0, 0, 0, 0),
-    ),
+    _faux(FAUX_MODEL_ID, "Faux (scripted)", reasoning=True),
     # Offline demo: looks around the working directory and reports, with no API key.
-    _model(
-        FAUX_PROVIDER,
-        "faux",
-        "",
-        "demo",
-        "Offline demo",
-        reasoning=False,
-        context=128_000,
-        max_out=16_384,
-        cost=(0, 0, 0, 0),
-    ),
+    _faux("demo", "Offline demo", reasoning=False),
 )
 
-# Providers pi knows without built-in models here: enough to fill in a models.json
-# entry that lists models but leaves out "api" / "baseUrl", as pi allows for them.
-KNOWN_PROVIDER_ENDPOINTS: dict[str, tuple[str, str]] = {
-    "openrouter": ("openai-completions", "https://openrouter.ai/api/v1"),
-    "groq": ("openai-completions", "https://api.groq.com/openai/v1"),
-    "cerebras": ("openai-completions", "https://api.cerebras.ai/v1"),
-    "xai": ("openai-completions", "https://api.x.ai/v1"),
-    "deepseek": ("openai-completions", "https://api.deepseek.com"),
-    "zai": ("openai-completions", "https://api.z.ai/api/coding/paas/v4"),
-    "huggingface": ("openai-completions", "https://router.huggingface.co/v1"),
-    "moonshotai": ("openai-completions", "https://api.moonshot.ai/v1"),
-    "fireworks": ("anthropic-messages", "https://api.fireworks.ai/inference"),
-    "google": ("google-generative-ai", "https://generativelanguage.googleapis.com/v1beta"),
-}
+
+def api_supported(api: str) -> bool:
+    return api in SUPPORTED_APIS
+
+
+def _provider_rank(provider: str) -> tuple[int, int]:
+    """Which provider's model wins when one name matches models of several: anthropic
+    and openai first, then providers only models.json defines, then pi's catalog order."""
+    if provider in DEFAULT_MODEL_PER_PROVIDER:
+        return 0, list(DEFAULT_MODEL_PER_PROVIDER).index(provider)
+    if provider not in CATALOG_PROVIDERS:
+        return 1, 0
+    return 2, CATALOG_PROVIDERS.index(provider)
 
 
 # --- models.json schema (pi's format) -------------------------------------------------
@@ -357,11 +224,12 @@ def build_registry(config: ModelsConfig | None) -> ModelRegistry:
 
 
 def _provider_defaults(provider: str) -> tuple[str, str] | None:
-    """(api, baseUrl) a provider's models get when models.json leaves them out."""
+    """(api, baseUrl) a provider's models get when models.json leaves them out: those of
+    its first built-in model, as pi does."""
     for model in BUILTIN_MODELS:
         if model.provider == provider:
             return model.api, model.base_url
-    return KNOWN_PROVIDER_ENDPOINTS.get(provider)
+    return None
 
 
 def _check_config(config: ModelsConfig) -> None:
@@ -483,6 +351,16 @@ def _is_alias(model_id: str) -> bool:
     return model_id.endswith("-latest") or not _DATED_ID.search(model_id)
 
 
+def _collapse_catalog_duplicates(models: list[ModelSpec]) -> list[ModelSpec]:
+    """Many catalog providers serve the same model id (openai, azure, copilot, gateways...):
+    of those keep only the best-ranked provider's. Providers only models.json defines are
+    the user's own and are never collapsed."""
+    catalog = [m for m in models if m.provider in CATALOG_PROVIDERS]
+    own = [m for m in models if m.provider not in CATALOG_PROVIDERS]
+    best = [min(catalog, key=lambda m: _provider_rank(m.provider))] if catalog else []
+    return best + own
+
+
 def _exact_match(reference: str, models: list[ModelSpec]) -> ModelSpec | None:
     """`provider/id` or a bare id naming exactly one model (case-insensitive)."""
     wanted = reference.strip().lower()
@@ -491,7 +369,7 @@ def _exact_match(reference: str, models: list[ModelSpec]) -> ModelSpec | None:
     canonical = [m for m in models if f"{m.provider}/{m.id}".lower() == wanted]
     if canonical:
         return canonical[0] if len(canonical) == 1 else None
-    by_id = [m for m in models if m.id.lower() == wanted]
+    by_id = _collapse_catalog_duplicates([m for m in models if m.id.lower() == wanted])
     if len(by_id) > 1:
         names = ", ".join(f"{m.provider}/{m.id}" for m in by_id)
         raise ModelSelectionError(f'"{reference}" names several models ({names}); add the provider')
@@ -499,14 +377,17 @@ def _exact_match(reference: str, models: list[ModelSpec]) -> ModelSpec | None:
 
 
 def _fuzzy_match(pattern: str, models: list[ModelSpec]) -> ModelSpec | None:
-    """A model whose id or name contains the pattern; among several, prefer an alias
-    (no date suffix) and then the id that sorts highest, i.e. the newest."""
+    """A model whose id or name contains the pattern; among several, those of the
+    best-ranked provider, then an alias (no date suffix), then the id that sorts
+    highest, i.e. the newest."""
     needle = pattern.strip().lower()
     if not needle:
         return None
     matches = [m for m in models if needle in m.id.lower() or needle in m.name.lower()]
     if not matches:
         return None
+    best_rank = min(_provider_rank(m.provider) for m in matches)
+    matches = [m for m in matches if _provider_rank(m.provider) == best_rank]
     aliases = [m for m in matches if _is_alias(m.id)]
     pool = aliases or matches
     return max(pool, key=lambda m: m.id)
@@ -532,8 +413,11 @@ def _match_pattern(pattern: str, models: list[ModelSpec]) -> ModelSelection | No
 
 
 def _close_matches(wanted: str, models: Iterable[ModelSpec]) -> list[str]:
-    names = [f"{m.provider}/{m.id}" for m in models]
-    by_id = {m.id: f"{m.provider}/{m.id}" for m in models}
+    ranked = sorted(models, key=lambda m: _provider_rank(m.provider))
+    names = [f"{m.provider}/{m.id}" for m in ranked]
+    by_id: dict[str, str] = {}
+    for m in ranked:
+        by_id.setdefault(m.id, f"{m.provider}/{m.id}")
     found = difflib.get_close_matches(wanted, names, n=5, cutoff=0.5)
     found += [by_id[i] for i in difflib.get_close_matches(wanted, list(by_id), n=5, cutoff=0.5)]
     return list(dict.fromkeys(found))[:5]
@@ -552,7 +436,20 @@ def _canonical_provider(name: str, registry: ModelRegistry) -> str | None:
 def _provider_default(provider: str, registry: ModelRegistry) -> ModelSpec:
     preferred = DEFAULT_MODEL_PER_PROVIDER.get(provider)
     models = registry.models_for(provider)
-    return next((m for m in models if m.id == preferred), models[0])
+    supported = [m for m in models if api_supported(m.api)]
+    return next((m for m in models if m.id == preferred), (supported or models)[0])
+
+
+def _runnable(selection: ModelSelection) -> ModelSelection:
+    """The selection, if tempi speaks its model's API."""
+    model = selection.model
+    if not api_supported(model.api):
+        speaks = ", ".join(api for api in SUPPORTED_APIS if api != "faux")
+        raise ModelSelectionError(
+            f'Model "{model.provider}/{model.id}" uses the {model.api} API, which tempi does not '
+            f"support yet (it speaks {speaks}). Pick another model; `tempi --list-models` lists them."
+        )
+    return selection
 
 
 def _resolve_model_words(registry: ModelRegistry, provider: str | None, model: str) -> ModelSelection:
@@ -600,26 +497,35 @@ def select_model(
     openai whose key is available, then any provider with a key.
     """
     if model:
-        return _resolve_model_words(registry, provider, model)
+        return _runnable(_resolve_model_words(registry, provider, model))
     if provider:
         canonical = _canonical_provider(provider, registry)
         if canonical is None:
             raise ModelSelectionError(
                 f'Unknown provider "{provider}". Known providers: {", ".join(registry.providers())}'
             )
-        return ModelSelection(model=_provider_default(canonical, registry))
+        return _runnable(ModelSelection(model=_provider_default(canonical, registry)))
     warning: str | None = None
-    if default_model:
+    if default_model or (default_provider and _canonical_provider(default_provider, registry)):
         try:
-            return _resolve_model_words(registry, default_provider, default_model)
+            if default_model:
+                return _runnable(_resolve_model_words(registry, default_provider, default_model))
+            return select_model(registry, provider=default_provider)
         except ModelSelectionError as exc:
             # A stale settings.json must not stop tempi from starting.
-            named = f"{default_provider}/{default_model}" if default_provider else default_model
+            named = (
+                f"{default_provider}/{default_model}"
+                if default_provider and default_model
+                else (default_model or default_provider)
+            )
             warning = f'Ignoring the default model "{named}" from settings: {exc}'
-    elif default_provider and _canonical_provider(default_provider, registry):
-        return select_model(registry, provider=default_provider)
     for candidate in (*DEFAULT_MODEL_PER_PROVIDER, *registry.providers()):
-        if candidate != FAUX_PROVIDER and registry.models_for(candidate) and key_available(candidate):
+        if (
+            candidate != FAUX_PROVIDER
+            and registry.models_for(candidate)
+            and api_supported(_provider_default(candidate, registry).api)
+            and key_available(candidate)
+        ):
             return ModelSelection(model=_provider_default(candidate, registry), warning=warning)
     raise ModelSelectionError(
         "No model chosen and no API key found. Set ANTHROPIC_API_KEY or OPENAI_API_KEY, "

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+from decimal import ROUND_HALF_UP, Decimal
+
 from tempi.agent.model_registry import ModelRegistry
 from tempi.config.api_keys import has_configured_key
 
 
 def _tokens(n: int) -> str:
-    return (
-        f"{n // 1_000_000}M"
-        if n >= 1_000_000 and n % 1_000_000 == 0
-        else f"{n // 1000}K"
-        if n >= 1000
-        else str(n)
-    )
+    """pi's format: 200000 -> "200K", 1000000 -> "1M", 32768 -> "32.8K"."""
+    for size, unit in ((1_000_000, "M"), (1000, "K")):
+        if n >= size:
+            value = Decimal(n) / size
+            text = str(value) if value % 1 == 0 else str(value.quantize(Decimal("0.1"), ROUND_HALF_UP))
+            return text + unit
+    return str(n)
 
 
 def list_models(registry: ModelRegistry, search: str) -> str:

@@ -1,0 +1,103 @@
+"""tempi's built-in models are pi's catalog (tempi/agent/pi_catalog.json, made by
+scripts/pi_catalog.py), and `tempi --list-models` lists what `pi --list-models` lists.
+
+The recording tests/fixtures/pi-0.73.1/list-models.txt is `pi --list-models` of pi 0.73.1,
+run with a throwaway home whose auth.json held a dummy key for every provider (pi lists
+only the models of providers with a key).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tempi.agent.model_registry import (
+    BUILTIN_MODELS,
+    CATALOG_MODELS,
+    CATALOG_PROVIDERS,
+    CATALOG_VERSION,
+    ModelSelectionError,
+    builtin_registry,
+    select_model,
+)
+from tests.conftest import run_tempi, tempi_env
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def _rows(listing: str) -> set[tuple[str, str, str, str]]:
+    """(provider, id, context, max out) of each row of a --list-models table."""
+    rows = set()
+    for line in listing.splitlines()[1:]:
+        provider, model_id, context, max_out = line.split()[:4]
+        rows.add((provider, model_id, context, max_out))
+    return rows
+
+
+def _pi_listing() -> str:
+    return (FIXTURES / f"pi-{CATALOG_VERSION}" / "list-models.txt").read_text()
+
+
+def test_catalog_is_pis_whole_catalog() -> None:
+    assert CATALOG_VERSION == "0.73.1"
+    assert (len(CATALOG_PROVIDERS), len(CATALOG_MODELS)) == (31, 969)
+    pi_rows = _pi_listing().splitlines()[1:]
+    assert len(pi_rows) == len(CATALOG_MODELS)
+    assert {row.split()[0] for row in pi_rows} == set(CATALOG_PROVIDERS)
+    # Per-model headers and compat come along.
+    copilot = builtin_registry().find("github-copilot", "claude-haiku-4.5")
+    assert copilot is not None and copilot.headers and "User-Agent" in copilot.headers
+    assert copilot.compat == {"supportsEagerToolInputStreaming": False}
+
+
+def test_list_models_matches_pi(tmp_path: Path) -> None:
+    listed = run_tempi(["--list-models"], cwd=tmp_path, env=tempi_env(tmp_path / "home", None))
+    assert listed.returncode == 0, listed.stderr
+    tempi_rows = {row for row in _rows(listed.stdout) if row[0] != "faux"}
+    pi_rows = _rows(_pi_listing())
+    assert sorted(pi_rows - tempi_rows) == [] and sorted(tempi_rows - pi_rows) == []
+
+
+def test_pi_data_wins_over_the_old_table() -> None:
+    # tempi's hand-written table said 0.125; pi's catalog says 0.13.
+    gpt51 = builtin_registry().find("openai", "gpt-5.1")
+    assert gpt51 is not None and gpt51.cost.cache_read == 0.13
+
+
+@pytest.mark.parametrize(
+    ("words", "api"),
+    [
+        ({"model": "google/gemini-2.5-pro"}, "google-generative-ai"),
+        ({"model": "amazon-bedrock/amazon.nova-pro-v1:0"}, "bedrock-converse-stream"),
+        ({"provider": "mistral"}, "mistral-conversations"),
+    ],
+)
+def test_choosing_a_model_of_an_unsupported_api_names_the_api(words: dict[str, str], api: str) -> None:
+    with pytest.raises(ModelSelectionError, match=f"uses the {api} API, which tempi does not support yet"):
+        select_model(builtin_registry(), **words)
+
+
+def test_unsupported_settings_default_falls_back_with_a_warning() -> None:
+    selection = select_model(
+        builtin_registry(),
+        default_provider="google",
+        default_model="gemini-2.5-pro",
+        key_available=lambda p: p in ("google", "openai"),
+    )
+    assert (selection.model.provider, selection.model.id) == ("openai", "gpt-5")
+    assert selection.warning is not None and "google-generative-ai" in selection.warning
+
+
+def test_a_key_for_an_unsupported_provider_is_not_a_default() -> None:
+    with pytest.raises(ModelSelectionError, match="no API key found"):
+        select_model(builtin_registry(), key_available=lambda p: p == "google")
+
+
+def test_ids_many_providers_serve_resolve_to_the_first_party_one() -> None:
+    registry = builtin_registry()
+    served = [m.provider for m in BUILTIN_MODELS if m.id == "gpt-4o"]
+    assert len(served) > 1
+    assert select_model(registry, model="gpt-4o").model.provider == "openai"
+    assert select_model(registry, model="claude-opus-4-5").model.provider == "anthropic"
+    assert select_model(registry, model="opus").model.provider == "anthropic"
