@@ -127,6 +127,11 @@ async def attach_user_container(name: str, working_dir: str, *, client: Any | No
     return await asyncio.to_thread(find_user_container, name, working_dir, client=client)
 
 
+_SIGKILLED = 137
+_KILLED_CHECKS = 10
+_KILLED_CHECK_INTERVAL_S = 0.1
+
+
 class UserContainerBackend(DockerBackend):
     """A command that fails because the user stopped or removed the container says so,
     rather than showing only the exit code the kill left."""
@@ -149,10 +154,16 @@ class UserContainerBackend(DockerBackend):
             argv, cwd=cwd, on_output=on_output, timeout=timeout, abort=abort, merge_stderr=merge_stderr
         )
         if result.exit_code != 0 and not result.aborted:
-            try:
-                await asyncio.to_thread(_running, *self._check)
-            except SandboxError as err:
-                raise ToolError(f"The command stopped: {err}") from None
+            # A command SIGKILLed with its container: the engine may still show the container
+            # running for a moment while it is being removed, so look again before believing it.
+            checks = _KILLED_CHECKS if result.exit_code == _SIGKILLED else 1
+            for check in range(checks):
+                try:
+                    await asyncio.to_thread(_running, *self._check)
+                except SandboxError as err:
+                    raise ToolError(f"The command stopped: {err}") from None
+                if check + 1 < checks:
+                    await asyncio.sleep(_KILLED_CHECK_INTERVAL_S)
         return result
 
 
