@@ -234,6 +234,26 @@ def test_default_environment_variables() -> None:
     assert not has_configured_key("openai", registry, env)
 
 
+@pytest.mark.parametrize(
+    ("provider", "variable"),
+    [
+        ("openrouter", "OPENROUTER_API_KEY"),
+        ("moonshotai-cn", "MOONSHOT_API_KEY"),
+        ("kimi-coding", "KIMI_API_KEY"),
+        ("minimax-cn", "MINIMAX_CN_API_KEY"),
+        ("opencode-go", "OPENCODE_API_KEY"),
+        ("xiaomi-token-plan-sgp", "XIAOMI_TOKEN_PLAN_SGP_API_KEY"),
+    ],
+)
+def test_pis_key_variables_reach_its_providers(provider: str, variable: str) -> None:
+    """A pi user's exported key works unchanged for each provider of pi's catalog tempi can call."""
+    registry = builtin_registry()
+    assert provider in registry.providers() and registry.models_for(provider)
+    assert resolve_api_key(provider, registry, {variable: "k-1"}) == "k-1"
+    assert has_configured_key(provider, registry, {variable: "k-1"})
+    assert not has_configured_key(provider, registry, {})
+
+
 def test_configured_api_key_wins_over_environment(tmp_path: Path) -> None:
     path = write(
         tmp_path / "models.json", json.dumps({"providers": {"openai": {"apiKey": "!echo from-config"}}})

@@ -38,6 +38,19 @@ DEFAULT_API_KEY_ENV: dict[str, str] = {
     "moonshotai": "MOONSHOT_API_KEY",
     "fireworks": "FIREWORKS_API_KEY",
     "vercel-ai-gateway": "AI_GATEWAY_API_KEY",
+    # pi 0.73.1's env-api-keys.js for the rest of its providers whose API tempi speaks
+    # (several providers share one variable, as in pi).
+    "moonshotai-cn": "MOONSHOT_API_KEY",
+    "kimi-coding": "KIMI_API_KEY",
+    "minimax": "MINIMAX_API_KEY",
+    "minimax-cn": "MINIMAX_CN_API_KEY",
+    "opencode": "OPENCODE_API_KEY",
+    "opencode-go": "OPENCODE_API_KEY",
+    "xiaomi": "XIAOMI_API_KEY",
+    "xiaomi-token-plan-ams": "XIAOMI_TOKEN_PLAN_AMS_API_KEY",
+    "xiaomi-token-plan-cn": "XIAOMI_TOKEN_PLAN_CN_API_KEY",
+    "xiaomi-token-plan-sgp": "XIAOMI_TOKEN_PLAN_SGP_API_KEY",
+    "azure-openai-responses": "AZURE_OPENAI_API_KEY",
 }
 
 COMMAND_TIMEOUT_SECONDS = 10
