@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
-from tests.conftest import tempi_env, write_models_json
+from tests.conftest import run_tempi, tempi_env, write_models_json
 
 
 def _mode(path: Path) -> int:
@@ -191,15 +191,7 @@ def test_the_cli_refuses_a_home_another_user_owns_and_writes_nothing_there(tmp_p
     home = _home_of_another_user(tmp_path)
     env = tempi_env(home, None)
     for args in (["-p", "hello"], ["--list-models"]):
-        proc = subprocess.run(
-            [sys.executable, "-m", "tempi", *args],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            input="",
-        )
+        proc = run_tempi(args, cwd=tmp_path, env=env, timeout=60)
         assert proc.returncode != 0, proc.stdout
         assert f"tempi: {home} belongs to another user" in proc.stderr
         assert "Traceback" not in proc.stderr

@@ -16,8 +16,8 @@ import pytest
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
+from tempi.activities.llm.answer_size import MAX_ANSWER_BYTES, check_answer_size
 from tempi.activities.llm.assembler import MessageAssembler
-from tempi.activities.session_activities import MAX_ANSWER_BYTES, _check_answer_size
 from tempi.activities.tools.invalid_call import invalid_arguments_reason
 from tempi.agent.json_depth import MAX_JSON_DEPTH, json_depth, text_depth
 from tempi.agent.model_spec import ModelSpec
@@ -101,9 +101,9 @@ def test_a_watcher_replays_deep_arguments_without_recursing() -> None:
 
 
 def test_an_answer_over_the_bound_fails_for_good() -> None:
-    _check_answer_size(MAX_ANSWER_BYTES)
+    check_answer_size(MAX_ANSWER_BYTES)
     with pytest.raises(ApplicationError) as err:
-        _check_answer_size(3_000_000)
+        check_answer_size(3_000_000)
     assert err.value.non_retryable and "3.0 MB" in err.value.message
 
 

@@ -30,6 +30,7 @@ from tempi.activities.compaction import (
 )
 from tempi.activities.file_turns import FileTurns, anchor_of, file_changed, outbox_ids
 from tempi.activities.llm import StreamOptions, classify_error, retry_after_ms, stream_assistant
+from tempi.activities.llm.answer_size import check_answer_size
 from tempi.activities.llm.contract import SDK_RETRIES
 from tempi.activities.llm.unicode_guard import holds_lone_surrogate
 from tempi.activities.sandbox import WORKSPACE_DIR, SandboxUnavailableError, open_backend
@@ -82,11 +83,6 @@ from tempi.workflows.activity_payloads import (
 HEARTBEAT_EVERY_S = 0.2
 DISK_FULL = "DiskFull"
 CONFIGURATION_ERROR = "ConfigurationError"
-ANSWER_TOO_LARGE = "AnswerTooLarge"
-# The answer crosses Temporal as this activity's result, under its 2 MB payload limit; one
-# over this fails for good (no retry could shrink it) and its stream is closed as soon as its
-# text and thinking alone are over. Tool arguments have their own 1 MB bound (invalid_call).
-MAX_ANSWER_BYTES = 1_500_000
 
 WORKER_STOPPED_TEXT = "The worker stopped while the model was answering; the call is retried when one runs."
 WORKER_STOPPED_TOOL_TEXT = (
@@ -380,13 +376,14 @@ class SessionActivities:
             final = progress.aborted()
         finally:
             live.close()
-        _check_answer_size(answer_bytes(final))
+        message = final.to_json_dict()
+        check_answer_size(len(json.dumps(message, ensure_ascii=False).encode("utf-8")))
         entry = {
             "type": "message",
             "id": inp.entry_id,
             "parentId": inp.leaf_id,
             "timestamp": inp.entry_timestamp,
-            "message": final.to_json_dict(),
+            "message": message,
         }
         if turns.foreign():
             # The answer was asked for on a view of the file that is no longer the latest.
@@ -636,7 +633,7 @@ async def _stream_to_live(
         async for event in events:
             if event.type in ("text_delta", "thinking_delta"):
                 streamed += len(event.delta)
-                _check_answer_size(streamed)  # closes the stream: the rest is not read
+                check_answer_size(streamed)  # closes the stream: the rest is not read
             delta = compact_delta(event)
             if delta is not None:
                 live.write(delta)
@@ -646,21 +643,6 @@ async def _stream_to_live(
                 return event.error
             progress.partial = event.partial
     raise RuntimeError("the provider stream ended without a final message")
-
-
-def answer_bytes(message: AssistantMessage) -> int:
-    return len(json.dumps(message.to_json_dict(), ensure_ascii=False).encode("utf-8"))
-
-
-def _check_answer_size(size: int) -> None:
-    if size > MAX_ANSWER_BYTES:
-        raise ApplicationError(
-            f"The model's answer was over {MAX_ANSWER_BYTES / 1_000_000:g} MB, more than one answer "
-            f"may carry ({size / 1_000_000:.1f} MB so far), so it was dropped and not retried. "
-            "Ask for a shorter answer, or for long output to be written to files in parts.",
-            type=ANSWER_TOO_LARGE,
-            non_retryable=True,
-        )
 
 
 def encodable(message: ToolResultMessage) -> ToolResultMessage:

@@ -50,6 +50,11 @@ def _load_catalog(path: Path) -> tuple[str, tuple[ModelSpec, ...]]:
 
 CATALOG_VERSION, CATALOG_MODELS = _load_catalog(CATALOG_PATH)
 CATALOG_PROVIDERS: tuple[str, ...] = tuple(dict.fromkeys(m.provider for m in CATALOG_MODELS))
+# _provider_rank's order, looked up for every model a name matches.
+_PROVIDER_RANKS: dict[str, tuple[int, int]] = {
+    **{p: (2, i) for i, p in enumerate(CATALOG_PROVIDERS)},
+    **{p: (0, i) for i, p in enumerate(DEFAULT_MODEL_PER_PROVIDER)},
+}
 
 
 def _faux(model_id: str, name: str, *, reasoning: bool) -> ModelSpec:
@@ -75,11 +80,7 @@ def api_supported(api: str) -> bool:
 def _provider_rank(provider: str) -> tuple[int, int]:
     """Which provider's model wins when one name matches models of several: anthropic
     and openai first, then providers only models.json defines, then pi's catalog order."""
-    if provider in DEFAULT_MODEL_PER_PROVIDER:
-        return 0, list(DEFAULT_MODEL_PER_PROVIDER).index(provider)
-    if provider not in CATALOG_PROVIDERS:
-        return 1, 0
-    return 2, CATALOG_PROVIDERS.index(provider)
+    return _PROVIDER_RANKS.get(provider, (1, 0))
 
 
 # --- models.json schema (pi's format) -------------------------------------------------
@@ -520,13 +521,11 @@ def select_model(
             )
             warning = f'Ignoring the default model "{named}" from settings: {exc}'
     for candidate in (*DEFAULT_MODEL_PER_PROVIDER, *registry.providers()):
-        if (
-            candidate != FAUX_PROVIDER
-            and registry.models_for(candidate)
-            and api_supported(_provider_default(candidate, registry).api)
-            and key_available(candidate)
-        ):
-            return ModelSelection(model=_provider_default(candidate, registry), warning=warning)
+        if candidate == FAUX_PROVIDER or not registry.models_for(candidate):
+            continue
+        default = _provider_default(candidate, registry)
+        if api_supported(default.api) and key_available(candidate):
+            return ModelSelection(model=default, warning=warning)
     raise ModelSelectionError(
         "No model chosen and no API key found. Set ANTHROPIC_API_KEY or OPENAI_API_KEY, "
         f"add a provider to models.json, or try the offline demo with --model {FAUX_PROVIDER}/demo."

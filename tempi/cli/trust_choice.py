@@ -31,7 +31,7 @@ def settle_trust(choice: bool | None, cwd: Path, *, ask: Ask | None = None) -> b
         return True
     if choice is False:
         forget_project(cwd)
-        _left_out(cwd, "--no-trust")
+        _left_out(cwd, "--no-trust", what_needs_trust(cwd))
         return False
     if project_trusted(cwd):
         return True
@@ -45,9 +45,7 @@ def settle_trust(choice: bool | None, cwd: Path, *, ask: Ask | None = None) -> b
         if answer.strip().lower() in ("y", "yes"):
             trust_project(cwd, fingerprint=fingerprint)
             return True
-        _left_out(cwd, "not trusted")
-        return False
-    _left_out(cwd, "not trusted")
+    _left_out(cwd, "not trusted", lines)
     return False
 
 
@@ -66,8 +64,7 @@ def terminal_ask() -> Ask | None:
     return ask
 
 
-def _left_out(cwd: Path, why: str) -> None:
-    lines = what_needs_trust(cwd)
+def _left_out(cwd: Path, why: str, lines: list[str]) -> None:
     print(
         f"tempi: {cwd / '.tempi'} is {why}, so this session leaves out its "
         f"{', '.join(_kinds(lines))}; `tempi --trust` in {cwd} trusts it as it is now",

@@ -36,8 +36,10 @@ def discover_extensions(cwd: Path, explicit: list[str], *, discover: bool = True
     """Absolute paths; an explicit path is taken from `cwd` and kept even when it does not
     exist, so loading it says so. The project's own extensions count only while the owner
     trusts the project."""
-    project = _in_dir(project_extensions_dir(cwd)) if discover and project_trusted(cwd) else []
-    paths = [*_in_dir(home_extensions_dir()), *project] if discover else []
+    paths: list[Path] = []
+    if discover:
+        project = _in_dir(project_extensions_dir(cwd))
+        paths = [*_in_dir(home_extensions_dir()), *(project if project and project_trusted(cwd) else [])]
     paths += [(cwd / Path(p).expanduser()) for p in explicit]
     unique: list[str] = []
     for path in paths:

@@ -81,7 +81,7 @@ def create(*, max_processes: int = 0, memory_bytes: int = 0) -> CommandGroup | N
     limits = {"pids": max_processes, "memory": memory_bytes}
     group = CommandGroup()
     name = f"tempi-bwrap-{secrets.token_hex(6)}"
-    made: dict[Path, bool] = {}
+    made: list[Path] = []  # v2 has one folder for every controller
     for controller, value in limits.items():
         parent = _parent(controller) if value > 0 else None
         if parent is None:
@@ -90,7 +90,7 @@ def create(*, max_processes: int = 0, memory_bytes: int = 0) -> CommandGroup | N
         try:
             if path not in made:
                 path.mkdir()
-                made[path] = parent.v2
+                made.append(path)
             (path / _LIMIT_FILES[controller][1 if parent.v2 else 0]).write_text(str(value))
         except OSError:
             continue
