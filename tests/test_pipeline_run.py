@@ -173,7 +173,7 @@ def test_pipeline_commits_verified_shards_repairs_one_and_reports_the_failure(
     assert Path(delta["session_file"]).is_file()
 
     suite = ET.parse(repo / "out/junit.xml").getroot().find("testsuite")
-    assert suite is not None and suite.get("tests") == "6" and suite.get("failures") == "1"
+    assert suite is not None and suite.get("tests") == "7" and suite.get("failures") == "1"
     failures = [case for case in suite.iter("testcase") if case.find("failure") is not None]
     assert [case.get("name") for case in failures] == ["src/mods/delta.py"]
     assert "delta() returned 400, expected 4" in (failures[0].find("failure").text or "")  # type: ignore[union-attr]

@@ -103,6 +103,15 @@ def test_a_failing_command_says_so(repo: Path) -> None:
         discover(_spec("{command: 'echo no such thing >&2; exit 3'}"), repo)
 
 
+def test_targets_matching_nothing_stop_the_run_instead_of_making_an_empty_branch(repo: Path) -> None:
+    with pytest.raises(TargetError, match=r"targets.glob src/\*\*/\*.rs matched no file; check the spec"):
+        discover(_spec('{glob: "src/**/*.rs"}'), repo)
+    with pytest.raises(TargetError, match=r"left by targets\.exclude src"):
+        discover(_spec('{glob: "src/**/*.py", exclude: [src]}'), repo)
+    with pytest.raises(TargetError, match=r"targets\.command printed none"):
+        discover(_spec("{command: 'true'}"), repo)
+
+
 def test_a_base_that_is_not_a_commit_names_the_key(repo: Path) -> None:
     with pytest.raises(TargetError, match=r"repo.base: 'mian' is not a commit"):
         resolve_base(repo, "mian")

@@ -8,21 +8,25 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shlex
 import sys
 from pathlib import Path
 
+from temporalio.service import RPCError
+
 from tempi.agent.model_registry import ModelSelectionError
-from tempi.cli.pipeline_run import key_configured, model_choice, run_pipeline
+from tempi.cli.pipeline_run import key_configured, lost_server_line, model_choice, run_pipeline
 from tempi.config.errors import ConfigError
 from tempi.config.paths import tempi_home
 from tempi.extensions.discovery import discover_extensions
 from tempi.extensions.loader import check_extensions
 from tempi.pipeline.loading import SpecError, load_spec
 from tempi.pipeline.plan import PipelinePlan, plan_pipeline
+from tempi.pipeline.reports import EXIT_SERVER_LOST
 from tempi.pipeline.spec import PipelineSpec, json_schema
 from tempi.pipeline.targets import Discovery, TargetError, discover
 from tempi.pipeline.values import format_duration
-from tempi.workers.temporal_client import TemporalUnreachable
+from tempi.workers.temporal_client import TemporalUnreachable, server_gone
 
 EXIT_USAGE = 2  # a spec or usage error
 EXIT_CONFIG = 3  # a configuration error (no model, a broken models.json)
@@ -158,6 +162,7 @@ def cmd_pipeline(argv: list[str]) -> int:
         print(json.dumps(json_schema(), indent=2))
         return 0
     if args.command == "run":
+        args.argv = argv  # said back to the user as the command that goes on
         return _run(args)
     from tempi.cli.pipeline_manage import manage
 
@@ -236,6 +241,11 @@ def _real_run(spec: PipelineSpec, discovery: Discovery, args: argparse.Namespace
     except TemporalUnreachable as err:
         print(f"tempi pipeline: {err}", file=sys.stderr)
         return EXIT_CONFIG
+    except RPCError as err:
+        if not server_gone(err):
+            raise
+        print(lost_server_line(err, "tempi pipeline " + shlex.join(args.argv)), file=sys.stderr)
+        return EXIT_SERVER_LOST
 
 
 def _model_line(spec: PipelineSpec, root: Path) -> str:

@@ -8,10 +8,11 @@ import sys
 from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from tempi.cli.pipeline_run import failure_cause, follow, state_line
+from tempi.cli.pipeline_run import failure_cause, follow, lost_server_line, state_line
 from tempi.pipeline import run_types as names
-from tempi.pipeline.reports import exit_code, summary_line
+from tempi.pipeline.reports import EXIT_SERVER_LOST, exit_code, final_verify_report, summary_line
 from tempi.pipeline.run_types import PIPELINE_WORKFLOW, PipelineProgress, ShardStatus
+from tempi.workers.temporal_client import server_gone
 
 EXIT_USAGE = 2
 CONTROLS = ("pause", "resume", "retry", "skip", "concurrency")
@@ -105,6 +106,9 @@ async def manage(command: str, workflow_id: str | None, arg: str | None = None) 
                     file=sys.stderr,
                 )
                 return EXIT_USAGE
+            if server_gone(err):
+                print(lost_server_line(err, f"tempi pipeline {command} {workflow_id}"), file=sys.stderr)
+                return EXIT_SERVER_LOST
             raise
         except ControlError as err:
             print(f"tempi pipeline: {err}", file=sys.stderr)
@@ -117,4 +121,5 @@ async def manage(command: str, workflow_id: str | None, arg: str | None = None) 
             print(f"tempi pipeline: {workflow_id} failed: {failure_cause(err)}", file=sys.stderr)
             return EXIT_USAGE
     print(summary_line(progress))
+    print(final_verify_report(progress), end="")
     return exit_code(progress)

@@ -31,7 +31,14 @@ from tempi.config.paths import pi_agent_dir, tempi_home
 from tempi.config.project_trust import project_fingerprint, trust_project
 from tempi.config.settings import load_settings
 from tempi.extensions.discovery import discover_extensions
-from tempi.pipeline.reports import exit_code, json_summary, shard_count, summary_line, write_reports
+from tempi.pipeline.reports import (
+    exit_code,
+    final_verify_report,
+    json_summary,
+    shard_count,
+    summary_line,
+    write_reports,
+)
 from tempi.pipeline.run_types import (
     HISTORY_EVENT_BUDGET,
     PIPELINE_WORKFLOW,
@@ -255,6 +262,15 @@ def failure_cause(err: WorkflowFailureError | WorkflowUpdateFailedError) -> str:
     return str(cause)
 
 
+def lost_server_line(err: BaseException, command: str) -> str:
+    """What a command that followed a pipeline says when the server went away under it."""
+    return (
+        f"tempi pipeline: lost the Temporal server ({err}). The pipeline is kept on the server: "
+        f"once it runs again (`tempi server status` says), `{command}` goes on where it was, "
+        "without redoing committed shards."
+    )
+
+
 def write_patch(root: str, base: str, branch: str, path: str) -> None:
     proc = subprocess.run(
         ["git", "-C", root, "diff", "--binary", base, branch], capture_output=True, check=True, timeout=300
@@ -322,6 +338,8 @@ async def run_pipeline(
         json.dumps({"type": "summary", **json_summary(progress)}) if json_mode else summary_line(progress),
         flush=True,
     )
+    if not json_mode:
+        print(final_verify_report(progress), end="", flush=True)
     if spec.output.patch:
         write_patch(discovery.root, discovery.base_commit, spec.branch, spec.output.patch)
     write_reports(

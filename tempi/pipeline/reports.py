@@ -5,6 +5,7 @@ $GITHUB_STEP_SUMMARY."""
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,23 @@ EXIT_SHARDS_FAILED = 1
 EXIT_FINAL_VERIFY = 5
 EXIT_BUDGET = 6
 EXIT_CANCELLED = 7
+# The Temporal server went away while the command followed the run; the pipeline itself is
+# kept, and the same command run again goes on with it (not "some shards failed").
+EXIT_SERVER_LOST = 4
+
+# Colour and cursor sequences that verify commands print, and the characters XML 1.0 forbids:
+# either would make the JUnit file unreadable to a CI system.
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def plain_text(text: str) -> str:
+    """`text` without terminal escape sequences and without characters XML 1.0 cannot hold."""
+    return _NOT_XML.sub("", _ANSI.sub("", text))
+
+
+def _plain_or_none(text: str | None) -> str | None:
+    return None if text is None else plain_text(text)
 
 
 def exit_code(progress: PipelineProgress) -> int:
@@ -90,6 +108,7 @@ def json_summary(progress: PipelineProgress) -> dict[str, Any]:
         "counts": counts(progress),
         "cost_usd": progress.cost_usd(),
         "final_verify": progress.final_verify,
+        "final_verify_tail": _plain_or_none(progress.final_verify_tail),
         "cancelled": progress.cancelled,
         "stopped_by": progress.stopped_by,
         "paused": progress.paused,
@@ -108,7 +127,7 @@ def json_summary(progress: PipelineProgress) -> dict[str, Any]:
                 "rerun": s.rerun,
                 "retries": s.retries,
                 "session_file": s.session_file,
-                "verify_tail": s.verify_tail,
+                "verify_tail": _plain_or_none(s.verify_tail),
             }
             for s in progress.shards
         ],
@@ -120,37 +139,75 @@ def _testcase(suite: ET.Element, status: ShardStatus) -> None:
         suite, "testcase", classname=status.shard.directory or "pipeline", name=" ".join(status.shard.files)
     )
     if status.state == "skipped":
-        ET.SubElement(case, "skipped", message=status.reason or "skipped")
+        ET.SubElement(case, "skipped", message=plain_text(status.reason or "skipped"))
     elif status.state != "committed":
-        failure = ET.SubElement(case, "failure", message=status.reason or status.state, type=status.state)
-        failure.text = status.verify_tail or status.reason or ""
+        failure = ET.SubElement(
+            case, "failure", message=plain_text(status.reason or status.state), type=status.state
+        )
+        failure.text = plain_text(status.verify_tail or status.reason or "")
+
+
+def _final_verify_case(suite: ET.Element, progress: PipelineProgress) -> bool:
+    """The final verify as a testcase of its own (True when it failed): a red CI run then
+    points at it, with its output, instead of reporting no failure at all."""
+    if progress.final_verify is None:
+        return False
+    case = ET.SubElement(suite, "testcase", classname="pipeline", name="final verify")
+    if progress.final_verify == "skipped":
+        ET.SubElement(case, "skipped", message="final verify skipped")
+        return False
+    if progress.final_verify == "failed":
+        failure = ET.SubElement(case, "failure", message="final verify failed", type="final-verify")
+        failure.text = plain_text(progress.final_verify_tail or "")
+        return True
+    return False
 
 
 def junit_xml(progress: PipelineProgress) -> str:
-    skipped = sum(s.state == "skipped" for s in progress.shards)
-    failures = sum(s.state != "committed" for s in progress.shards) - skipped
+    skipped = sum(s.state == "skipped" for s in progress.shards) + (progress.final_verify == "skipped")
+    failures = sum(s.state not in ("committed", "skipped") for s in progress.shards)
     suites = ET.Element("testsuites")
-    suite = ET.SubElement(
-        suites,
-        "testsuite",
-        name=progress.name,
-        tests=str(len(progress.shards)),
-        failures=str(failures),
-        errors="0",
-        skipped=str(skipped),
-    )
+    suite = ET.SubElement(suites, "testsuite", name=plain_text(progress.name))
     for status in progress.shards:
         _testcase(suite, status)
+    failures += _final_verify_case(suite, progress)
+    suite.set("tests", str(len(suite)))
+    suite.set("failures", str(failures))
+    suite.set("errors", "0")
+    suite.set("skipped", str(skipped))
     return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
 
 
+def final_verify_report(progress: PipelineProgress) -> str:
+    """What a failed final verify printed (its tail), for the terminal and the summaries."""
+    if progress.final_verify != "failed":
+        return ""
+    tail = plain_text(progress.final_verify_tail or "").rstrip() or "(it printed nothing)"
+    return f"final verify failed; the end of its output:\n{tail}\n"
+
+
+def _md_text(text: str) -> str:
+    """Text for a Markdown table cell: HTML a step summary would render (a `<module>` in a
+    reason) shown as written, one line, pipes kept out of the table's columns."""
+    escaped = plain_text(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return escaped.replace("|", "\\|").replace("\n", " ")
+
+
+def _md_code_block(text: str) -> list[str]:
+    longest = max((len(run) for run in re.findall("`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [fence, text, fence]
+
+
 def markdown(progress: PipelineProgress) -> str:
-    lines = [f"## tempi pipeline {progress.name}", "", summary_line(progress), ""]
+    lines = [f"## tempi pipeline {_md_text(progress.name)}", "", _md_text(summary_line(progress)), ""]
     lines += ["| # | files | state | repairs | note |", "|---|---|---|---|---|"]
     for s in progress.shards:
-        note = (s.reason or "").replace("|", "\\|").replace("\n", " ")
         files = ", ".join(f"`{f}`" for f in s.shard.files)
-        lines.append(f"| {s.shard.index} | {files} | {s.state} | {s.repairs} | {note} |")
+        lines.append(f"| {s.shard.index} | {files} | {s.state} | {s.repairs} | {_md_text(s.reason or '')} |")
+    if progress.final_verify == "failed":
+        tail = plain_text(progress.final_verify_tail or "").rstrip() or "(it printed nothing)"
+        lines += ["", "### Final verify failed", "", *_md_code_block(tail)]
     return "\n".join(lines) + "\n"
 
 

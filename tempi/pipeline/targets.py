@@ -173,6 +173,23 @@ def discover(spec: PipelineSpec, cwd: Path) -> Discovery:
     root = repo_root((cwd / spec.repo.path).resolve())
     commit = resolve_base(root, spec.repo.base)
     found = list_targets(root, spec.targets, commit)
+    if not found:
+        # A run would make an empty branch and exit 0, which CI reads as "all done".
+        how = (
+            "targets.command printed none"
+            if spec.targets.command is not None
+            else (
+                f"targets.glob {', '.join(spec.targets.globs)} matched no file"
+                + (
+                    f" left by targets.exclude {', '.join(spec.targets.exclude)}"
+                    if spec.targets.exclude
+                    else ""
+                )
+            )
+        )
+        raise TargetError(
+            f"nothing to do at {spec.repo.base} ({commit[:12]}): {how}; check the spec's targets"
+        )
     return Discovery(
         root=str(root),
         base=spec.repo.base,
