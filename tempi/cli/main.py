@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -182,7 +183,7 @@ def foreground_server_warning(port: int) -> str:
 async def cmd_worker(argv: list[str]) -> int:
     from tempi.workers.provider_preload import preload_default_provider
     from tempi.workers.temporal_client import configured_address, connect
-    from tempi.workers.worker import build_id, deployment_name, running_workers
+    from tempi.workers.worker import GRACE_ENV, build_id, deployment_name, running_workers, shutdown_grace
     from tempi.workflows.session_types import DEFAULT_TASK_QUEUE
 
     p = argparse.ArgumentParser(
@@ -198,6 +199,11 @@ async def cmd_worker(argv: list[str]) -> int:
         "--task-queue", default=DEFAULT_TASK_QUEUE, help=f"queue to poll (default {DEFAULT_TASK_QUEUE})"
     )
     args = p.parse_args(argv)
+    try:
+        grace = shutdown_grace()
+    except ValueError as err:
+        print(f"tempi worker: {err}", file=sys.stderr)
+        return EXIT_CONFIG
     telemetry.serve_metrics()
     address = configured_address()
     if address is None:
@@ -206,8 +212,20 @@ async def cmd_worker(argv: list[str]) -> int:
         address = ensure_service(tempi_home()).address
     client = await connect(address)
     deployment = deployment_name()
+    # SIGTERM is how `docker stop` and Kubernetes ask a container to end: without a handler
+    # the worker died at once (as PID 1 it even ignored it until SIGKILL), so the model calls
+    # it was running were paid again elsewhere and its commands came back "may or may not
+    # have run".
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
     async with running_workers(
-        client, task_queue=args.task_queue, sessions_root=default_sessions_root(), deployment=deployment
+        client,
+        task_queue=args.task_queue,
+        sessions_root=default_sessions_root(),
+        deployment=deployment,
+        grace=grace,
     ) as workers:
         queues = ", ".join(w.task_queue for w in workers)
         build = f" as build {build_id()} of deployment {deployment}" if deployment else ""
@@ -216,9 +234,16 @@ async def cmd_worker(argv: list[str]) -> int:
         # that a busy worker would take from every session it runs meanwhile).
         preload = asyncio.create_task(preload_default_provider())
         try:
-            await asyncio.Event().wait()  # until interrupted
+            await stop.wait()
         finally:
             preload.cancel()
+        print(
+            f"tempi worker: stopping: no new work is taken; what runs has up to "
+            f"{grace.total_seconds():g} s to finish ({GRACE_ENV}), then goes on elsewhere",
+            file=sys.stderr,
+            flush=True,
+        )
+    print("tempi worker: stopped", file=sys.stderr, flush=True)
     return 0
 
 

@@ -47,6 +47,28 @@ WORKFLOWS = [
 HEARTBEAT_THROTTLE = timedelta(milliseconds=200)
 
 
+GRACE_ENV = "TEMPI_WORKER_GRACE_SECONDS"
+# Under Kubernetes' default 30 s terminationGracePeriod with room for the SDK to wind down;
+# the shipped manifests and compose file give the container longer than this.
+DEFAULT_GRACE = timedelta(seconds=25)
+
+
+def shutdown_grace() -> timedelta:
+    """How long a stopping `tempi worker` lets running model calls and commands finish."""
+    raw = os.environ.get(GRACE_ENV, "").strip()
+    if not raw:
+        return DEFAULT_GRACE
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = -1
+    if not 0 <= seconds <= 24 * 3600:
+        raise ValueError(
+            f"{GRACE_ENV}={raw!r}: give the seconds a stopping worker waits for running tasks, e.g. 25"
+        )
+    return timedelta(seconds=seconds)
+
+
 # Worker versioning is opt-in: with a deployment name, the main-queue worker joins that Worker
 # Deployment as the version named by its build id, and sessions stay on the build they run on.
 DEPLOYMENT_NAME_ENV = "TEMPI_DEPLOYMENT_NAME"
@@ -93,6 +115,7 @@ def build_worker(
     credentials: CredentialResolver | None = None,
     activity_hook: Interceptor | None = None,
     deployment: str | None = None,
+    grace: timedelta = timedelta(0),
 ) -> Worker:
     activities = SessionActivities(SessionStore(sessions_root), credentials or owner_credentials())
     return Worker(
@@ -112,6 +135,7 @@ def build_worker(
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         interceptors=[activity_hook] if activity_hook else [],
+        graceful_shutdown_timeout=grace,
         **versioning(deployment),
     )
 
@@ -153,6 +177,7 @@ def build_sandbox_worker(
     sessions_root: Path,
     credentials: CredentialResolver | None = None,
     activity_hook: Interceptor | None = None,
+    grace: timedelta = timedelta(0),
 ) -> Worker:
     activities = SessionActivities(SessionStore(sessions_root), credentials or owner_credentials())
     # Unversioned even in a versioned deployment: it runs no workflow code, and a session pinned
@@ -165,6 +190,7 @@ def build_sandbox_worker(
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         interceptors=[activity_hook] if activity_hook else [],
+        graceful_shutdown_timeout=grace,
         build_id=build_id(),
     )
 
@@ -179,7 +205,11 @@ async def running_workers(
     activity_hook: Interceptor | None = None,
     host_sandboxes: bool = True,
     deployment: str | None = None,
+    grace: timedelta = timedelta(0),
 ) -> AsyncIterator[list[Worker]]:
+    """The workers of this process, shut down on leaving: they stop taking work, and what
+    runs has `grace` to finish before it is cancelled (and retried elsewhere, as its
+    retry policy allows)."""
     workers = [
         build_worker(
             client,
@@ -188,6 +218,7 @@ async def running_workers(
             credentials=credentials,
             activity_hook=activity_hook,
             deployment=deployment,
+            grace=grace,
         )
     ]
     queue = docker_host_queue() if host_sandboxes else None
@@ -200,6 +231,7 @@ async def running_workers(
                 sessions_root=sessions_root,
                 credentials=credentials,
                 activity_hook=activity_hook,
+                grace=grace,
             )
         )
     async with contextlib.AsyncExitStack() as stack:

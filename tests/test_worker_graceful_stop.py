@@ -1,0 +1,73 @@
+"""`docker stop` or a Kubernetes rollout sends a worker SIGTERM: it stops taking work, lets the
+command it is running finish, and exits, so the session goes on on the next worker with
+the command's real result and no model call asked twice."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import time
+from pathlib import Path
+
+from temporalio.client import Client
+
+from tempi.testing.scripted_llm import ScriptedLLMServer
+from tests.conftest import start_tempi_worker, write_models_json
+from tests.session_harness import scripted_model, start_session, unique_queue
+
+
+async def _wait_for(path: Path, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path.name} never appeared"
+        await asyncio.sleep(0.05)
+
+
+async def test_sigterm_lets_the_running_command_finish_and_the_session_goes_on_elsewhere(
+    tmp_path: Path, temporal_address: str, temporal_client: Client, scripted_server: ScriptedLLMServer
+) -> None:
+    started = tmp_path / "command-started"
+    scenario = "graceful-stop"
+    command = f"touch {started}; sleep 1.5; echo built"
+    scripted_server.add_scenario(
+        scenario,
+        [
+            {"tool_calls": [{"id": "make", "name": "bash", "arguments": {"command": command}}]},
+            {"text": "The build finished."},
+        ],
+    )
+    home = tmp_path / "home"
+    write_models_json(home, scripted_server, scenario)
+    queue = unique_queue()
+    log = tmp_path / "worker.log"
+    first = start_tempi_worker(home, temporal_address, queue, log)
+    second = None
+    try:
+        s = await start_session(
+            temporal_client, tmp_path, scripted_model(scripted_server, scenario), task_queue=queue
+        )
+        await s.prompt("Build it.", timeout=120)
+        await _wait_for(started)
+        first.send_signal(signal.SIGTERM)
+        code = await asyncio.to_thread(first.wait, 60)
+        second = start_tempi_worker(home, temporal_address, queue, log)
+        await s.run_to_idle(timeout=120)
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+    said = log.read_text()
+    assert code == 0, said
+    assert "stopping: no new work is taken" in said and "tempi worker: stopped" in said
+    entries = [json.loads(line) for line in Path(s.config.session_path).read_text().splitlines()]
+    results = [
+        e["message"] for e in entries if e["type"] == "message" and e["message"]["role"] == "toolResult"
+    ]
+    assert len(results) == 1 and not results[0]["isError"], results
+    assert "built" in results[0]["content"][0]["text"]
+    # The model answered each turn once: no call was repeated after the worker left.
+    assert len(scripted_server.requests_for(scenario)) == 2
+    assert s.roles()[-1] == "assistant"
