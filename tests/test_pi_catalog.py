@@ -70,12 +70,25 @@ def test_pi_data_wins_over_the_old_table() -> None:
     [
         ({"model": "google/gemini-2.5-pro"}, "google-generative-ai"),
         ({"model": "amazon-bedrock/amazon.nova-pro-v1:0"}, "bedrock-converse-stream"),
-        ({"provider": "mistral"}, "mistral-conversations"),
+        ({"provider": "google-vertex"}, "google-vertex"),
     ],
 )
 def test_choosing_a_model_of_an_unsupported_api_names_the_api(words: dict[str, str], api: str) -> None:
     with pytest.raises(ModelSelectionError, match=f"uses the {api} API, which tempi does not support yet"):
         select_model(builtin_registry(), **words)
+
+
+@pytest.mark.parametrize(
+    ("provider", "api"),
+    [
+        ("mistral", "mistral-conversations"),
+        ("azure-openai-responses", "azure-openai-responses"),
+        ("openai-codex", "openai-codex-responses"),
+    ],
+)
+def test_models_of_the_openai_family_and_mistral_apis_can_be_chosen(provider: str, api: str) -> None:
+    selection = select_model(builtin_registry(), provider=provider)
+    assert (selection.model.provider, selection.model.api) == (provider, api)
 
 
 def test_unsupported_settings_default_falls_back_with_a_warning() -> None:

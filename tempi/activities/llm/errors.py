@@ -79,6 +79,19 @@ def classify_error(message: AssistantMessage) -> ErrorKind | None:
     return "fatal"
 
 
+# Failures that say the setup is wrong (key, address, deployment): retrying cannot help.
+_SETUP_STATUSES = frozenset({400, 401, 403, 404})
+
+
+def with_setup_hint(message: str, hint: str) -> str:
+    """`message` (in `describe_exception`'s shape) with `hint` (what to set) appended when it
+    is an HTTP failure of the setup; a context overflow and everything else stay as they are."""
+    status = _STATUS_PREFIX.match(message)
+    if status is None or int(status.group(1)) not in _SETUP_STATUSES or _OVERFLOW.search(message):
+        return message
+    return f"{message} ({hint})"
+
+
 def retry_after_ms(message: AssistantMessage) -> int | None:
     """The wait the provider asked for before the next attempt, when it asked for one."""
     match = _RETRY_AFTER.search(message.error_message or "")
@@ -141,6 +154,12 @@ def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
+
+
+def describe_http_failure(status: int, body: object, headers: Mapping[str, str]) -> str:
+    """A failed HTTP response (its JSON or text body) in `describe_exception`'s shape, for
+    providers that speak HTTP without an SDK."""
+    return _describe_status_error(status, body, headers)
 
 
 def _describe_status_error(status: int | None, body: object, headers: Mapping[str, str]) -> str:

@@ -10,6 +10,7 @@ encoded (`conversation_cache`) goes as those bytes."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import openai
@@ -19,8 +20,17 @@ BEARER_AUTH: Any = {"bearer_auth": True}
 
 
 async def post_stream(
-    client: openai.AsyncOpenAI, path: str, body: dict[str, Any] | bytes, cast_to: type[Any], event: Any
+    client: openai.AsyncOpenAI,
+    path: str,
+    body: dict[str, Any] | bytes,
+    cast_to: type[Any],
+    event: Any,
+    headers: Mapping[str, str | openai.Omit] | None = None,
 ) -> openai.AsyncStream[Any]:
+    """`headers` are this request's own; an `openai.Omit()` value removes one the SDK adds."""
+    options: Any = {"security": BEARER_AUTH}
+    if headers is not None:
+        options["headers"] = headers
     stream: openai.AsyncStream[Any] = await client.post(
         path,
         body=None if isinstance(body, bytes) else body,
@@ -28,6 +38,6 @@ async def post_stream(
         cast_to=cast_to,
         stream=True,
         stream_cls=openai.AsyncStream[event],
-        options={"security": BEARER_AUTH},
+        options=options,
     )
     return stream

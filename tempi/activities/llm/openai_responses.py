@@ -48,21 +48,29 @@ TOOL_IMAGES_TEXT = "Attached image(s) from tool result:"
 MAX_ITEM_ID_LENGTH = 64
 
 
-def build_request(model: ModelSpec, context: LlmContext, options: StreamOptions) -> dict[str, Any]:
+def responses_input(
+    api: str, model: ModelSpec, context: LlmContext, options: StreamOptions, *, system_item: bool = True
+) -> list[dict[str, Any]]:
+    """The `input` items of a Responses request (for every API that speaks the format), the
+    system prompt first unless the API takes it as `instructions`."""
     items: list[dict[str, Any]] = []
-    if context.system_prompt:
+    if system_item and context.system_prompt:
         items.append({"role": "developer" if model.reasoning else "system", "content": context.system_prompt})
     items.extend(
         CONVERSATIONS.convert(
-            (API, options.session_id),
+            (api, options.session_id),
             context.messages,
             model,
             lambda: (ConversationRepair(model, OPENAI_RESPONSES_TOOL_IDS), ResponsesConverter(model)),
         )
     )
+    return items
+
+
+def build_request(model: ModelSpec, context: LlmContext, options: StreamOptions) -> dict[str, Any]:
     body: dict[str, Any] = {
         "model": model.id,
-        "input": items,
+        "input": responses_input(API, model, context, options),
         "stream": True,
         "store": False,
         "max_output_tokens": output_token_limit(model, options),
@@ -151,14 +159,14 @@ def _tool_images_item(images: list[ImageContent]) -> dict[str, Any]:
     return {"role": "user", "content": parts}
 
 
-def convert_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
+def convert_tools(tools: list[ToolSpec], strict: bool | None = False) -> list[dict[str, Any]]:
     return [
         {
             "type": "function",
             "name": tool.name,
             "description": tool.description,
             "parameters": tool.parameters,
-            "strict": False,
+            "strict": strict,
         }
         for tool in tools
     ]
@@ -263,13 +271,14 @@ async def stream_openai_responses(
     )
     payload = CONVERSATIONS.encode((API, options.session_id), body, "input")
     create = post_stream(client, "/responses", payload, Response, ResponseStreamEvent)
-    async for event in relay_stream(create, abort, lambda raw: _content_events(raw, assembler)):
+    async for event in relay_stream(create, abort, lambda raw: content_events(raw, assembler)):
         yield event
 
 
-async def _content_events(
+async def content_events(
     events: AsyncIterator[Any], assembler: MessageAssembler
 ) -> AsyncGenerator[AssistantMessageEvent, None]:
+    """Responses stream events (the SDK's typed events) as content events on `assembler`."""
     # Output items are numbered by the API (`output_index`); map them to content blocks.
     blocks: dict[int, int] = {}
     finished = False
@@ -297,7 +306,8 @@ async def _content_events(
                 yield assembler.add_tool_arguments(blocks[event.output_index], event.delta)
         elif kind == "response.output_item.done" and event.output_index in blocks:
             yield _end_item(assembler, blocks.pop(event.output_index), event.item)
-        elif kind in ("response.completed", "response.incomplete"):
+        # The ChatGPT (Codex) backend may end with `response.done`, its name for completed.
+        elif kind in ("response.completed", "response.incomplete", "response.done"):
             _finish(assembler, event.response)
             finished = True
         elif kind == "response.failed":

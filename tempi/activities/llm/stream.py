@@ -23,6 +23,15 @@ PROVIDERS: dict[str, tuple[str, str]] = {
     "anthropic-messages": ("tempi.activities.llm.anthropic_messages", "stream_anthropic_messages"),
     "openai-completions": ("tempi.activities.llm.openai_completions", "stream_openai_completions"),
     "openai-responses": ("tempi.activities.llm.openai_responses", "stream_openai_responses"),
+    "azure-openai-responses": (
+        "tempi.activities.llm.azure_openai_responses",
+        "stream_azure_openai_responses",
+    ),
+    "openai-codex-responses": (
+        "tempi.activities.llm.openai_codex_responses",
+        "stream_openai_codex_responses",
+    ),
+    "mistral-conversations": ("tempi.activities.llm.mistral_conversations", "stream_mistral_conversations"),
     "faux": ("tempi.activities.llm.faux", "stream_faux"),
 }
 

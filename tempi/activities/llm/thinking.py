@@ -129,3 +129,13 @@ def responses_reasoning(model: ModelSpec, level: ThinkingLevel) -> dict[str, Any
     if effort is None:
         return None
     return {"effort": effort, "summary": "auto"}
+
+
+def responses_reasoning_when_off(model: ModelSpec) -> dict[str, Any] | None:
+    """pi's Azure requests with thinking off: a reasoning model is told the
+    effort its map gives `off` ("none" by default); a map saying `off: null` (the model
+    cannot stop reasoning) sends nothing."""
+    mapping = model.thinking_level_map or {}
+    if not model.reasoning or ("off" in mapping and mapping["off"] is None):
+        return None
+    return {"effort": mapping.get("off") or "none"}

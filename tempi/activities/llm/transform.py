@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from dataclasses import dataclass
 
 from tempi.agent.messages import (
@@ -45,6 +45,11 @@ class ToolIdFormat:
             return raw
         call_part = raw.split("|", 1)[0] or raw
         return _UNSAFE_ID_CHARS.sub("_", call_part)[: self.max_length] or "call"
+
+    def alternative(self, raw: str, normalized: str, taken: Container[str]) -> str:
+        """Another id for `raw`, whose `normalized` form another call already has."""
+        digest = hashlib.sha256(raw.encode()).hexdigest()[:8]
+        return f"{normalized[: self.max_length - 9]}_{digest}"
 
 
 ANTHROPIC_TOOL_IDS = ToolIdFormat(max_length=64)
@@ -137,8 +142,7 @@ class _IdMap:
             return self._by_original[original]
         normalized = self._format.normalize(original, same_model=same_model)
         if normalized in self._taken:
-            digest = hashlib.sha256(original.encode()).hexdigest()[:8]
-            normalized = f"{normalized[: self._format.max_length - 9]}_{digest}"
+            normalized = self._format.alternative(original, normalized, self._taken)
         self._by_original[original] = normalized
         self._taken.add(normalized)
         return normalized

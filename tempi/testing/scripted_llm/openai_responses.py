@@ -53,13 +53,16 @@ class _ResponsePlan:
         self.truncated = turn.stop_reason == "length"
         self.items: list[dict[str, Any]] = []
         if turn.thinking:
-            self.items.append(
-                {
-                    "id": f"rs_{new_hex(32)}",
-                    "type": "reasoning",
-                    "summary": [{"type": "summary_text", "text": turn.thinking}],
-                }
-            )
+            reasoning: dict[str, Any] = {
+                "id": f"rs_{new_hex(32)}",
+                "type": "reasoning",
+                "summary": [{"type": "summary_text", "text": turn.thinking}],
+            }
+            include = request.get("include")
+            if isinstance(include, list) and "reasoning.encrypted_content" in include:
+                # What a store=false client must send back to continue from this reasoning.
+                reasoning["encrypted_content"] = f"enc_{new_hex(48)}"
+            self.items.append(reasoning)
         if turn.text is not None:
             self.items.append(
                 {

@@ -13,9 +13,11 @@ from types import TracebackType
 from typing import Any, Literal
 
 from aiohttp import web
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from tempi.testing.scripted_llm.anthropic_messages import AnthropicMessagesWire
+from tempi.testing.scripted_llm.azure_codex import AzureResponsesWire, CodexResponsesWire
+from tempi.testing.scripted_llm.mistral_chat import MistralChatWire
 from tempi.testing.scripted_llm.openai_chat import OpenAIChatWire
 from tempi.testing.scripted_llm.openai_responses import OpenAIResponsesWire
 from tempi.testing.scripted_llm.scenario import Scenario, ScriptedTurn, coerce_scenario, load_scenarios
@@ -29,6 +31,9 @@ _ROUTES: dict[str, WireApi] = {
     "/s/{scenario}/v1/chat/completions": OpenAIChatWire(),
     "/s/{scenario}/v1/responses": OpenAIResponsesWire(),
     "/s/{scenario}/v1/messages": AnthropicMessagesWire(),
+    "/s/{scenario}/openai/v1/responses": AzureResponsesWire(),
+    "/s/{scenario}/codex/responses": CodexResponsesWire(),
+    "/s/{scenario}/mistral/v1/chat/completions": MistralChatWire(),
 }
 
 
@@ -40,6 +45,7 @@ class RecordedRequest(BaseModel):
     scenario: str
     headers: dict[str, str]
     body: dict[str, Any]
+    query: dict[str, str] = Field(default_factory=dict)
     turn_index: int | None = None
     route: str | None = None  # the scenario's route that answered it
     kind: Literal["turn", "summary"] = "turn"
@@ -51,7 +57,7 @@ def _retry_after_header(seconds: float) -> str:
 
 
 class ScriptedLLMServer:
-    """A local model endpoint that answers from scripted scenarios over three wire protocols."""
+    """A local model endpoint that answers from scripted scenarios over several wire protocols."""
 
     def __init__(
         self,
@@ -105,8 +111,12 @@ class ScriptedLLMServer:
     def url_for(self, scenario: str, api: str) -> str:
         if api in ("openai-completions", "openai-responses"):
             return f"{self.base_url}/s/{scenario}/v1"
-        if api == "anthropic-messages":
+        if api in ("anthropic-messages", "openai-codex-responses"):
             return f"{self.base_url}/s/{scenario}"
+        if api == "azure-openai-responses":
+            return f"{self.base_url}/s/{scenario}/openai/v1"
+        if api == "mistral-conversations":
+            return f"{self.base_url}/s/{scenario}/mistral"
         raise ValueError(f"unknown api {api!r}; expected one of {', '.join(API_NAMES)}")
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -215,7 +225,13 @@ class ScriptedLLMServer:
             # Lower-cased names: HTTP header names are case-insensitive, dict keys are not.
             headers={key.lower(): value for key, value in request.headers.items()},
             body={},
+            query=dict(request.query),
         )
+        # A wire may refuse what its real service refuses for the credentials (`reject`).
+        reject = getattr(wire, "reject", None)
+        refusal: WireError | None = reject(record.headers, record.query) if reject is not None else None
+        if refusal is not None:
+            return self._error_response(record, refusal)
         try:
             body = json.loads(raw)
         except ValueError:
