@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import signal
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from temporalio.service import RPCError
 
@@ -34,6 +36,9 @@ from tempi.workers import telemetry
 from tempi.workers.service import drop_unneeded
 from tempi.workers.temporal_client import TemporalUnreachable, quiet_core_logs, server_gone
 from tempi.workers.temporal_connection import TemporalSettingsError
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
 
 # A setting that cannot be used (as `tempi pipeline` exits): scripts tell it from a failed run.
 EXIT_CONFIG = 3
@@ -182,7 +187,7 @@ def foreground_server_warning(port: int) -> str:
 
 async def cmd_worker(argv: list[str]) -> int:
     from tempi.workers.provider_preload import preload_default_provider
-    from tempi.workers.temporal_client import configured_address, connect
+    from tempi.workers.temporal_client import configured_address
     from tempi.workers.worker import GRACE_ENV, build_id, deployment_name, running_workers, shutdown_grace
     from tempi.workflows.session_types import DEFAULT_TASK_QUEUE
 
@@ -210,8 +215,6 @@ async def cmd_worker(argv: list[str]) -> int:
         from tempi.workers.service import ensure_service
 
         address = ensure_service(tempi_home()).address
-    client = await connect(address)
-    deployment = deployment_name()
     # SIGTERM is how `docker stop` and Kubernetes ask a container to end: without a handler
     # the worker died at once (as PID 1 it even ignored it until SIGKILL), so the model calls
     # it was running were paid again elsewhere and its commands came back "may or may not
@@ -220,6 +223,10 @@ async def cmd_worker(argv: list[str]) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    client = await connect_until_reached(address, stop)
+    if client is None:
+        return 0
+    deployment = deployment_name()
     async with running_workers(
         client,
         task_queue=args.task_queue,
@@ -245,6 +252,25 @@ async def cmd_worker(argv: list[str]) -> int:
         )
     print("tempi worker: stopped", file=sys.stderr, flush=True)
     return 0
+
+
+async def connect_until_reached(address: str, stop: asyncio.Event) -> Client | None:
+    """A client of `address`, waiting for the server as long as it takes (None once `stop` is
+    set): a worker started before its server, or while the server restarts, would otherwise
+    exit and crash-loop in its orchestrator."""
+    from tempi.workers.temporal_client import TemporalUnreachable, connect
+
+    delay = 1.0
+    while True:
+        try:
+            return await connect(address)
+        except TemporalUnreachable as err:
+            print(f"tempi worker: {err} Trying again in {delay:g} s.", file=sys.stderr, flush=True)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), delay)
+        if stop.is_set():
+            return None
+        delay = min(delay * 2, 30.0)
 
 
 def _dispatch(argv: list[str]) -> int:
