@@ -254,14 +254,16 @@ def test_pis_key_variables_reach_its_providers(provider: str, variable: str) -> 
     assert not has_configured_key(provider, registry, {})
 
 
-def test_configured_api_key_wins_over_environment(tmp_path: Path) -> None:
+def test_environment_wins_over_models_json_api_key(tmp_path: Path) -> None:
+    """pi's order: the provider's variable before models.json's apiKey, which is the fallback."""
     path = write(
         tmp_path / "models.json", json.dumps({"providers": {"openai": {"apiKey": "!echo from-config"}}})
     )
     registry = load_model_registry(path)
     env = {"OPENAI_API_KEY": "from-env"}
     assert has_configured_key("openai", registry, env)
-    assert resolve_api_key("openai", registry, env) == "from-config"
+    assert resolve_api_key("openai", registry, env) == "from-env"
+    assert resolve_api_key("openai", registry, {}) == "from-config"
 
 
 def test_request_headers_resolve_and_add_bearer_auth(tmp_path: Path) -> None:

@@ -290,11 +290,18 @@ def test_same_id_under_two_providers_asks_for_the_provider() -> None:
 
 
 def test_default_model_follows_available_keys() -> None:
+    """pi's defaultModelPerProvider: its default model for each provider, tried in its order."""
     registry = builtin_registry()
     both = select_model(registry, key_available=lambda p: p in ("anthropic", "openai"))
-    assert (both.model.provider, both.model.id) == ("anthropic", "claude-sonnet-4-5")
+    assert (both.model.provider, both.model.id) == ("anthropic", "claude-opus-4-7")
     only_openai = select_model(registry, key_available=lambda p: p == "openai")
-    assert (only_openai.model.provider, only_openai.model.id) == ("openai", "gpt-5")
+    assert (only_openai.model.provider, only_openai.model.id) == ("openai", "gpt-5.4")
+    # deepseek comes before openrouter in pi's order, both after anthropic and openai.
+    later = select_model(registry, key_available=lambda p: p in ("openrouter", "deepseek"))
+    assert (later.model.provider, later.model.id) == ("deepseek", "deepseek-v4-pro")
+    only_openrouter = select_model(registry, key_available=lambda p: p == "openrouter")
+    assert only_openrouter.model.id == "moonshotai/kimi-k2.6"
+    assert select_model(registry, key_available=lambda p: p == "xai").model.id == "grok-4.20-0309-reasoning"
 
 
 def test_settings_default_beats_key_order() -> None:
@@ -311,12 +318,13 @@ def test_stale_settings_default_falls_back_with_a_warning() -> None:
         default_model="gemini-9",
         key_available=lambda p: p == "openai",
     )
-    assert selection.model.id == "gpt-5"
+    assert selection.model.id == "gpt-5.4"
     assert selection.warning is not None and "gemini-9" in selection.warning
 
 
 def test_provider_alone_picks_its_default_model() -> None:
-    assert select_model(builtin_registry(), provider="openai").model.id == "gpt-5"
+    assert select_model(builtin_registry(), provider="openai").model.id == "gpt-5.4"
+    assert select_model(builtin_registry(), provider="groq").model.id == "openai/gpt-oss-120b"
 
 
 def test_no_key_and_no_model_explains_what_to_do() -> None:

@@ -98,7 +98,7 @@ def test_unsupported_settings_default_falls_back_with_a_warning() -> None:
         default_model="gemini-2.5-pro",
         key_available=lambda p: p in ("google", "openai"),
     )
-    assert (selection.model.provider, selection.model.id) == ("openai", "gpt-5")
+    assert (selection.model.provider, selection.model.id) == ("openai", "gpt-5.4")
     assert selection.warning is not None and "google-generative-ai" in selection.warning
 
 

@@ -296,12 +296,13 @@ class SessionActivities:
         self.store = store
         self.credentials = credentials
 
-    def _options(
+    async def _options(
         self, model: ModelSpec, thinking_level: ThinkingLevel, session_id: str, settings: Settings
     ) -> StreamOptions:
-        """Provider options with the credentials resolved here, on the worker."""
+        """Provider options with the credentials resolved here, on the worker (in a thread: a
+        `!command` may run, or an expired login wait for auth.json's lock and refresh)."""
         try:
-            api_key, headers = self.credentials(model)
+            api_key, headers = await asyncio.to_thread(self.credentials, model)
         except ConfigError as err:
             # A broken models.json or a failing `!command` does not heal by retrying every
             # few seconds while the user waits: end the turn now and say what to fix.
@@ -359,7 +360,7 @@ class SessionActivities:
                 inp.extensions, context_for(inp.file), context, inp.turn_index
             )
             context = await with_context_hooks(inp.extensions, context_for(inp.file), context)
-        options = self._options(inp.model, inp.thinking_level, inp.file.session_id, settings)
+        options = await self._options(inp.model, inp.thinking_level, inp.file.session_id, settings)
         live = LiveWriter(
             live_path(inp.file.session_path, inp.file.session_id, inp.entry_id), activity.info().attempt
         )
@@ -503,7 +504,7 @@ class SessionActivities:
             write_outbox(self.store, inp.file, outbox)
             turns.settle()
         try:
-            options = self._options(
+            options = await self._options(
                 inp.model, inp.thinking_level, inp.file.session_id, settings_at_call(Path(inp.file.cwd))
             )
         except ApplicationError as err:
@@ -552,7 +553,7 @@ class SessionActivities:
     @activity.defn(name=names.SUMMARIZE_BRANCH)
     async def summarize_branch(self, inp: BranchSummaryInput) -> BranchSummaryResult:
         try:
-            options = self._options(
+            options = await self._options(
                 inp.model, inp.thinking_level, inp.file.session_id, settings_at_call(Path(inp.file.cwd))
             )
         except ApplicationError as err:

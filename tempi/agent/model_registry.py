@@ -39,10 +39,40 @@ SUPPORTED_APIS: tuple[str, ...] = (
     "faux",
 )
 
-# Tried in this order when the user names no model (first provider with a key wins).
+# pi 0.73.1's defaultModelPerProvider (model-resolver.js): each provider's default model, and
+# the order providers are tried in when the user names no model (first one with a key wins).
 DEFAULT_MODEL_PER_PROVIDER: dict[str, str] = {
-    "anthropic": "claude-sonnet-4-5",
-    "openai": "gpt-5",
+    "amazon-bedrock": "us.anthropic.claude-opus-4-6-v1",
+    "anthropic": "claude-opus-4-7",
+    "openai": "gpt-5.4",
+    "azure-openai-responses": "gpt-5.4",
+    "openai-codex": "gpt-5.5",
+    "deepseek": "deepseek-v4-pro",
+    "google": "gemini-3.1-pro-preview",
+    "google-vertex": "gemini-3.1-pro-preview",
+    "github-copilot": "gpt-5.4",
+    "openrouter": "moonshotai/kimi-k2.6",
+    "vercel-ai-gateway": "zai/glm-5.1",
+    "xai": "grok-4.20-0309-reasoning",
+    "groq": "openai/gpt-oss-120b",
+    "cerebras": "zai-glm-4.7",
+    "zai": "glm-5.1",
+    "mistral": "devstral-medium-latest",
+    "minimax": "MiniMax-M2.7",
+    "minimax-cn": "MiniMax-M2.7",
+    "moonshotai": "kimi-k2.6",
+    "moonshotai-cn": "kimi-k2.6",
+    "huggingface": "moonshotai/Kimi-K2.6",
+    "fireworks": "accounts/fireworks/models/kimi-k2p6",
+    "opencode": "kimi-k2.6",
+    "opencode-go": "kimi-k2.6",
+    "kimi-coding": "kimi-for-coding",
+    "cloudflare-workers-ai": "@cf/moonshotai/kimi-k2.6",
+    "cloudflare-ai-gateway": "workers-ai/@cf/moonshotai/kimi-k2.6",
+    "xiaomi": "mimo-v2.5-pro",
+    "xiaomi-token-plan-cn": "mimo-v2.5-pro",
+    "xiaomi-token-plan-ams": "mimo-v2.5-pro",
+    "xiaomi-token-plan-sgp": "mimo-v2.5-pro",
 }
 
 
@@ -58,10 +88,13 @@ def _load_catalog(path: Path) -> tuple[str, tuple[ModelSpec, ...]]:
 
 CATALOG_VERSION, CATALOG_MODELS = _load_catalog(CATALOG_PATH)
 CATALOG_PROVIDERS: tuple[str, ...] = tuple(dict.fromkeys(m.provider for m in CATALOG_MODELS))
+# Whose model a name matching several providers' models picks first (tempi's choice: pi's
+# own matching would pick amazon-bedrock's, the first provider of its catalog).
+_PREFERRED_IN_MATCHES = ("anthropic", "openai")
 # _provider_rank's order, looked up for every model a name matches.
 _PROVIDER_RANKS: dict[str, tuple[int, int]] = {
     **{p: (2, i) for i, p in enumerate(CATALOG_PROVIDERS)},
-    **{p: (0, i) for i, p in enumerate(DEFAULT_MODEL_PER_PROVIDER)},
+    **{p: (0, i) for i, p in enumerate(_PREFERRED_IN_MATCHES)},
 }
 
 

@@ -42,16 +42,20 @@ more commands (tempi COMMAND --help):
 
 Sessions run in Temporal workflows: closing this terminal does not stop a running session.
 
-Files: $TEMPI_HOME (default ~/.tempi) holds models.json, settings.json, sessions/ and
-AGENTS.md. AGENTS.md or CLAUDE.md files from there and from every directory between / and
-the working directory are added to the system prompt.
+Files: $TEMPI_HOME (default ~/.tempi) holds models.json, settings.json, auth.json, sessions/
+and AGENTS.md; those it lacks (sessions aside) are read from pi's
+$PI_CODING_AGENT_DIR (default ~/.pi/agent). AGENTS.md or CLAUDE.md files from there and from
+every directory between / and the working directory are added to the system prompt.
 
-API keys: the worker that calls the model reads ANTHROPIC_API_KEY, OPENAI_API_KEY, ... or the
-apiKey of models.json. With the shared background server, that worker is the server, so a key
-must be in the environment when the server starts (`tempi server stop` makes the next command
-start a fresh one), or be named in models.json, which the worker re-reads on every change.
+API keys, in pi's order: --api-key; auth.json (an API key, or a login made with `pi /login`:
+Claude Pro/Max, GitHub Copilot, ChatGPT Codex; shared with pi, refreshed by whichever program
+finds it expired; /logout PROVIDER removes one); the provider's variable (ANTHROPIC_API_KEY,
+OPENAI_API_KEY, GEMINI_API_KEY, ... as pi reads them; AWS_PROFILE etc. for Bedrock); then
+models.json's apiKey. The worker that calls the model reads them at call time: auth.json and
+models.json on every change, the environment as it started (with the shared background server,
+`tempi server stop` makes the next command start one with the current environment).
 --api-key works when this process runs the only worker itself (TEMPORAL_ADDRESS set, no
---no-worker, no other worker polling, no literal apiKey in models.json); otherwise it is refused.
+--no-worker, no other worker polling); otherwise it is refused.
 """
 
 

@@ -29,7 +29,8 @@ from tempi.cli.errors import UserError
 from tempi.cli.trust_choice import Ask, settle_trust
 from tempi.client.options import SessionOptions
 from tempi.config.agents import load_agents
-from tempi.config.api_keys import DEFAULT_API_KEY_ENV, has_configured_key
+from tempi.config.api_keys import has_configured_key, set_runtime_api_key
+from tempi.config.auth_json import auth_json_path
 from tempi.config.enabled_models import enabled_patterns
 from tempi.config.errors import ConfigError
 from tempi.config.mcp_json import load_mcp_servers
@@ -111,32 +112,18 @@ def _tools(args: argparse.Namespace, agents: list[AgentDefinition]) -> list[str]
     return tools
 
 
-def apply_api_key(args: argparse.Namespace, provider: str, registry: ModelRegistry) -> None:
-    """Make --api-key visible to the worker that calls the model, or say why it cannot be."""
+def apply_api_key(args: argparse.Namespace, provider: str) -> None:
+    """Give --api-key to the worker this process runs (above auth.json, the environment and
+    models.json, as in pi), or say why it cannot reach the worker that calls the model."""
     if not args.api_key:
         return
-    config = registry.request_config(provider)
-    configured = config.api_key if config is not None else None
-    if configured and not configured.isupper():
-        # A literal key or a `!command` in models.json wins over any environment variable.
-        raise UserError(
-            f'--api-key: {tempi_home() / "models.json"} sets "apiKey" for provider "{provider}" to a value '
-            "or command, which the worker uses instead. Remove it there (or point it at an environment "
-            "variable) to use --api-key."
-        )
-    variable = configured or DEFAULT_API_KEY_ENV.get(provider)
-    if variable is None:
-        raise UserError(
-            f'--api-key: provider "{provider}" has no API key variable. Set "apiKey" for it in '
-            f"{tempi_home() / 'models.json'} instead."
-        )
     if configured_address() is None or args.no_worker:
         raise UserError(
             "--api-key only reaches a worker this process runs. With the shared background server, "
-            f"export {variable} before the server starts (run `tempi server stop` first if it is running), "
-            f"or name the key in {tempi_home() / 'models.json'}."
+            f"give the key to the server instead: `tempi server stop`, then put it in {auth_json_path()} "
+            f'({{"{provider}": {{"type": "api_key", "key": "..."}}}}) or export the provider\'s variable.'
         )
-    os.environ[variable] = args.api_key
+    set_runtime_api_key(provider, args.api_key)
 
 
 # A live worker polls again at least this often (long polls last about a minute); older
@@ -269,7 +256,7 @@ def plan_run(
         raise UserError(str(err)) from err
     if selection.warning:
         print(f"tempi: {selection.warning}", file=sys.stderr)
-    apply_api_key(args, selection.model.provider, registry)
+    apply_api_key(args, selection.model.provider)
     try:
         agents = load_agents(tempi_home(), cwd, registry)
     except ConfigError as err:

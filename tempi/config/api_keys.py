@@ -1,7 +1,11 @@
-"""Turning configured apiKey and header values into real ones.
+"""Where a provider's key comes from, and turning configured values into real ones.
 
-Runs only in worker and CLI processes, never in workflow code: it reads the environment
-and may run shell commands. A value is resolved as pi does:
+Runs only in worker and CLI processes, never in workflow code: it reads the environment and
+auth.json, and may run shell commands or refresh a login. The key is, in pi's order: `--api-key`
+(this process only), auth.json's entry (`api_key`, or `oauth` refreshed when expired), the
+provider's environment variables (env_api_keys.py), then models.json's apiKey.
+
+A configured value (auth.json `key`, models.json `apiKey` and headers) is resolved as pi does:
 
 - `!command`: run it with the shell and use its trimmed stdout (once per process); a
   failure names only the command's first word and exit status, never its output;
@@ -17,41 +21,14 @@ import shlex
 import subprocess
 import threading
 from collections.abc import Mapping
+from pathlib import Path
 
 from tempi.agent.model_registry import ModelRegistry
 from tempi.agent.model_spec import ModelSpec
+from tempi.config.auth_json import auth_json_path, read_auth
+from tempi.config.env_api_keys import env_api_key
 from tempi.config.errors import ConfigError
-
-# Where a provider's key is looked for when models.json configures none.
-DEFAULT_API_KEY_ENV: dict[str, str] = {
-    "anthropic": "ANTHROPIC_API_KEY",
-    "openai": "OPENAI_API_KEY",
-    "google": "GEMINI_API_KEY",
-    "groq": "GROQ_API_KEY",
-    "cerebras": "CEREBRAS_API_KEY",
-    "xai": "XAI_API_KEY",
-    "openrouter": "OPENROUTER_API_KEY",
-    "deepseek": "DEEPSEEK_API_KEY",
-    "mistral": "MISTRAL_API_KEY",
-    "zai": "ZAI_API_KEY",
-    "huggingface": "HF_TOKEN",
-    "moonshotai": "MOONSHOT_API_KEY",
-    "fireworks": "FIREWORKS_API_KEY",
-    "vercel-ai-gateway": "AI_GATEWAY_API_KEY",
-    # pi 0.73.1's env-api-keys.js for the rest of its providers whose API tempi speaks
-    # (several providers share one variable, as in pi).
-    "moonshotai-cn": "MOONSHOT_API_KEY",
-    "kimi-coding": "KIMI_API_KEY",
-    "minimax": "MINIMAX_API_KEY",
-    "minimax-cn": "MINIMAX_CN_API_KEY",
-    "opencode": "OPENCODE_API_KEY",
-    "opencode-go": "OPENCODE_API_KEY",
-    "xiaomi": "XIAOMI_API_KEY",
-    "xiaomi-token-plan-ams": "XIAOMI_TOKEN_PLAN_AMS_API_KEY",
-    "xiaomi-token-plan-cn": "XIAOMI_TOKEN_PLAN_CN_API_KEY",
-    "xiaomi-token-plan-sgp": "XIAOMI_TOKEN_PLAN_SGP_API_KEY",
-    "azure-openai-responses": "AZURE_OPENAI_API_KEY",
-}
+from tempi.config.oauth_refresh import oauth_api_key
 
 COMMAND_TIMEOUT_SECONDS = 10
 
@@ -78,12 +55,12 @@ def _command_name(command: str) -> str:
     return "?"
 
 
-def _run_command(command: str, description: str, setting: str) -> str:
+def _run_command(command: str, description: str, setting: str, source: str) -> str:
     with _command_lock:
         cached = _command_results.get(command)
     if cached is not None:
         return cached
-    what = f"the {setting} command `{_command_name(command)}` in models.json"
+    what = f"the {setting} command `{_command_name(command)}` in {source}"
     try:
         completed = subprocess.run(
             command,
@@ -123,37 +100,88 @@ def clear_command_cache() -> None:
 
 
 def resolve_config_value(
-    value: str, description: str, env: Mapping[str, str] | None = None, *, setting: str = "apiKey"
+    value: str,
+    description: str,
+    env: Mapping[str, str] | None = None,
+    *,
+    setting: str = "apiKey",
+    source: str = "models.json",
 ) -> str:
     """`description` names the value in errors, e.g. 'API key for provider "openai"';
-    `setting` is the models.json key it came from ("apiKey", "header")."""
+    `setting` is the key it came from ("apiKey", "header", "key") in the file `source`."""
     if value.startswith("!"):
-        return _run_command(value[1:], description, setting)
+        return _run_command(value[1:], description, setting, source)
     environment = os.environ if env is None else env
     return environment.get(value) or value
 
 
+_runtime_keys: dict[str, str] = {}
+
+
+def set_runtime_api_key(provider: str, key: str) -> None:
+    """`--api-key`: the key for `provider` in this process, above every other source. Kept in
+    memory, never in the environment, so tools and other workers never see it."""
+    _runtime_keys[provider] = key
+
+
+def clear_runtime_api_keys() -> None:
+    _runtime_keys.clear()
+
+
+def _models_json_key(provider: str, registry: ModelRegistry, env: Mapping[str, str] | None) -> str | None:
+    config = registry.request_config(provider)
+    if config is None or not config.api_key:
+        return None
+    return resolve_config_value(config.api_key, f'API key for provider "{provider}"', env)
+
+
 def resolve_api_key(
-    provider: str, registry: ModelRegistry, env: Mapping[str, str] | None = None
+    provider: str,
+    registry: ModelRegistry,
+    env: Mapping[str, str] | None = None,
+    auth_path: Path | None = None,
 ) -> str | None:
-    """The key to call `provider` with: models.json's apiKey if set, else the provider's
-    usual environment variable, else None."""
-    config = registry.request_config(provider)
-    if config is not None and config.api_key:
-        return resolve_config_value(config.api_key, f'API key for provider "{provider}"', env)
-    variable = DEFAULT_API_KEY_ENV.get(provider)
-    environment = os.environ if env is None else env
-    return (environment.get(variable) or None) if variable else None
+    """The key to call `provider` with, in pi's order (see the module's note), else None."""
+    if runtime := _runtime_keys.get(provider):
+        return runtime
+    path = auth_path or auth_json_path()
+    entry = read_auth(path).get(provider)
+    if isinstance(entry, dict) and entry.get("type") == "api_key" and isinstance(entry.get("key"), str):
+        return resolve_config_value(
+            entry["key"], f'API key for provider "{provider}"', env, setting="key", source=str(path)
+        )
+    if isinstance(entry, dict) and entry.get("type") == "oauth":
+        try:
+            # A login pi knows no flow for gives no key, and (as in pi) no environment key either.
+            key = oauth_api_key(provider, entry, path)
+        except ConfigError:
+            # pi falls back to models.json's apiKey when a refresh fails; without one, say why.
+            key = _models_json_key(provider, registry, env)
+            if key is None:
+                raise
+        return key if key is not None else _models_json_key(provider, registry, env)
+    return env_api_key(provider, env) or _models_json_key(provider, registry, env)
 
 
-def has_configured_key(provider: str, registry: ModelRegistry, env: Mapping[str, str] | None = None) -> bool:
-    """Whether a key is configured, without running any command (for choosing a default)."""
-    config = registry.request_config(provider)
-    if config is not None and config.api_key:
+def has_configured_key(
+    provider: str,
+    registry: ModelRegistry,
+    env: Mapping[str, str] | None = None,
+    auth_path: Path | None = None,
+) -> bool:
+    """Whether `provider` has a key from any source, without running a command or refreshing
+    a login (for choosing a default model and listing the available ones)."""
+    if provider in _runtime_keys:
         return True
-    variable = DEFAULT_API_KEY_ENV.get(provider)
-    environment = os.environ if env is None else env
-    return bool(variable and environment.get(variable))
+    try:
+        if read_auth(auth_path).get(provider):
+            return True
+    except ConfigError:
+        pass  # a broken auth.json is reported when a key is needed
+    if env_api_key(provider, env):
+        return True
+    config = registry.request_config(provider)
+    return config is not None and bool(config.api_key)
 
 
 def resolve_request_headers(

@@ -2,7 +2,7 @@
 
 Everything lives under one home directory (`$TEMPI_HOME`, default `~/.tempi`), laid out
 like pi's `~/.pi/agent`, so pi's files can be copied over unchanged. They need not be:
-models.json, settings.json and AGENTS.md that tempi's home lacks are read from pi's
+models.json, settings.json, auth.json and AGENTS.md that tempi's home lacks are read from pi's
 directory (`$PI_CODING_AGENT_DIR`, default `~/.pi/agent`), so an existing pi setup works.
 
 The home holds API keys (models.json), transcripts and the Temporal database, so it is

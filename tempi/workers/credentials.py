@@ -8,7 +8,7 @@ from pathlib import Path
 from tempi.agent.model_registry import ModelRegistry
 from tempi.agent.model_spec import ModelSpec
 from tempi.config.api_keys import resolve_api_key, resolve_request_headers
-from tempi.config.models_json import load_model_registry
+from tempi.config.models_json import load_model_registry, registry_stamp
 from tempi.config.paths import models_json_path
 
 
@@ -18,14 +18,11 @@ class Credentials:
     def __init__(self, models_json: Path | None = None) -> None:
         self._path = models_json
         self._registry: ModelRegistry | None = None
-        self._stamp: float | None = None
+        self._stamp: tuple[float | None, float | None] | None = None
 
     def _current_registry(self) -> ModelRegistry:
         path = self._path or models_json_path()
-        try:
-            stamp = path.stat().st_mtime
-        except FileNotFoundError:
-            stamp = None
+        stamp = registry_stamp(path)
         if self._registry is None or stamp != self._stamp:
             self._registry = load_model_registry(path)
             self._stamp = stamp

@@ -16,7 +16,7 @@ from temporalio.exceptions import ApplicationError
 from tempi.activities.session_activities import CredentialResolver
 from tempi.agent.model_registry import ModelRegistry
 from tempi.agent.model_spec import ModelSpec
-from tempi.config.models_json import load_model_registry
+from tempi.config.models_json import load_model_registry, registry_stamp
 from tempi.config.paths import models_json_path
 from tempi.workers.credentials import Credentials
 
@@ -44,14 +44,11 @@ class OwnerModelsOnly:
         self._inner = inner
         self._path = models_json
         self._registry: ModelRegistry | None = None
-        self._stamp: float | None = None
+        self._stamp: tuple[float | None, float | None] | None = None
 
     def _current_registry(self) -> tuple[ModelRegistry, Path]:
         path = self._path or models_json_path()
-        try:
-            stamp: float | None = path.stat().st_mtime
-        except FileNotFoundError:
-            stamp = None
+        stamp = registry_stamp(path)
         if self._registry is None or stamp != self._stamp:
             self._registry = load_model_registry(path)
             self._stamp = stamp

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any, cast
 
 import anthropic
 
 from tempi.activities.llm.abort import AbortWatch, relay_stream
+from tempi.activities.llm.anthropic_oauth import (
+    from_claude_code_name,
+    is_oauth_token,
+    oauth_body,
+    oauth_headers,
+)
 from tempi.activities.llm.assembler import REDACTED_THINKING_TEXT, MessageAssembler
 from tempi.activities.llm.contract import (
     StreamOptions,
@@ -47,12 +53,21 @@ class ApiKeyAnthropic(anthropic.AsyncAnthropic):
     """The SDK client, sending the API key as `x-api-key`, as pi does for an API key.
 
     anthropic 2.x sends `api_key` as `Authorization: Bearer`; pi (Anthropic JS SDK) sends
-    Bearer only for OAuth tokens (`sk-ant-oat…`) and Copilot, which tempi has no mode for.
+    Bearer only for OAuth tokens (`sk-ant-oat…`, see OAuthAnthropic) and Copilot.
     """
 
     @property
     def _api_key_auth(self) -> dict[str, str]:
         return {} if self.api_key is None else {"x-api-key": self.api_key}
+
+
+class OAuthAnthropic(anthropic.AsyncAnthropic):
+    """The SDK client for a login: only `Authorization: Bearer`, never an ANTHROPIC_API_KEY the
+    SDK would otherwise pick up from the worker's environment."""
+
+    @property
+    def _api_key_auth(self) -> dict[str, str]:
+        return {}
 
 
 _STOP_REASONS: dict[str, StopReason] = {
@@ -235,21 +250,32 @@ async def stream_anthropic_messages(
 ) -> AsyncGenerator[AssistantMessageEvent, None]:
     api_key = require_api_key(model, options)
     body = build_request(model, context, options)
-    client = ApiKeyAnthropic(
-        api_key=api_key,
+    oauth = is_oauth_token(api_key)
+    settings: dict[str, Any] = dict(
         base_url=model.base_url or None,
         max_retries=options.sdk_retries,
         timeout=options.timeout_s,
         http_client=shared_http_client(anthropic.DefaultAsyncHttpxClient),
-        default_headers={**BETA_HEADERS, **request_headers(model, options)},
     )
+    client: anthropic.AsyncAnthropic
+    if oauth:
+        body = oauth_body(body)
+        headers = {**oauth_headers(BETA_HEADERS["anthropic-beta"]), **request_headers(model, options)}
+        client = OAuthAnthropic(api_key=None, auth_token=api_key, default_headers=headers, **settings)
+    else:
+        headers = {**BETA_HEADERS, **request_headers(model, options)}
+        client = ApiKeyAnthropic(api_key=api_key, default_headers=headers, **settings)
+
+    def tool_name(name: str) -> str:
+        return from_claude_code_name(name, context.tools) if oauth else name
+
     create = cast(Any, client.messages).create(**body)
-    async for event in relay_stream(create, abort, lambda raw: _content_events(raw, assembler)):
+    async for event in relay_stream(create, abort, lambda raw: _content_events(raw, assembler, tool_name)):
         yield event
 
 
 async def _content_events(
-    events: AsyncIterator[Any], assembler: MessageAssembler
+    events: AsyncIterator[Any], assembler: MessageAssembler, tool_name: Callable[[str], str]
 ) -> AsyncGenerator[AssistantMessageEvent, None]:
     # Anthropic numbers blocks itself; server-side tool blocks it may add are not ours to show.
     blocks: dict[int, int] = {}
@@ -262,7 +288,7 @@ async def _content_events(
             assembler.set_response_id(event.message.id)
             _record_usage(assembler, event.message.usage)
         elif kind == "content_block_start":
-            started = _start_block(assembler, event.content_block)
+            started = _start_block(assembler, event.content_block, tool_name)
             if started is not None:
                 blocks[event.index] = started.content_index
                 if event.content_block.type == "tool_use" and event.content_block.input:
@@ -287,7 +313,9 @@ async def _content_events(
     assembler.set_stop_reason(_stop_reason(stop_reason))
 
 
-def _start_block(assembler: MessageAssembler, block: Any) -> TextStart | ThinkingStart | ToolCallStart | None:
+def _start_block(
+    assembler: MessageAssembler, block: Any, tool_name: Callable[[str], str]
+) -> TextStart | ThinkingStart | ToolCallStart | None:
     if block.type == "text":
         return assembler.begin_text()
     if block.type == "thinking":
@@ -295,7 +323,7 @@ def _start_block(assembler: MessageAssembler, block: Any) -> TextStart | Thinkin
     if block.type == "redacted_thinking":
         return assembler.begin_thinking(text=REDACTED_THINKING_TEXT, signature=block.data, redacted=True)
     if block.type == "tool_use":
-        return assembler.begin_tool_call(block.id, block.name)
+        return assembler.begin_tool_call(block.id, tool_name(block.name))
     return None
 
 

@@ -41,7 +41,7 @@ from tempi.activities.tools import bwrap_cgroup
 from tempi.activities.tools.backend import DirEntry, EntryKind, ExecResult, FileStat, OutputSink
 from tempi.activities.tools.errors import ToolError
 from tempi.activities.tools.local_backend import LocalBackend, _find_ripgrep
-from tempi.config.paths import tempi_home
+from tempi.config.paths import pi_agent_dir, tempi_home
 
 MEMORY_ENV = "TEMPI_BWRAP_MEMORY_MB"
 PROCESSES_ENV = "TEMPI_BWRAP_MAX_PROCESSES"
@@ -259,9 +259,14 @@ class BwrapBackend(LocalBackend):
             args += [a for p in runtime if _under(p, home) for a in ("--ro-bind-try", p, p)]
 
         # Secrets the binds above would still show (the workspace is the home, or holds
-        # TEMPI_HOME): covered by empty read-only stand-ins.
+        # TEMPI_HOME, or pi's directory with the auth.json tempi shares): covered by empty
+        # read-only stand-ins.
         visible = [self.workspace, *runtime]
-        secrets = {os.path.realpath(tempi_home()), *(os.path.join(home, name) for name in _HOME_SECRETS)}
+        secrets = {
+            os.path.realpath(tempi_home()),
+            os.path.realpath(pi_agent_dir()),
+            *(os.path.join(home, name) for name in _HOME_SECRETS),
+        }
         for secret in sorted(secrets):
             if not any(_under(secret, root) and secret != root for root in visible):
                 continue

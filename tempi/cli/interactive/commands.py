@@ -23,7 +23,7 @@ from tempi.agent.session_entries import MessageEntry
 from tempi.agent.skills import Skill
 from tempi.agent.thinking_levels import DEFAULT_THINKING_LEVEL, supported_levels
 from tempi.cli.html_export import default_export_path, export_session_html
-from tempi.cli.interactive import notes_commands, session_copies, settings_commands
+from tempi.cli.interactive import login_commands, notes_commands, session_copies, settings_commands
 from tempi.cli.interactive.footer import FooterInfo
 from tempi.cli.interactive.picker import Picker, PickerItem
 from tempi.cli.interactive.render import LiveView, notice
@@ -372,8 +372,8 @@ COMMANDS: list[Command] = [
     Command("clone", "duplicate the session as it is now into a new session", session_copies.cmd_clone),
     Command("import", "continue a session file from elsewhere <path.jsonl>", session_copies.cmd_import),
     Command("changelog", "what's new in tempi", notes_commands.cmd_changelog),
-    Command("login", "(pi) why tempi needs no login: where API keys come from", notes_commands.cmd_login),
-    Command("logout", "(pi) how to remove an API key", notes_commands.cmd_logout),
+    Command("login", "(pi) logins are pi's: `pi /login`, shared through auth.json", login_commands.cmd_login),
+    Command("logout", "remove a provider's login or key from auth.json", login_commands.cmd_logout),
     Command("share", "(pi) why there is no gist upload; /export instead", notes_commands.cmd_share),
     Command("quit", "leave (the session is kept; tempi --continue reopens it)", cmd_quit),
     Command("exit", "same as /quit", cmd_quit),

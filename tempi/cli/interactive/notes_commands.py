@@ -1,5 +1,5 @@
-"""pi's commands that only tell something: /changelog, and /login, /logout and /share, which
-have no tempi counterpart and say what to do instead."""
+"""pi's commands that only tell something: /changelog, and /share, which has no tempi
+counterpart and says what to do instead."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from rich.markdown import Markdown
 import tempi
 from tempi.cli.interactive.extras_host import ExtrasHost
 from tempi.cli.interactive.render import notice
-from tempi.config.paths import tempi_home
 
 CHANGELOG = "CHANGELOG.md"
 # Shown in full; an older entry is a scroll away in the file itself.
@@ -44,29 +43,6 @@ async def cmd_changelog(app: ExtrasHost, arg: str) -> None:
         )
         return
     await app.show(notice(f"── what's new ({path}) ──"), Markdown(recent_changes(text)))
-
-
-async def cmd_login(app: ExtrasHost, arg: str) -> None:
-    home = tempi_home()
-    await app.show(
-        notice(
-            "tempi has no logins: the worker that calls the model reads API keys from its environment "
-            "(ANTHROPIC_API_KEY, OPENAI_API_KEY, …) or from the apiKey of "
-            f"{home / 'models.json'}, which it re-reads on every change. With the background server, "
-            "a key from the environment needs `tempi server stop` first, so the next server starts with it.",
-            "yellow",
-        )
-    )
-
-
-async def cmd_logout(app: ExtrasHost, arg: str) -> None:
-    await app.show(
-        notice(
-            "tempi keeps no logins to remove: unset the API key variable (and run `tempi server stop`), "
-            f"or remove the apiKey from {tempi_home() / 'models.json'}.",
-            "yellow",
-        )
-    )
 
 
 async def cmd_share(app: ExtrasHost, arg: str) -> None:

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 from tempi.testing.scripted_llm.anthropic_messages import AnthropicMessagesWire
 from tempi.testing.scripted_llm.azure_codex import AzureResponsesWire, CodexResponsesWire
 from tempi.testing.scripted_llm.mistral_chat import MistralChatWire
+from tempi.testing.scripted_llm.oauth_tokens import OAuthTokenEndpoints
 from tempi.testing.scripted_llm.openai_chat import OpenAIChatWire
 from tempi.testing.scripted_llm.openai_responses import OpenAIResponsesWire
 from tempi.testing.scripted_llm.scenario import Scenario, ScriptedTurn, coerce_scenario, load_scenarios
@@ -83,6 +84,8 @@ class ScriptedLLMServer:
         self._bound_port: int | None = None
         self._thread: threading.Thread | None = None
         self._thread_loop: asyncio.AbstractEventLoop | None = None
+        # OAuth token endpoints, for logins that expire (oauth_tokens.py).
+        self.oauth = OAuthTokenEndpoints()
 
     # -- scenarios and recordings ------------------------------------------------------
 
@@ -128,6 +131,7 @@ class ScriptedLLMServer:
         for path, wire in _ROUTES.items():
             app.router.add_post(path, self._handler_for(wire))
         app.router.add_get("/health", self._health)
+        self.oauth.register(app)
         app.router.add_route("*", "/{tail:.*}", self._not_found)
         # A short shutdown timeout: a test stopping the server must not wait on slow streams.
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
