@@ -35,7 +35,9 @@ def fixture_lines() -> list[tuple[str, str]]:
 
 
 def test_fixtures_are_present() -> None:
-    assert len(FIXTURE_SESSIONS) == 5
+    # pi's own recordings; more are added as providers are recorded.
+    recorded = {"basic-anthropic", "basic-openai", "overflow", "rpc-steer-followup-compact", "tools"}
+    assert recorded <= {path.stem for path in FIXTURE_SESSIONS}
 
 
 @pytest.mark.parametrize(("where", "line"), fixture_lines())
