@@ -10,7 +10,9 @@ from typing import Any, Literal, Protocol, get_args
 
 from tempi.testing.scripted_llm.scenario import ScriptedTurn
 
-ApiName = Literal["openai-completions", "openai-responses", "anthropic-messages"]
+ApiName = Literal[
+    "openai-completions", "openai-responses", "anthropic-messages", "google-generative-ai", "google-vertex"
+]
 API_NAMES: tuple[ApiName, ...] = get_args(ApiName)
 
 
