@@ -23,6 +23,8 @@ PROVIDERS: dict[str, tuple[str, str]] = {
     "anthropic-messages": ("tempi.activities.llm.anthropic_messages", "stream_anthropic_messages"),
     "openai-completions": ("tempi.activities.llm.openai_completions", "stream_openai_completions"),
     "openai-responses": ("tempi.activities.llm.openai_responses", "stream_openai_responses"),
+    "google-generative-ai": ("tempi.activities.llm.google_generative_ai", "stream_google_generative_ai"),
+    "google-vertex": ("tempi.activities.llm.google_vertex", "stream_google_vertex"),
     "faux": ("tempi.activities.llm.faux", "stream_faux"),
 }
 
