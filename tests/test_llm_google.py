@@ -8,12 +8,17 @@ import json
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import pytest_asyncio
 
 from tempi.activities.llm import StreamOptions, classify_error, complete, retry_after_ms, stream_assistant
+from tempi.activities.llm.assembler import MessageAssembler
+from tempi.activities.llm.errors import IncompleteStreamError, ProviderError
+from tempi.activities.llm.google_shared import _StreamReader, build_request, describe_http_error
+from tempi.activities.llm.google_thinking import GoogleApi, thinking_config
+from tempi.activities.llm.google_vertex import request_url as vertex_request_url
 from tempi.agent.llm_context import LlmContext, ToolSpec
 from tempi.agent.messages import (
     AssistantMessage,
@@ -25,7 +30,8 @@ from tempi.agent.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from tempi.agent.model_spec import ModelCost, ModelSpec
+from tempi.agent.model_registry import builtin_registry
+from tempi.agent.model_spec import ModelCost, ModelSpec, ThinkingLevel
 from tempi.agent.stream_events import AssistantMessageEvent
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tempi.testing.scripted_llm.gemini import thought_signature
@@ -496,3 +502,233 @@ async def test_an_anthropic_conversation_continues_on_gemini(server: ScriptedLLM
         {"role": "user", "parts": [{"functionResponse": {"name": "read", "response": {"output": "x = 1"}}}]},
         {"role": "user", "parts": [{"text": "Now switch to Gemini."}]},
     ]
+
+
+def catalog_model(provider: str, model_id: str) -> ModelSpec:
+    model = builtin_registry().find(provider, model_id)
+    assert model is not None, f"{provider}/{model_id} is not in pi's catalog"
+    return model
+
+
+@pytest.mark.parametrize(
+    ("provider", "model_id", "level", "expected"),
+    [
+        ("google", "gemini-2.5-flash", "medium", {"includeThoughts": True, "thinkingBudget": 8192}),
+        ("google", "gemini-2.5-flash", "minimal", {"includeThoughts": True, "thinkingBudget": 128}),
+        ("google", "gemini-2.5-pro", "xhigh", {"includeThoughts": True, "thinkingBudget": 32768}),
+        ("google", "gemini-2.5-flash-lite", "minimal", {"includeThoughts": True, "thinkingBudget": 512}),
+        # pi's Vertex provider gives Flash-Lite the Flash budgets.
+        (
+            "google-vertex",
+            "gemini-2.5-flash-lite",
+            "minimal",
+            {"includeThoughts": True, "thinkingBudget": 128},
+        ),
+        ("google", "gemini-flash-latest", "high", {"includeThoughts": True, "thinkingBudget": -1}),
+        # Gemini 3 Pro has only LOW and HIGH: medium moves up to high, as pi clamps it.
+        ("google", "gemini-3.1-pro-preview", "medium", {"includeThoughts": True, "thinkingLevel": "HIGH"}),
+        (
+            "google-vertex",
+            "gemini-3-pro-preview",
+            "minimal",
+            {"includeThoughts": True, "thinkingLevel": "LOW"},
+        ),
+        ("google", "gemini-3-flash-preview", "medium", {"includeThoughts": True, "thinkingLevel": "MEDIUM"}),
+        ("google", "gemma-4-31b-it", "medium", {"includeThoughts": True, "thinkingLevel": "HIGH"}),
+        ("google", "gemini-2.5-flash", "off", {"thinkingBudget": 0}),
+        ("google", "gemini-3.1-pro-preview", "off", {"thinkingLevel": "LOW"}),
+        ("google-vertex", "gemini-3-flash-preview", "off", {"thinkingLevel": "MINIMAL"}),
+        ("google", "gemma-4-31b-it", "off", {"thinkingLevel": "MINIMAL"}),
+        ("google", "gemini-2.0-flash", "high", None),
+    ],
+)
+def test_thinking_config_is_pis(provider: str, model_id: str, level: ThinkingLevel, expected: Any) -> None:
+    model = catalog_model(provider, model_id)
+    assert thinking_config(model, level, cast(GoogleApi, model.api)) == expected
+
+
+@pytest.mark.parametrize(
+    ("base_url", "project", "location", "expected"),
+    [
+        # The catalog's URL, a template, is no custom URL: the SDK's endpoints apply.
+        (
+            "https://{location}-aiplatform.googleapis.com",
+            None,
+            None,
+            "https://aiplatform.googleapis.com/v1/publishers/google/models/M",
+        ),
+        (
+            "https://{location}-aiplatform.googleapis.com",
+            "proj",
+            "europe-west4",
+            "https://europe-west4-aiplatform.googleapis.com/v1/projects/proj/locations/europe-west4/publishers/google/models/M",
+        ),
+        (
+            "",
+            "proj",
+            "global",
+            "https://aiplatform.googleapis.com/v1/projects/proj/locations/global/publishers/google/models/M",
+        ),
+        (
+            "",
+            "proj",
+            "eu",
+            "https://aiplatform.eu.rep.googleapis.com/v1/projects/proj/locations/eu/publishers/google/models/M",
+        ),
+        # A custom URL gets publisher paths, `/v1` unless it names a version itself.
+        (
+            "https://proxy.example/vertex/",
+            "proj",
+            "us-central1",
+            "https://proxy.example/vertex/v1/publishers/google/models/M",
+        ),
+        (
+            "https://proxy.example/v1beta1",
+            None,
+            None,
+            "https://proxy.example/v1beta1/publishers/google/models/M",
+        ),
+    ],
+)
+def test_vertex_urls_are_the_sdks(
+    base_url: str, project: str | None, location: str | None, expected: str
+) -> None:
+    model = ModelSpec(id="M", api="google-vertex", provider="google-vertex", base_url=base_url)
+    assert vertex_request_url(model, project, location) == expected + ":streamGenerateContent?alt=sse"
+
+
+async def read_chunks(chunks: list[Any]) -> MessageAssembler:
+    async def source() -> AsyncIterator[Any]:
+        for item in chunks:
+            yield item
+
+    assembler = MessageAssembler(
+        ModelSpec(id="gemini-2.5-flash", api="google-generative-ai", provider="google")
+    )
+    async for _ in _StreamReader(assembler).events(source()):
+        pass
+    return assembler
+
+
+def candidate(*parts: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"content": {"role": "model", "parts": list(parts)}}
+    if finish:
+        body["finishReason"] = finish
+    return {"candidates": [body]}
+
+
+async def test_an_error_inside_the_stream_keeps_its_code_for_the_retry_policy() -> None:
+    error = {"error": {"code": 503, "message": "The model is overloaded.", "status": "UNAVAILABLE"}}
+    with pytest.raises(ProviderError, match=r"^503 UNAVAILABLE: The model is overloaded\.$"):
+        await read_chunks([candidate({"text": "par"}), error])
+
+
+async def test_a_safety_stop_is_an_error_but_a_stop_after_calls_is_tool_use() -> None:
+    with pytest.raises(ProviderError, match="finish reason SAFETY"):
+        await read_chunks([candidate({"text": "I can"}, finish="SAFETY")])
+    # pi: any function call makes the turn tool use, whatever the finish reason said.
+    call = {"functionCall": {"name": "read", "args": {"path": "a"}}}
+    assembler = await read_chunks([candidate(call, finish="MALFORMED_FUNCTION_CALL")])
+    assert assembler.message.stop_reason == "toolUse"
+
+
+async def test_a_blocked_prompt_is_final_and_a_cut_stream_is_incomplete() -> None:
+    with pytest.raises(ProviderError, match="block reason: PROHIBITED_CONTENT"):
+        await read_chunks([{"promptFeedback": {"blockReason": "PROHIBITED_CONTENT"}}])
+    with pytest.raises(IncompleteStreamError):
+        await read_chunks([candidate({"text": "no finish reason"})])
+
+
+async def test_call_ids_are_made_when_missing_or_repeated_and_text_signatures_kept_per_block() -> None:
+    same = {"functionCall": {"id": "c1", "name": "ls", "args": {}}}
+    assembler = await read_chunks(
+        [
+            candidate({"text": "a", "thoughtSignature": "c2lnMQ=="}, {"text": "b"}),
+            candidate(same, same, {"functionCall": {"name": "ls"}}, finish="STOP"),
+        ]
+    )
+    text, *calls = assembler.message.content
+    # The signature of an earlier delta of the block is not lost to a later unsigned one.
+    assert isinstance(text, TextContent) and (text.text, text.text_signature) == ("ab", "c2lnMQ==")
+    ids = [call.id for call in calls if isinstance(call, ToolCall)]
+    assert ids[0] == "c1" and len(set(ids)) == 3 and all(i.startswith("ls_") for i in ids[1:])
+
+
+def test_invalid_signatures_and_foreign_images_are_not_sent() -> None:
+    """A signature Google cannot decode as base64 would fail the whole call; Gemini 2 takes a
+    tool result's images in a user turn of their own, Gemini 3 inside the response."""
+    call = ToolCall(id="c", name="read", arguments={"path": "p.png"}, thought_signature="not base64!")
+    image = ImageContent(data="aGk=", mime_type="image/png")
+    messages: list[LlmMessage] = [
+        UserMessage(content="look", timestamp=1),
+        AssistantMessage(
+            api="google-generative-ai",
+            provider="google",
+            model="gemini-2.5-flash",
+            content=[call],
+            stop_reason="toolUse",
+            timestamp=2,
+        ),
+        ToolResultMessage(tool_call_id="c", tool_name="read", content=[image], timestamp=3),
+    ]
+    context = LlmContext(messages=messages)
+    model = ModelSpec(
+        id="gemini-2.5-flash", api="google-generative-ai", provider="google", input=["text", "image"]
+    )
+    contents = build_request(model, context, OPTIONS, "google-generative-ai")["contents"]
+    assert contents[1] == {
+        "role": "model",
+        "parts": [{"functionCall": {"name": "read", "args": {"path": "p.png"}}}],
+    }
+    inline = {"inlineData": {"mimeType": "image/png", "data": "aGk="}}
+    assert contents[2:] == [
+        {
+            "role": "user",
+            "parts": [{"functionResponse": {"name": "read", "response": {"output": "(see attached image)"}}}],
+        },
+        {"role": "user", "parts": [{"text": "Tool result image:"}, inline]},
+    ]
+    gemini3 = model.model_copy(update={"id": "gemini-3-flash-preview"})
+    assert build_request(gemini3, context, OPTIONS, "google-generative-ai")["contents"][2:] == [
+        {
+            "role": "user",
+            "parts": [
+                {
+                    "functionResponse": {
+                        "name": "read",
+                        "response": {"output": "(see attached image)"},
+                        "parts": [inline],
+                    }
+                }
+            ],
+        }
+    ]
+
+
+def test_google_error_bodies_as_sent_by_the_gemini_api() -> None:
+    """A wrong Gemini key is a 400 whose message names the key; quota errors carry their
+    wait in a RetryInfo detail; a stream refused at once answers with a JSON array."""
+    invalid_key = {
+        "error": {
+            "code": 400,
+            "message": "API key not valid. Please pass a valid API key.",
+            "status": "INVALID_ARGUMENT",
+            "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "API_KEY_INVALID"}],
+        }
+    }
+    hint = 'provider "google": check GEMINI_API_KEY'
+    described = describe_http_error(400, json.dumps(invalid_key).encode(), {}, hint)
+    assert described == f"400 INVALID_ARGUMENT: API key not valid. Please pass a valid API key. ({hint})"
+    quota = [
+        {
+            "error": {
+                "code": 429,
+                "message": "You exceeded your current quota.",
+                "status": "RESOURCE_EXHAUSTED",
+                "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "37s"}],
+            }
+        }
+    ]
+    described = describe_http_error(429, json.dumps(quota).encode(), {}, hint)
+    assert described == "429 RESOURCE_EXHAUSTED: You exceeded your current quota. (retry after 37s)"
+    assert describe_http_error(502, b"<html>Bad Gateway</html>", {}, hint) == "502 <html>Bad Gateway</html>"
