@@ -732,3 +732,15 @@ def test_google_error_bodies_as_sent_by_the_gemini_api() -> None:
     described = describe_http_error(429, json.dumps(quota).encode(), {}, hint)
     assert described == "429 RESOURCE_EXHAUSTED: You exceeded your current quota. (retry after 37s)"
     assert describe_http_error(502, b"<html>Bad Gateway</html>", {}, hint) == "502 <html>Bad Gateway</html>"
+
+
+async def test_a_lone_surrogate_in_the_conversation_does_not_break_the_request(
+    server: ScriptedLLMServer,
+) -> None:
+    api = "google-generative-ai"
+    context = CONTEXT.model_copy(update={"messages": [UserMessage(content="bad \udcff byte", timestamp=1)]})
+    message = await complete(model_for(server, "length", api), context, OPTIONS)
+    assert message.stop_reason == "length", message.error_message
+    assert server.requests_for(scenario("length", api))[-1].body["contents"][0]["parts"] == [
+        {"text": "bad ? byte"}
+    ]

@@ -243,7 +243,8 @@ async def stream_generate_content(
         "POST",
         url,
         headers={"content-type": "application/json", **headers},
-        content=json.dumps(body, ensure_ascii=False).encode("utf-8", "surrogatepass"),
+        # A lone surrogate (from a tool's output, say) cannot travel in UTF-8; pi drops them.
+        content=json.dumps(body, ensure_ascii=False).encode("utf-8", "replace"),
         timeout=options.timeout_s,
     )
     response = await abort.run(client.send(request, stream=True))
