@@ -68,9 +68,8 @@ def test_pi_data_wins_over_the_old_table() -> None:
 @pytest.mark.parametrize(
     ("words", "api"),
     [
-        ({"model": "google/gemini-2.5-pro"}, "google-generative-ai"),
         ({"model": "amazon-bedrock/amazon.nova-pro-v1:0"}, "bedrock-converse-stream"),
-        ({"provider": "google-vertex"}, "google-vertex"),
+        ({"provider": "amazon-bedrock"}, "bedrock-converse-stream"),
     ],
 )
 def test_choosing_a_model_of_an_unsupported_api_names_the_api(words: dict[str, str], api: str) -> None:
@@ -94,17 +93,23 @@ def test_models_of_the_openai_family_and_mistral_apis_can_be_chosen(provider: st
 def test_unsupported_settings_default_falls_back_with_a_warning() -> None:
     selection = select_model(
         builtin_registry(),
-        default_provider="google",
-        default_model="gemini-2.5-pro",
-        key_available=lambda p: p in ("google", "openai"),
+        default_provider="amazon-bedrock",
+        default_model="amazon.nova-pro-v1:0",
+        key_available=lambda p: p in ("amazon-bedrock", "openai"),
     )
     assert (selection.model.provider, selection.model.id) == ("openai", "gpt-5.4")
-    assert selection.warning is not None and "google-generative-ai" in selection.warning
+    assert selection.warning is not None and "bedrock-converse-stream" in selection.warning
 
 
 def test_a_key_for_an_unsupported_provider_is_not_a_default() -> None:
     with pytest.raises(ModelSelectionError, match="no API key found"):
-        select_model(builtin_registry(), key_available=lambda p: p == "google")
+        select_model(builtin_registry(), key_available=lambda p: p == "amazon-bedrock")
+
+
+def test_gemini_and_vertex_models_are_runnable() -> None:
+    for words in ({"model": "google/gemini-2.5-pro"}, {"model": "google-vertex/gemini-3.1-pro-preview"}):
+        selection = select_model(builtin_registry(), **words)
+        assert selection.model.api in ("google-generative-ai", "google-vertex")
 
 
 def test_ids_many_providers_serve_resolve_to_the_first_party_one() -> None:

@@ -36,6 +36,8 @@ SUPPORTED_APIS: tuple[str, ...] = (
     "azure-openai-responses",
     "openai-codex-responses",
     "mistral-conversations",
+    "google-generative-ai",
+    "google-vertex",
     "faux",
 )
 

@@ -196,8 +196,13 @@ class MessageAssembler:
         self._close(index)
         return ThinkingEnd(content_index=index, content=block.thinking, partial=self.snapshot())
 
-    def begin_tool_call(self, call_id: str, name: str, arguments_json: str = "") -> ToolCallStart:
-        index = self._append(ToolCall(id=clean_text(call_id), name=clean_text(name)))
+    def begin_tool_call(
+        self, call_id: str, name: str, arguments_json: str = "", *, thought_signature: str | None = None
+    ) -> ToolCallStart:
+        call = ToolCall(
+            id=clean_text(call_id), name=clean_text(name), thought_signature=clean_optional(thought_signature)
+        )
+        index = self._append(call)
         self._tool_json[index] = ""
         self._guards[index] = JsonDeltaGuard()
         if arguments_json:

@@ -40,7 +40,9 @@ _STATUS_PREFIX = re.compile(r"^(\d{3})\b")
 _RETRY_AFTER = re.compile(r"\(retry after (\d+(?:\.\d+)?)s\)")
 
 # A rate-limit message may mention tokens ("tokens per min"), so it is checked before overflow.
-_RATE_LIMIT = re.compile(r"rate[ _-]?limit|too many requests|quota exceeded|throttl", re.IGNORECASE)
+_RATE_LIMIT = re.compile(
+    r"rate[ _-]?limit|too many requests|quota exceeded|throttl|resource[ _]exhausted", re.IGNORECASE
+)
 _OVERFLOW = re.compile(
     r"context[_ ]length[_ ]exceeded"
     r"|maximum context length"
@@ -52,7 +54,8 @@ _OVERFLOW = re.compile(
     r"|input too long"
     r"|prompt too long"
     r"|token limit exceeded"
-    r"|reduce the length of the messages",
+    r"|reduce the length of the messages"
+    r"|input token count.*exceeds the maximum",  # Gemini
     re.IGNORECASE,
 )
 _TRANSIENT = re.compile(

@@ -32,6 +32,8 @@ PROVIDERS: dict[str, tuple[str, str]] = {
         "stream_openai_codex_responses",
     ),
     "mistral-conversations": ("tempi.activities.llm.mistral_conversations", "stream_mistral_conversations"),
+    "google-generative-ai": ("tempi.activities.llm.google_generative_ai", "stream_google_generative_ai"),
+    "google-vertex": ("tempi.activities.llm.google_vertex", "stream_google_vertex"),
     "faux": ("tempi.activities.llm.faux", "stream_faux"),
 }
 

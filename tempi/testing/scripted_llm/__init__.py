@@ -1,6 +1,7 @@
 """A scripted LLM server for tests and manual runs.
 
-It speaks OpenAI chat completions, OpenAI responses and Anthropic messages with real SSE,
+It speaks OpenAI chat completions, OpenAI responses, Anthropic messages and Gemini's
+generateContent (Gemini API and Vertex AI, with an OAuth token endpoint) with real SSE,
 so the official SDKs (and pi) can talk to it, and answers from scripted scenarios.
 """
 

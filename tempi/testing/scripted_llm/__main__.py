@@ -36,6 +36,11 @@ endpoints (base URL for the SDKs in brackets):
   POST /s/<scenario>/v1/chat/completions   openai-completions  [.../s/<scenario>/v1]
   POST /s/<scenario>/v1/responses          openai-responses    [.../s/<scenario>/v1]
   POST /s/<scenario>/v1/messages           anthropic-messages  [.../s/<scenario>]
+  POST /s/<scenario>/v1beta/models/<model>:streamGenerateContent?alt=sse
+                                           google-generative-ai [.../s/<scenario>/v1beta]
+  POST /s/<scenario>/v1/publishers/google/models/<model>:streamGenerateContent?alt=sse
+                                           google-vertex       [.../s/<scenario>]
+  POST /s/<scenario>/token                 OAuth token exchange (Vertex ADC token_url)
   GET  /health
 """
 

@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 
 from tempi.testing.scripted_llm.anthropic_messages import AnthropicMessagesWire
 from tempi.testing.scripted_llm.azure_codex import AzureResponsesWire, CodexResponsesWire
+from tempi.testing.scripted_llm.gemini import GeminiWire
 from tempi.testing.scripted_llm.mistral_chat import MistralChatWire
 from tempi.testing.scripted_llm.oauth_tokens import OAuthTokenEndpoints
 from tempi.testing.scripted_llm.openai_chat import OpenAIChatWire
@@ -35,13 +36,21 @@ _ROUTES: dict[str, WireApi] = {
     "/s/{scenario}/openai/v1/responses": AzureResponsesWire(),
     "/s/{scenario}/codex/responses": CodexResponsesWire(),
     "/s/{scenario}/mistral/v1/chat/completions": MistralChatWire(),
+    # `{method}` is generateContent or streamGenerateContent (`?alt=sse`).
+    "/s/{scenario}/v1beta/models/{model}:{method}": GeminiWire("google-generative-ai"),
+    # Vertex AI with a custom base URL: publisher models, no project or location in the path.
+    "/s/{scenario}/v1/publishers/google/models/{model}:{method}": GeminiWire("google-vertex"),
 }
+# Google's OAuth token endpoint (an RFC 8693 token exchange), for Vertex ADC credentials of
+# type external_account whose `token_url` points here.
+TOKEN_ROUTE = "/s/{scenario}/token"
 
 
 class RecordedRequest(BaseModel):
     """One request as the server saw it, with the turn it chose and the HTTP status it served."""
 
     path: str
+    query_string: str = ""
     api: ApiName
     scenario: str
     headers: dict[str, str]
@@ -51,6 +60,12 @@ class RecordedRequest(BaseModel):
     route: str | None = None  # the scenario's route that answered it
     kind: Literal["turn", "summary"] = "turn"
     status: int = 0
+
+
+def _streams(request: web.Request, body: dict[str, Any]) -> bool:
+    """Whether the client asked for a stream: in the body (OpenAI, Anthropic) or, for
+    Google, by the method in the path."""
+    return bool(body.get("stream")) or request.match_info.get("method") == "streamGenerateContent"
 
 
 def _retry_after_header(seconds: float) -> str:
@@ -86,6 +101,7 @@ class ScriptedLLMServer:
         self._thread_loop: asyncio.AbstractEventLoop | None = None
         # OAuth token endpoints, for logins that expire (oauth_tokens.py).
         self.oauth = OAuthTokenEndpoints()
+        self._token_exchanges: list[tuple[str, dict[str, str]]] = []
 
     # -- scenarios and recordings ------------------------------------------------------
 
@@ -120,7 +136,23 @@ class ScriptedLLMServer:
             return f"{self.base_url}/s/{scenario}/openai/v1"
         if api == "mistral-conversations":
             return f"{self.base_url}/s/{scenario}/mistral"
+        if api == "google-generative-ai":
+            return f"{self.base_url}/s/{scenario}/v1beta"
+        if api == "google-vertex":
+            return f"{self.base_url}/s/{scenario}"
         raise ValueError(f"unknown api {api!r}; expected one of {', '.join(API_NAMES)}")
+
+    def token_url_for(self, scenario: str) -> str:
+        return f"{self.base_url}/s/{scenario}/token"
+
+    def token_exchanges_for(self, scenario: str) -> list[dict[str, str]]:
+        """The form fields of each token exchange asked of `scenario`'s token endpoint."""
+        return [dict(fields) for name, fields in self._token_exchanges if name == scenario]
+
+    def issued_tokens_for(self, scenario: str) -> list[str]:
+        return [
+            f"ya29.scripted-{scenario}-{n}" for n in range(1, len(self.token_exchanges_for(scenario)) + 1)
+        ]
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -130,6 +162,7 @@ class ScriptedLLMServer:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         for path, wire in _ROUTES.items():
             app.router.add_post(path, self._handler_for(wire))
+        app.router.add_post(TOKEN_ROUTE, self._token)
         app.router.add_get("/health", self._health)
         self.oauth.register(app)
         app.router.add_route("*", "/{tail:.*}", self._not_found)
@@ -207,6 +240,25 @@ class ScriptedLLMServer:
 
         return handle
 
+    async def _token(self, request: web.Request) -> web.Response:
+        form = await request.post()
+        fields = {key: str(value) for key, value in form.items()}
+        if fields.get("grant_type") != "urn:ietf:params:oauth:grant-type:token-exchange":
+            return web.json_response(
+                {"error": "invalid_grant", "error_description": "expected an RFC 8693 token exchange"},
+                status=400,
+            )
+        name = request.match_info["scenario"]
+        self._token_exchanges.append((name, fields))
+        return web.json_response(
+            {
+                "access_token": self.issued_tokens_for(name)[-1],
+                "issued_token_type": "urn:ietf:params:oauth:token-type:access_token",
+                "token_type": "Bearer",
+                "expires_in": 3600,
+            }
+        )
+
     async def _health(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "ok", "scenarios": self.scenario_names})
 
@@ -214,7 +266,7 @@ class ScriptedLLMServer:
         body = {
             "error": {
                 "message": f"no endpoint {request.method} {request.path}",
-                "endpoints": [f"POST {path}" for path in _ROUTES] + ["GET /health"],
+                "endpoints": [f"POST {path}" for path in (*_ROUTES, TOKEN_ROUTE)] + ["GET /health"],
             }
         }
         return web.json_response(body, status=404)
@@ -224,6 +276,7 @@ class ScriptedLLMServer:
         raw = await request.read()
         record = RecordedRequest(
             path=request.path,
+            query_string=request.query_string,
             api=wire.name,
             scenario=name,
             # Lower-cased names: HTTP header names are case-insensitive, dict keys are not.
@@ -250,7 +303,8 @@ class ScriptedLLMServer:
             error = wire.bad_request(f"unknown scenario {name!r}; known scenarios: {known}", status=404)
             error.body["error"]["known_scenarios"] = self.scenario_names
             return self._error_response(record, error)
-        route = scenario.route_for(json.dumps(body.get("messages") or body.get("input") or []))
+        conversation = body.get("messages") or body.get("input") or body.get("contents") or []
+        route = scenario.route_for(json.dumps(conversation))
         if route is not None:
             record.route = route
             scenario = scenario.routes[route]
@@ -285,7 +339,7 @@ class ScriptedLLMServer:
         # A stream no longer than the drop point is served whole, so it is no drop.
         if (
             drop_after is not None
-            and body.get("stream")
+            and _streams(request, body)
             and drop_after >= sum(1 for _ in wire.stream(turn, body))
         ):
             drop_after = None
@@ -305,7 +359,7 @@ class ScriptedLLMServer:
     ) -> web.StreamResponse:
         record.status = 200
         self._record(record)
-        if record.body.get("stream"):
+        if _streams(request, record.body):
             return await self._stream(request, turn, wire.stream(turn, record.body), drop_after)
         if drop_after is not None:
             return self._drop_connection(request)

@@ -17,6 +17,8 @@ ApiName = Literal[
     "azure-openai-responses",
     "openai-codex-responses",
     "mistral-conversations",
+    "google-generative-ai",
+    "google-vertex",
 ]
 API_NAMES: tuple[ApiName, ...] = get_args(ApiName)
 
