@@ -452,9 +452,16 @@ def test_appending_to_an_old_file_upgrades_it_first(store: SessionStore, tmp_pat
 # --- finding sessions ------------------------------------------------------------------
 
 
+# pi's first recordings; the provider recordings beside them are not part of these tests.
+PI_RECORDED_SESSIONS = [
+    FIXTURES / f"{name}.jsonl"
+    for name in ("basic-anthropic", "basic-openai", "overflow", "rpc-steer-followup-compact", "tools")
+]
+
+
 @pytest.fixture
 def populated(store: SessionStore) -> SessionStore:
-    for path in FIXTURES.glob("*.jsonl"):
+    for path in PI_RECORDED_SESSIONS:
         loaded_header = json.loads(path.read_text().split("\n", 1)[0])
         target = store.new_session_path(CWD, loaded_header["id"], loaded_header["timestamp"])
         target.parent.mkdir(parents=True, exist_ok=True)
