@@ -1,6 +1,7 @@
 """A scripted LLM server for tests and manual runs.
 
 It speaks OpenAI chat completions, OpenAI responses and Anthropic messages with real SSE,
+and Amazon Bedrock's ConverseStream with AWS event-stream frames (checking SigV4 signatures),
 so the official SDKs (and pi) can talk to it, and answers from scripted scenarios.
 """
 

@@ -16,10 +16,11 @@ from aiohttp import web
 from pydantic import BaseModel
 
 from tempi.testing.scripted_llm.anthropic_messages import AnthropicMessagesWire
+from tempi.testing.scripted_llm.bedrock_converse import BedrockConverseWire
 from tempi.testing.scripted_llm.openai_chat import OpenAIChatWire
 from tempi.testing.scripted_llm.openai_responses import OpenAIResponsesWire
 from tempi.testing.scripted_llm.scenario import Scenario, ScriptedTurn, coerce_scenario, load_scenarios
-from tempi.testing.scripted_llm.wire import API_NAMES, ApiName, SseEvent, WireApi, WireError
+from tempi.testing.scripted_llm.wire import API_NAMES, ApiName, StreamChunk, WireApi, WireError
 
 logger = logging.getLogger("tempi.testing.scripted_llm")
 
@@ -29,13 +30,16 @@ _ROUTES: dict[str, WireApi] = {
     "/s/{scenario}/v1/chat/completions": OpenAIChatWire(),
     "/s/{scenario}/v1/responses": OpenAIResponsesWire(),
     "/s/{scenario}/v1/messages": AnthropicMessagesWire(),
+    "/s/{scenario}/model/{model_id}/converse-stream": BedrockConverseWire(),
 }
+SSE_CONTENT_TYPE = "text/event-stream; charset=utf-8"
 
 
 class RecordedRequest(BaseModel):
     """One request as the server saw it, with the turn it chose and the HTTP status it served."""
 
     path: str
+    raw_path: str = ""  # as sent, percent-escapes kept (Bedrock's `%3A` in a model id)
     api: ApiName
     scenario: str
     headers: dict[str, str]
@@ -44,6 +48,10 @@ class RecordedRequest(BaseModel):
     route: str | None = None  # the scenario's route that answered it
     kind: Literal["turn", "summary"] = "turn"
     status: int = 0
+
+
+def _streams(wire: WireApi, body: dict[str, Any]) -> bool:
+    return bool(body.get("stream")) or getattr(wire, "always_streams", False)
 
 
 def _retry_after_header(seconds: float) -> str:
@@ -105,7 +113,7 @@ class ScriptedLLMServer:
     def url_for(self, scenario: str, api: str) -> str:
         if api in ("openai-completions", "openai-responses"):
             return f"{self.base_url}/s/{scenario}/v1"
-        if api == "anthropic-messages":
+        if api in ("anthropic-messages", "bedrock-converse-stream"):
             return f"{self.base_url}/s/{scenario}"
         raise ValueError(f"unknown api {api!r}; expected one of {', '.join(API_NAMES)}")
 
@@ -210,12 +218,19 @@ class ScriptedLLMServer:
         raw = await request.read()
         record = RecordedRequest(
             path=request.path,
+            raw_path=request.raw_path,
             api=wire.name,
             scenario=name,
             # Lower-cased names: HTTP header names are case-insensitive, dict keys are not.
             headers={key.lower(): value for key, value in request.headers.items()},
             body={},
         )
+        authorize = getattr(wire, "authorize", None)
+        # The URL as sent: yarl would unescape `%3A`, which a signature covers.
+        url = f"{request.scheme}://{request.host}{request.raw_path}"
+        refusal = None if authorize is None else authorize(request.method, url, record.headers, raw)
+        if refusal is not None:
+            return self._error_response(record, refusal)
         try:
             body = json.loads(raw)
         except ValueError:
@@ -265,7 +280,7 @@ class ScriptedLLMServer:
         # A stream no longer than the drop point is served whole, so it is no drop.
         if (
             drop_after is not None
-            and body.get("stream")
+            and _streams(wire, body)
             and drop_after >= sum(1 for _ in wire.stream(turn, body))
         ):
             drop_after = None
@@ -285,8 +300,9 @@ class ScriptedLLMServer:
     ) -> web.StreamResponse:
         record.status = 200
         self._record(record)
-        if record.body.get("stream"):
-            return await self._stream(request, turn, wire.stream(turn, record.body), drop_after)
+        if _streams(wire, record.body):
+            content_type = getattr(wire, "content_type", SSE_CONTENT_TYPE)
+            return await self._stream(request, turn, wire.stream(turn, record.body), drop_after, content_type)
         if drop_after is not None:
             return self._drop_connection(request)
         return web.json_response(wire.complete(turn, record.body))
@@ -298,11 +314,15 @@ class ScriptedLLMServer:
         return ScriptedTurn(text=f"(scripted server: no turn {index} in scenario {name})")
 
     async def _stream(
-        self, request: web.Request, turn: ScriptedTurn, events: Iterator[SseEvent], drop_after: int | None
+        self,
+        request: web.Request,
+        turn: ScriptedTurn,
+        events: Iterator[StreamChunk],
+        drop_after: int | None,
+        content_type: str,
     ) -> web.StreamResponse:
         response = web.StreamResponse(
-            status=200,
-            headers={"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"},
+            status=200, headers={"Content-Type": content_type, "Cache-Control": "no-cache"}
         )
         await response.prepare(request)
         try:
@@ -336,7 +356,9 @@ class ScriptedLLMServer:
     ) -> web.Response:
         record.status = error.status
         self._record(record)
-        return web.json_response(error.body, status=error.status, headers=headers)
+        return web.json_response(
+            error.body, status=error.status, headers={**error.headers, **(headers or {})}
+        )
 
     def _record(self, record: RecordedRequest) -> None:
         self._requests.append(record)
