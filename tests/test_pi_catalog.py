@@ -69,7 +69,6 @@ def test_pi_data_wins_over_the_old_table() -> None:
     ("words", "api"),
     [
         ({"model": "google/gemini-2.5-pro"}, "google-generative-ai"),
-        ({"model": "amazon-bedrock/amazon.nova-pro-v1:0"}, "bedrock-converse-stream"),
         ({"provider": "mistral"}, "mistral-conversations"),
     ],
 )

@@ -29,7 +29,13 @@ FAUX_MODEL_ID = "faux-model"
 
 # The wire APIs tempi can call. The catalog holds models of other APIs too: they are
 # listed, but choosing one is an error that names the API.
-SUPPORTED_APIS: tuple[str, ...] = ("anthropic-messages", "openai-completions", "openai-responses", "faux")
+SUPPORTED_APIS: tuple[str, ...] = (
+    "anthropic-messages",
+    "openai-completions",
+    "openai-responses",
+    "bedrock-converse-stream",
+    "faux",
+)
 
 # Tried in this order when the user names no model (first provider with a key wins).
 DEFAULT_MODEL_PER_PROVIDER: dict[str, str] = {

@@ -23,6 +23,7 @@ PROVIDERS: dict[str, tuple[str, str]] = {
     "anthropic-messages": ("tempi.activities.llm.anthropic_messages", "stream_anthropic_messages"),
     "openai-completions": ("tempi.activities.llm.openai_completions", "stream_openai_completions"),
     "openai-responses": ("tempi.activities.llm.openai_responses", "stream_openai_responses"),
+    "bedrock-converse-stream": ("tempi.activities.llm.bedrock_converse", "stream_bedrock_converse"),
     "faux": ("tempi.activities.llm.faux", "stream_faux"),
 }
 
