@@ -17,10 +17,13 @@ from tempi.agent.model_registry import (
     CATALOG_MODELS,
     CATALOG_PROVIDERS,
     CATALOG_VERSION,
+    SUPPORTED_APIS,
+    ModelRegistry,
     ModelSelectionError,
     builtin_registry,
     select_model,
 )
+from tempi.agent.model_spec import ModelSpec
 from tests.conftest import run_tempi, tempi_env
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -65,16 +68,27 @@ def test_pi_data_wins_over_the_old_table() -> None:
     assert gpt51 is not None and gpt51.cost.cache_read == 0.13
 
 
-@pytest.mark.parametrize(
-    ("words", "api"),
-    [
-        ({"model": "amazon-bedrock/amazon.nova-pro-v1:0"}, "bedrock-converse-stream"),
-        ({"provider": "amazon-bedrock"}, "bedrock-converse-stream"),
-    ],
-)
-def test_choosing_a_model_of_an_unsupported_api_names_the_api(words: dict[str, str], api: str) -> None:
-    with pytest.raises(ModelSelectionError, match=f"uses the {api} API, which tempi does not support yet"):
-        select_model(builtin_registry(), **words)
+# Every API of pi 0.73.1's catalog is spoken now; a later pi's new API (or a models.json
+# provider naming one) must still be refused by name, not fail at the first call.
+FUTURE_API = "cloudflare-workers-ai"
+
+
+def _with_a_future_api() -> ModelRegistry:
+    registry = builtin_registry()
+    future = ModelSpec(id="future-1", name="Future 1", api=FUTURE_API, provider="future", base_url="http://x")
+    return ModelRegistry(models=[*registry.models, future], request_configs=registry.request_configs)
+
+
+def test_every_api_of_pis_catalog_is_spoken() -> None:
+    assert {m.api for m in CATALOG_MODELS} <= set(SUPPORTED_APIS)
+
+
+@pytest.mark.parametrize("words", [{"model": "future/future-1"}, {"provider": "future"}])
+def test_choosing_a_model_of_an_unsupported_api_names_the_api(words: dict[str, str]) -> None:
+    with pytest.raises(
+        ModelSelectionError, match=f"uses the {FUTURE_API} API, which tempi does not support yet"
+    ):
+        select_model(_with_a_future_api(), **words)
 
 
 @pytest.mark.parametrize(
@@ -83,27 +97,28 @@ def test_choosing_a_model_of_an_unsupported_api_names_the_api(words: dict[str, s
         ("mistral", "mistral-conversations"),
         ("azure-openai-responses", "azure-openai-responses"),
         ("openai-codex", "openai-codex-responses"),
+        ("amazon-bedrock", "bedrock-converse-stream"),
     ],
 )
-def test_models_of_the_openai_family_and_mistral_apis_can_be_chosen(provider: str, api: str) -> None:
+def test_models_of_the_newer_apis_can_be_chosen(provider: str, api: str) -> None:
     selection = select_model(builtin_registry(), provider=provider)
     assert (selection.model.provider, selection.model.api) == (provider, api)
 
 
 def test_unsupported_settings_default_falls_back_with_a_warning() -> None:
     selection = select_model(
-        builtin_registry(),
-        default_provider="amazon-bedrock",
-        default_model="amazon.nova-pro-v1:0",
-        key_available=lambda p: p in ("amazon-bedrock", "openai"),
+        _with_a_future_api(),
+        default_provider="future",
+        default_model="future-1",
+        key_available=lambda p: p in ("future", "openai"),
     )
     assert (selection.model.provider, selection.model.id) == ("openai", "gpt-5.4")
-    assert selection.warning is not None and "bedrock-converse-stream" in selection.warning
+    assert selection.warning is not None and FUTURE_API in selection.warning
 
 
 def test_a_key_for_an_unsupported_provider_is_not_a_default() -> None:
     with pytest.raises(ModelSelectionError, match="no API key found"):
-        select_model(builtin_registry(), key_available=lambda p: p == "amazon-bedrock")
+        select_model(_with_a_future_api(), key_available=lambda p: p == "future")
 
 
 def test_gemini_and_vertex_models_are_runnable() -> None:

@@ -38,6 +38,7 @@ SUPPORTED_APIS: tuple[str, ...] = (
     "mistral-conversations",
     "google-generative-ai",
     "google-vertex",
+    "bedrock-converse-stream",
     "faux",
 )
 

@@ -61,7 +61,9 @@ _OVERFLOW = re.compile(
 _TRANSIENT = re.compile(
     r"overloaded|server[_ ]error|internal server error|bad gateway|service unavailable"
     r"|gateway timeout|temporarily unavailable|connection|timed out|timeout|network"
-    r"|stream ended|reset by peer|econnreset|socket hang up|unexpected eof|try again",
+    r"|stream ended|reset by peer|econnreset|socket hang up|unexpected eof|try again"
+    # Bedrock's modelStreamErrorException, which AWS says to retry.
+    r"|model stream error",
     re.IGNORECASE,
 )
 
@@ -77,6 +79,10 @@ def classify_error(message: AssistantMessage) -> ErrorKind | None:
         return "retryable"
     if _OVERFLOW.search(text):
         return "overflow"
+    if status is not None and 400 <= status < 500 and status != 408:
+        # The request itself was refused; words like Bedrock's "please reformat your input
+        # and try again" do not make it transient.
+        return "fatal"
     if (status is not None and status >= 500) or _TRANSIENT.search(text):
         return "retryable"
     return "fatal"
@@ -93,6 +99,9 @@ def with_setup_hint(message: str, hint: str) -> str:
     if status is None or int(status.group(1)) not in _SETUP_STATUSES or _OVERFLOW.search(message):
         return message
     return f"{message} ({hint})"
+def is_overflow_text(text: str) -> bool:
+    """Whether an error text says the context was too long for the model."""
+    return _OVERFLOW.search(text) is not None
 
 
 def retry_after_ms(message: AssistantMessage) -> int | None:

@@ -34,6 +34,7 @@ PROVIDERS: dict[str, tuple[str, str]] = {
     "mistral-conversations": ("tempi.activities.llm.mistral_conversations", "stream_mistral_conversations"),
     "google-generative-ai": ("tempi.activities.llm.google_generative_ai", "stream_google_generative_ai"),
     "google-vertex": ("tempi.activities.llm.google_vertex", "stream_google_vertex"),
+    "bedrock-converse-stream": ("tempi.activities.llm.bedrock_converse", "stream_bedrock_converse"),
     "faux": ("tempi.activities.llm.faux", "stream_faux"),
 }
 

@@ -84,6 +84,9 @@ class ScriptedTurn(_Strict):
     first_chunk_delay_ms: float = Field(default=0, ge=0)
     drop_after_chunks: int | None = Field(default=None, ge=0)
     drop_times: int = Field(default=1, ge=0)
+    # bedrock-converse-stream: end the stream with this exception frame (e.g.
+    # "modelStreamErrorException") instead of messageStop.
+    stream_exception: str | None = None
 
     def ends_with_tool_use(self) -> bool:
         return bool(self.tool_calls) and self.stop_reason != "length"

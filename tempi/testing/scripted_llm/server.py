@@ -17,13 +17,14 @@ from pydantic import BaseModel, Field
 
 from tempi.testing.scripted_llm.anthropic_messages import AnthropicMessagesWire
 from tempi.testing.scripted_llm.azure_codex import AzureResponsesWire, CodexResponsesWire
+from tempi.testing.scripted_llm.bedrock_converse import BedrockConverseWire
 from tempi.testing.scripted_llm.gemini import GeminiWire
 from tempi.testing.scripted_llm.mistral_chat import MistralChatWire
 from tempi.testing.scripted_llm.oauth_tokens import OAuthTokenEndpoints
 from tempi.testing.scripted_llm.openai_chat import OpenAIChatWire
 from tempi.testing.scripted_llm.openai_responses import OpenAIResponsesWire
 from tempi.testing.scripted_llm.scenario import Scenario, ScriptedTurn, coerce_scenario, load_scenarios
-from tempi.testing.scripted_llm.wire import API_NAMES, ApiName, SseEvent, WireApi, WireError
+from tempi.testing.scripted_llm.wire import API_NAMES, ApiName, StreamChunk, WireApi, WireError
 
 logger = logging.getLogger("tempi.testing.scripted_llm")
 
@@ -40,7 +41,9 @@ _ROUTES: dict[str, WireApi] = {
     "/s/{scenario}/v1beta/models/{model}:{method}": GeminiWire("google-generative-ai"),
     # Vertex AI with a custom base URL: publisher models, no project or location in the path.
     "/s/{scenario}/v1/publishers/google/models/{model}:{method}": GeminiWire("google-vertex"),
+    "/s/{scenario}/model/{model_id}/converse-stream": BedrockConverseWire(),
 }
+SSE_CONTENT_TYPE = "text/event-stream; charset=utf-8"
 # Google's OAuth token endpoint (an RFC 8693 token exchange), for Vertex ADC credentials of
 # type external_account whose `token_url` points here.
 TOKEN_ROUTE = "/s/{scenario}/token"
@@ -51,6 +54,7 @@ class RecordedRequest(BaseModel):
 
     path: str
     query_string: str = ""
+    raw_path: str = ""  # as sent, percent-escapes kept (Bedrock's `%3A` in a model id)
     api: ApiName
     scenario: str
     headers: dict[str, str]
@@ -62,10 +66,14 @@ class RecordedRequest(BaseModel):
     status: int = 0
 
 
-def _streams(request: web.Request, body: dict[str, Any]) -> bool:
-    """Whether the client asked for a stream: in the body (OpenAI, Anthropic) or, for
-    Google, by the method in the path."""
-    return bool(body.get("stream")) or request.match_info.get("method") == "streamGenerateContent"
+def _streams(request: web.Request, wire: WireApi, body: dict[str, Any]) -> bool:
+    """Whether the client asked for a stream: in the body (OpenAI, Anthropic), for Google by
+    the method in the path; Bedrock's converse-stream always streams."""
+    return (
+        bool(body.get("stream"))
+        or request.match_info.get("method") == "streamGenerateContent"
+        or getattr(wire, "always_streams", False)
+    )
 
 
 def _retry_after_header(seconds: float) -> str:
@@ -138,7 +146,7 @@ class ScriptedLLMServer:
             return f"{self.base_url}/s/{scenario}/mistral"
         if api == "google-generative-ai":
             return f"{self.base_url}/s/{scenario}/v1beta"
-        if api == "google-vertex":
+        if api in ("google-vertex", "bedrock-converse-stream"):
             return f"{self.base_url}/s/{scenario}"
         raise ValueError(f"unknown api {api!r}; expected one of {', '.join(API_NAMES)}")
 
@@ -277,6 +285,7 @@ class ScriptedLLMServer:
         record = RecordedRequest(
             path=request.path,
             query_string=request.query_string,
+            raw_path=request.raw_path,
             api=wire.name,
             scenario=name,
             # Lower-cased names: HTTP header names are case-insensitive, dict keys are not.
@@ -287,6 +296,11 @@ class ScriptedLLMServer:
         # A wire may refuse what its real service refuses for the credentials (`reject`).
         reject = getattr(wire, "reject", None)
         refusal: WireError | None = reject(record.headers, record.query) if reject is not None else None
+        authorize = getattr(wire, "authorize", None)
+        # The URL as sent: yarl would unescape `%3A`, which a signature covers.
+        url = f"{request.scheme}://{request.host}{request.raw_path}"
+        if refusal is None and authorize is not None:
+            refusal = authorize(request.method, url, record.headers, raw)
         if refusal is not None:
             return self._error_response(record, refusal)
         try:
@@ -339,7 +353,7 @@ class ScriptedLLMServer:
         # A stream no longer than the drop point is served whole, so it is no drop.
         if (
             drop_after is not None
-            and _streams(request, body)
+            and _streams(request, wire, body)
             and drop_after >= sum(1 for _ in wire.stream(turn, body))
         ):
             drop_after = None
@@ -359,8 +373,9 @@ class ScriptedLLMServer:
     ) -> web.StreamResponse:
         record.status = 200
         self._record(record)
-        if _streams(request, record.body):
-            return await self._stream(request, turn, wire.stream(turn, record.body), drop_after)
+        if _streams(request, wire, record.body):
+            content_type = getattr(wire, "content_type", SSE_CONTENT_TYPE)
+            return await self._stream(request, turn, wire.stream(turn, record.body), drop_after, content_type)
         if drop_after is not None:
             return self._drop_connection(request)
         return web.json_response(wire.complete(turn, record.body))
@@ -372,11 +387,15 @@ class ScriptedLLMServer:
         return ScriptedTurn(text=f"(scripted server: no turn {index} in scenario {name})")
 
     async def _stream(
-        self, request: web.Request, turn: ScriptedTurn, events: Iterator[SseEvent], drop_after: int | None
+        self,
+        request: web.Request,
+        turn: ScriptedTurn,
+        events: Iterator[StreamChunk],
+        drop_after: int | None,
+        content_type: str,
     ) -> web.StreamResponse:
         response = web.StreamResponse(
-            status=200,
-            headers={"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"},
+            status=200, headers={"Content-Type": content_type, "Cache-Control": "no-cache"}
         )
         await response.prepare(request)
         try:
@@ -410,7 +429,9 @@ class ScriptedLLMServer:
     ) -> web.Response:
         record.status = error.status
         self._record(record)
-        return web.json_response(error.body, status=error.status, headers=headers)
+        return web.json_response(
+            error.body, status=error.status, headers={**error.headers, **(headers or {})}
+        )
 
     def _record(self, record: RecordedRequest) -> None:
         self._requests.append(record)

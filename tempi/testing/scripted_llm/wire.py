@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, get_args
 
 from tempi.testing.scripted_llm.scenario import ScriptedTurn
@@ -19,6 +19,7 @@ ApiName = Literal[
     "mistral-conversations",
     "google-generative-ai",
     "google-vertex",
+    "bedrock-converse-stream",
 ]
 API_NAMES: tuple[ApiName, ...] = get_args(ApiName)
 
@@ -34,13 +35,22 @@ class SseEvent:
         return f"{head}data: {payload}\n\n".encode()
 
 
+class StreamChunk(Protocol):
+    def encode(self) -> bytes: ...
+
+
 @dataclass(frozen=True)
 class WireError:
     status: int
     body: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 class WireApi(Protocol):
+    """A wire format. One may also have `content_type` (of its stream; SSE otherwise),
+    `always_streams` (its path streams whatever the body says) and
+    `authorize(method, url, headers, body) -> WireError | None` (checked before anything else)."""
+
     name: ApiName
 
     def assistant_turns(self, body: dict[str, Any]) -> int:
@@ -51,8 +61,8 @@ class WireApi(Protocol):
         """The text of the request's last message when the user sent it, else ''."""
         ...
 
-    def stream(self, turn: ScriptedTurn, request: dict[str, Any]) -> Iterator[SseEvent]:
-        """The SSE events that answer `request` with `turn`."""
+    def stream(self, turn: ScriptedTurn, request: dict[str, Any]) -> Iterator[StreamChunk]:
+        """The stream chunks (SSE events, event-stream frames) that answer `request` with `turn`."""
         ...
 
     def complete(self, turn: ScriptedTurn, request: dict[str, Any]) -> dict[str, Any]:
