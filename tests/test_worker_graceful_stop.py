@@ -1,18 +1,21 @@
-"""`docker stop` or a Kubernetes rollout sends a worker SIGTERM: it stops taking work, lets the
-command it is running finish, and exits, so the session goes on on the next worker with
-the command's real result and no model call asked twice."""
+"""A worker's life under an orchestrator: `docker stop` or a Kubernetes rollout sends it
+SIGTERM, and it stops taking work, lets the command it is running finish and exits, so the
+session goes on on the next worker with the command's real result and no model call asked
+twice; started before its server, it waits for the server instead of exiting."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import signal
+import subprocess
 import time
 from pathlib import Path
 
 from temporalio.client import Client
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
+from tempi.workers.dev_server import free_port, start_dev_server
 from tests.conftest import start_tempi_worker, write_models_json
 from tests.session_harness import scripted_model, start_session, unique_queue
 
@@ -71,3 +74,33 @@ async def test_sigterm_lets_the_running_command_finish_and_the_session_goes_on_e
     # The model answered each turn once: no call was repeated after the worker left.
     assert len(scripted_server.requests_for(scenario)) == 2
     assert s.roles()[-1] == "assistant"
+
+
+def test_a_worker_started_before_its_server_waits_for_it_instead_of_exiting(tmp_path: Path) -> None:
+    port = free_port()
+    home = tmp_path / "home"
+    log = tmp_path / "worker.log"
+    worker = start_tempi_worker(home, f"127.0.0.1:{port}", unique_queue(), log)
+    server = None
+    try:
+        _wait_for_text(log, "Trying again in", worker)
+        server = start_dev_server(tmp_path / "temporal.db", port, log_path=tmp_path / "server.log")
+        _wait_for_text(log, "tempi worker: polling", worker)
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(60) == 0, log.read_text()
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+        if server is not None:
+            server.terminate()
+            server.wait(30)
+    assert "Cannot reach the Temporal server at" in log.read_text()
+
+
+def _wait_for_text(log: Path, text: str, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while text not in (log.read_text() if log.exists() else ""):
+        assert proc.poll() is None, f"the worker exited ({proc.returncode}): {log.read_text()}"
+        assert time.monotonic() < deadline, log.read_text()
+        time.sleep(0.05)
