@@ -135,9 +135,9 @@ def default_sessions_root() -> Path:
     return tempi_home() / "sessions"
 
 
-def pi_sessions_root() -> Path:
-    """Where pi keeps its sessions (one folder per working directory, as tempi does)."""
-    return pi_agent_dir() / "sessions"
+def session_roots() -> list[Path]:
+    """Where sessions are looked for: tempi's `sessions/` (where new ones go), then pi's."""
+    return [default_sessions_root(), pi_agent_dir() / "sessions"]
 
 
 def expand_path(value: str, relative_to: Path) -> Path:
