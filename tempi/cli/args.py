@@ -211,7 +211,11 @@ def build_parser() -> argparse.ArgumentParser:
     sessions.add_argument(
         "-r", "--resume", action="store_true", help="choose a session of this directory to continue"
     )
-    sessions.add_argument("--session", metavar="PATH|ID", help="continue a session by file, id or id prefix")
+    sessions.add_argument(
+        "--session",
+        metavar="PATH|ID",
+        help="continue a session by file, id or id prefix (a file not there yet: start the session in it)",
+    )
     sessions.add_argument(
         "--fork", metavar="PATH|ID", help="continue a copy of a session (the original stays as it is)"
     )
