@@ -230,6 +230,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--verbose", action="store_true", help="the startup header even when settings say quietStartup"
     )
     p.add_argument(
+        "--theme",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="accepted for pi's sake and ignored: tempi's terminal UI has one built-in look",
+    )
+    p.add_argument("--no-themes", action="store_true", help="accepted for pi's sake (tempi has no themes)")
+    p.add_argument(
         "--offline",
         action="store_true",
         help="accepted for pi's sake: tempi makes no network calls at startup (version checks, packages)",
@@ -244,3 +252,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     return build_parser().parse_intermixed_args(argv)
+
+
+def ignored_flags_note(args: argparse.Namespace) -> str | None:
+    """One line naming the pi flags given that tempi accepts but does nothing with, and why."""
+    given = [flag for flag, on in (("--theme", args.theme), ("--no-themes", args.no_themes)) if on]
+    if not given:
+        return None
+    return f"tempi: {' and '.join(given)} ignored: tempi's terminal UI has one built-in look, no themes"

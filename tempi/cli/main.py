@@ -12,7 +12,7 @@ from pathlib import Path
 from temporalio.service import RPCError
 
 from tempi.agent.messages import ImageContent
-from tempi.cli.args import parse_args
+from tempi.cli.args import ignored_flags_note, parse_args
 from tempi.cli.closed_pipe import CLOSED_PIPE_EXIT, flush_output, silence_stdout
 from tempi.cli.command_words import SUBCOMMANDS
 from tempi.cli.errors import UserError
@@ -255,6 +255,8 @@ def _dispatch(argv: list[str]) -> int:
 
         return asyncio.run(cmd_remote(rest, name))
     args = parse_args(argv)
+    if note := ignored_flags_note(args):
+        print(note, file=sys.stderr)
     if not args.print_mode and len(args.messages) == 1 and args.messages[0] in PI_ONLY_COMMANDS:
         # `tempi --continue list` means pi's command as much as `tempi list` does; -p says
         # the word is a prompt.
