@@ -1,5 +1,6 @@
-"""pi 0.73.1 itself works with tempi: it continues a session tempi wrote, and its own
-RpcClient drives `tempi --mode rpc`.
+"""pi 0.73.1 itself works with tempi: it continues a session tempi wrote, tempi lists and
+continues the sessions pi keeps in its own directory, and pi's own RpcClient drives
+`tempi --mode rpc`.
 
 Needs pi from npm, found through PI_BIN or PATH (`.ci/run` installs it and sets PI_BIN);
 set TEMPI_REQUIRE_PI=1 to make its absence a failure instead of a skip.
@@ -154,3 +155,59 @@ def test_pis_rpc_client_drives_tempi(
     assert Path(got["export"]["path"]) == export and "notes.txt is written." in export.read_text()
     unknown = got["unknownCommand"]
     assert unknown["success"] is False and "no_such_command" in unknown["error"]
+
+
+def test_tempi_lists_and_continues_sessions_pi_wrote_in_its_own_directory(
+    tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
+) -> None:
+    pi = pi_bin()
+    scripted_server.add_scenario("cross-pi", [{"text": "pi here."}])
+    scripted_server.add_scenario(
+        "cross-tempi",
+        {"select": "sequential", "turns": [{"text": "tempi continues."}, {"text": "a new one."}]},
+    )
+    home, pi_dir, work = tmp_path / "home", tmp_path / "pi-agent", tmp_path / "work"
+    work.mkdir()
+    write_models_json(home, scripted_server, "cross-tempi")
+    write_models_json(pi_dir, scripted_server, "cross-pi")
+    env = tempi_env(home, temporal_address, PI_CODING_AGENT_DIR=str(pi_dir))
+    pi_env = {**env, "PI_OFFLINE": "1"}
+
+    # pi keeps the session in its own directory for this cwd, as it always does.
+    proc = subprocess.run(
+        [pi, "--provider", "mock", "--model", "mock-model", "-p", "Hello from pi"],
+        cwd=work, env=pi_env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    (pis,) = (pi_dir / "sessions").glob("*/*.jsonl")
+    pi_id = json.loads(pis.read_text().splitlines()[0])["id"]
+
+    def listed() -> list[str]:
+        done = run_tempi(["sessions", "list", "--here", "--no-status", "--json"], cwd=work, env=env)
+        assert done.returncode == 0, done.stderr
+        return [json.loads(line)["path"] for line in done.stdout.splitlines()]
+
+    assert listed() == [str(pis)]
+
+    # --continue finds pi's session (the only one here) and appends to pi's file in place.
+    done = run_tempi(["--model", "mock/mock-model", "--continue", "-p", "Go on"], cwd=work, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "tempi continues."
+    (request,) = scripted_server.requests_for("cross-tempi")
+    assert "Hello from pi" in json.dumps(request.body["messages"])
+    roles = [json.loads(line).get("message", {}).get("role") for line in pis.read_text().splitlines()]
+    assert [r for r in roles if r] == ["user", "assistant", "user", "assistant"]
+
+    # A new tempi session goes to tempi's directory; the list holds both, newest first.
+    done = run_tempi(["--model", "mock/mock-model", "-p", "Something else"], cwd=work, env=env)
+    assert done.returncode == 0, done.stderr
+    (tempis,) = (home / "sessions").glob("*/*.jsonl")
+    assert listed() == [str(tempis), str(pis)]
+
+    # pi goes on with its own session (by id, as pi finds it); it is the newest again.
+    proc = subprocess.run(
+        [pi, "--provider", "mock", "--model", "mock-model", "--session", pi_id[:8], "-p", "Back to pi"],
+        cwd=work, env=pi_env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert listed() == [str(pis), str(tempis)]

@@ -90,7 +90,9 @@ class PartialMessage:
         elif kind == "toolcall_end":
             content[index] = copy.deepcopy(delta["toolCall"])
         snapshot = copy.deepcopy(self.message)
-        event = {k: v for k, v in delta.items() if k != "block"}
+        # pi's key order: type, contentIndex, then the event's own fields.
+        event = {"type": kind, "contentIndex": index}
+        event.update((k, v) for k, v in delta.items() if k not in ("block", "type", "contentIndex"))
         event["partial"] = snapshot
         return {"type": "message_update", "assistantMessageEvent": event, "message": snapshot}
 

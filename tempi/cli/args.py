@@ -215,7 +215,11 @@ def build_parser() -> argparse.ArgumentParser:
     sessions.add_argument(
         "-r", "--resume", action="store_true", help="choose a session of this directory to continue"
     )
-    sessions.add_argument("--session", metavar="PATH|ID", help="continue a session by file, id or id prefix")
+    sessions.add_argument(
+        "--session",
+        metavar="PATH|ID",
+        help="continue a session by file, id or id prefix (a file not there yet: start the session in it)",
+    )
     sessions.add_argument(
         "--fork", metavar="PATH|ID", help="continue a copy of a session (the original stays as it is)"
     )
@@ -229,6 +233,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--verbose", action="store_true", help="the startup header even when settings say quietStartup"
     )
+    p.add_argument(
+        "--theme",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="accepted for pi's sake and ignored: tempi's terminal UI has one built-in look",
+    )
+    p.add_argument("--no-themes", action="store_true", help="accepted for pi's sake (tempi has no themes)")
     p.add_argument(
         "--offline",
         action="store_true",
@@ -244,3 +256,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     return build_parser().parse_intermixed_args(argv)
+
+
+def ignored_flags_note(args: argparse.Namespace) -> str | None:
+    """One line naming the pi flags given that tempi accepts but does nothing with, and why."""
+    given = [flag for flag, on in (("--theme", args.theme), ("--no-themes", args.no_themes)) if on]
+    if not given:
+        return None
+    return f"tempi: {' and '.join(given)} ignored: tempi's terminal UI has one built-in look, no themes"

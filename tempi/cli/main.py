@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from temporalio.service import RPCError
 
 from tempi.agent.messages import ImageContent
-from tempi.cli.args import parse_args
+from tempi.cli.args import ignored_flags_note, parse_args
 from tempi.cli.closed_pipe import CLOSED_PIPE_EXIT, flush_output, silence_stdout
 from tempi.cli.command_words import SUBCOMMANDS
 from tempi.cli.errors import UserError
@@ -29,7 +29,7 @@ from tempi.cli.rpc_io import ProtocolOut
 from tempi.cli.slash_input import expand_input
 from tempi.config.errors import ConfigError
 from tempi.config.models_json import load_model_registry
-from tempi.config.paths import ForeignHomeError, default_sessions_root, tempi_home
+from tempi.config.paths import ForeignHomeError, default_sessions_root, session_roots, tempi_home
 from tempi.config.settings_writer import remember_choice
 from tempi.store.session_store import SessionStore
 from tempi.workers import telemetry
@@ -60,7 +60,7 @@ async def run_session_command(args: argparse.Namespace) -> int:
         raise UserError('Nothing to do: give a prompt, e.g. tempi -p "explain this repo" (see tempi --help).')
     planned = plan_run(args, cwd)
     prompts = [expand_input(p, planned.templates, planned.skills) for p in prompts]
-    store = SessionStore(default_sessions_root())
+    store = SessionStore(*session_roots())
     choice = choose_session(store, args, planned.settings, cwd)
     folder = session_folder(choice, store, cwd)
     if folder is not None:
@@ -108,7 +108,7 @@ def _export(args: argparse.Namespace) -> int:
     from tempi.cli.session_choice import find_session_path
     from tempi.cli.sessions_command import export_html_file
 
-    store = SessionStore(default_sessions_root())
+    store = SessionStore(*session_roots())
     source = find_session_path(store, args.export)
     target = Path(args.messages[0]) if args.messages else default_export_path(source)
     export_html_file(store, source, target)
@@ -165,7 +165,7 @@ async def cmd_server(argv: list[str]) -> int:
     if args.action == "stop":
         from tempi.cli.server_stop import stop_server
 
-        return await stop_server(home, SessionStore(default_sessions_root()), force=args.force)
+        return await stop_server(home, SessionStore(*session_roots()), force=args.force)
     print(
         f"Temporal dev server on 127.0.0.1:{args.port}, web UI http://127.0.0.1:{args.port + 1000}",
         flush=True,
@@ -306,6 +306,8 @@ def _dispatch(argv: list[str]) -> int:
 
         return asyncio.run(cmd_remote(rest, name))
     args = parse_args(argv)
+    if note := ignored_flags_note(args):
+        print(note, file=sys.stderr)
     if not args.print_mode and len(args.messages) == 1 and args.messages[0] in PI_ONLY_COMMANDS:
         # `tempi --continue list` means pi's command as much as `tempi list` does; -p says
         # the word is a prompt.

@@ -37,8 +37,7 @@ from tempi.config.mcp_json import load_mcp_servers
 from tempi.config.models_json import load_model_registry
 from tempi.config.paths import models_json_path, pi_agent_dir, tempi_home
 from tempi.config.resources import load_prompt_templates, load_skills
-from tempi.config.settings import Settings, load_settings
-from tempi.config.settings_edit import read_global_settings
+from tempi.config.settings import Settings, merged_settings
 from tempi.extensions.discovery import discover_extensions, project_config_root
 from tempi.extensions.loader import check_extensions
 from tempi.workers.temporal_client import configured_address
@@ -230,7 +229,8 @@ def plan_run(
     if not reloading:
         settle_trust(getattr(args, "trust", None), cwd, ask=ask_trust)
     try:
-        settings = load_settings(cwd)
+        saved = merged_settings(cwd)
+        settings = Settings.model_validate(saved)
         models_stamp = _models_stamp()
         registry = load_model_registry(models_stamp[0])
         provider_with_key = args.provider if args.api_key else None
@@ -238,7 +238,7 @@ def plan_run(
         scoped = (
             scoped_models(registry, args.models)
             if args.models
-            else scoped_models(registry, enabled_patterns(read_global_settings()), strict=False)
+            else scoped_models(registry, enabled_patterns(saved), strict=False)
         )
         if args.models and scoped and not (args.model or args.provider):
             # pi starts on the first of the --models.

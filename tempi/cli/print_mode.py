@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import signal
 import sys
 from typing import Any
 
 from tempi.agent.messages import ImageContent
+from tempi.cli import pi_json
 from tempi.cli.errors import UserError
 from tempi.cli.session_choice import OpenSession
 from tempi.client import SessionRefused
@@ -31,7 +31,7 @@ def _header(opened: OpenSession) -> dict[str, Any]:
 async def run_print(opened: OpenSession, prompts: list[str], images: list[ImageContent], mode: str) -> int:
     session = opened.session
     if mode == "json":
-        print(json.dumps(_header(opened)), flush=True)
+        print(pi_json.dumps(_header(opened)), flush=True)
     follower = session.follow()
     await follower.poll()  # skip what happened before this prompt
     final: dict[str, Any] | None = None
@@ -44,7 +44,7 @@ async def run_print(opened: OpenSession, prompts: list[str], images: list[ImageC
             raise UserError(f"The session refused the prompt: {err}") from err
         async for event in follower.events(until_idle=True):
             if mode == "json":
-                print(json.dumps(event, ensure_ascii=False), flush=True)
+                print(pi_json.dumps(event), flush=True)
             if event["type"] == "message_end" and event["message"].get("role") == "assistant":
                 final = event["message"]
         if final and final.get("stopReason") in ("error", "aborted"):

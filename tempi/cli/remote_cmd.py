@@ -17,7 +17,7 @@ from tempi.cli.runtime import open_runtime
 from tempi.cli.server_link import events_across_outages, link_for
 from tempi.cli.sessions_command import configured_session_dir
 from tempi.client import SessionNotFound, SessionService
-from tempi.config.paths import default_sessions_root, tempi_home
+from tempi.config.paths import session_roots, tempi_home
 from tempi.store.session_store import SessionStore
 
 REMOTE_COMMANDS = ("attach", "steer", "follow-up", "abort", "stop")
@@ -74,7 +74,7 @@ def _parser(name: str) -> argparse.ArgumentParser:
 
 async def cmd_remote(argv: list[str], name: str) -> int:
     args = _parser(name).parse_args(argv)
-    store = SessionStore(default_sessions_root())
+    store = SessionStore(*session_roots())
     async with open_runtime(no_worker=args.no_worker, quiet=True) as rt:
         service = SessionService(rt.client, store)
         try:

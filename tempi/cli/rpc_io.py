@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from tempi.agent.json_depth import MAX_JSON_DEPTH, json_depth
+from tempi.cli import pi_json
 
 READ_CHUNK = 1024 * 1024
 # Bigger lines are skipped, not buffered: a command carries at most a prompt with a few
@@ -124,7 +125,7 @@ class ProtocolOut:
         return cls(os.fdopen(private, "wb", buffering=0))
 
     def write(self, obj: dict[str, Any]) -> None:
-        line = json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n"
+        line = pi_json.dumps(obj) + "\n"
         # A client that went away leaves the session running without it.
         with contextlib.suppress(BrokenPipeError):
             self.stream.write(line.encode("utf-8"))

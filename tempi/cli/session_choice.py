@@ -77,6 +77,15 @@ def pick_session(store: SessionStore, cwd: Path, session_dir: Path | None = None
         print(f"Type a number from 1 to {len(sessions)}.", file=sys.stderr)
 
 
+def _new_session_file(reference: str) -> Path | None:
+    """The file to start a session in when `--session` names a path (pi's test: a `/` or
+    `.jsonl` in it) and nothing is there yet; None otherwise."""
+    if not ("/" in reference or "\\" in reference or reference.endswith(".jsonl")):
+        return None
+    path = Path(reference).expanduser().absolute()
+    return None if path.exists() else path
+
+
 def session_dir_for(args: argparse.Namespace, settings: Settings, cwd: Path) -> Path | None:
     if args.session_dir:
         return Path(args.session_dir).expanduser().resolve()
@@ -90,6 +99,8 @@ class SessionChoice:
     existing: Path | None  # a file to continue (for --fork, the new copy)
     session_dir: Path | None
     throwaway: bool = False
+    # --session NEW.jsonl: the file a new session is started in, as pi does.
+    new_file: Path | None = None
 
 
 def session_folder(choice: SessionChoice, store: SessionStore, cwd: Path) -> Path | None:
@@ -98,6 +109,8 @@ def session_folder(choice: SessionChoice, store: SessionStore, cwd: Path) -> Pat
         return None
     if choice.existing is not None:
         return choice.existing.parent
+    if choice.new_file is not None:
+        return choice.new_file.parent
     return choice.session_dir or store.session_dir_for(cwd)
 
 
@@ -121,6 +134,8 @@ def choose_session(
     if args.no_session:
         return SessionChoice(None, None, throwaway=True)
     if args.session:
+        if (new_file := _new_session_file(args.session)) is not None:
+            return SessionChoice(None, session_dir, new_file=new_file)
         return SessionChoice(find_session_path(store, args.session, session_dir), session_dir)
     if args.continue_:
         # With a sessionDir, pi continues the newest session there, whatever its directory.
@@ -156,7 +171,9 @@ async def open_session(
         throwaway = Path(tempfile.mkdtemp(prefix="tempi-no-session-"))
         return OpenSession(await service.start(options, session_dir=throwaway), throwaway)
     if choice.existing is None:
-        return OpenSession(await service.start(options, session_dir=choice.session_dir))
+        return OpenSession(
+            await service.start(options, session_dir=choice.session_dir, session_file=choice.new_file)
+        )
     try:
         for warning in service.store.load_for_resume(choice.existing).warnings:
             print(f"tempi: warning: {warning}", file=sys.stderr)

@@ -20,7 +20,7 @@ from tempi.cli.html_export import default_export_path, export_session_html
 from tempi.cli.session_choice import find_session_path
 from tempi.client.transcript import user_text
 from tempi.config.errors import ConfigError
-from tempi.config.paths import default_sessions_root
+from tempi.config.paths import session_roots
 from tempi.config.settings import load_settings
 from tempi.store.catalog import SessionSummary, list_sessions_in
 from tempi.store.errors import SessionFileError
@@ -37,8 +37,9 @@ examples:
   tempi sessions export 3f2a --html a.html
   tempi sessions path 3f2a                 the session's file, e.g. for pi --session "$(...)"
 
-SESSION is an id, a unique id prefix or a session file. Sessions in the sessionDir of
-settings.json are listed and found too.
+SESSION is an id, a unique id prefix or a session file. pi's sessions
+($PI_CODING_AGENT_DIR/sessions) and those in the sessionDir of settings.json are listed and
+found too.
 """
 
 
@@ -96,7 +97,7 @@ def configured_session_dir(cwd: Path) -> Path | None:
 
 async def cmd_sessions(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
-    store = SessionStore(default_sessions_root())
+    store = SessionStore(*session_roots())
     cwd = Path.cwd().resolve()
     if args.action == "list":
         return await _list(store, args, configured_session_dir(cwd))
@@ -175,7 +176,7 @@ async def _list(store: SessionStore, args: argparse.Namespace, session_dir: Path
     here = str(Path.cwd().resolve()) if args.here else None
     summaries = _summaries(store, here, session_dir)[: max(args.limit, 0)]
     if not summaries:
-        where = "this directory" if args.here else str(store.root)
+        where = "this directory" if args.here else " or ".join(str(root) for root in store.roots)
         print(f'No sessions in {where} yet. Start one with tempi -p "...".')
         return 0
     statuses = await _statuses(summaries, args.no_status)

@@ -39,7 +39,7 @@ def settle_trust(choice: bool | None, cwd: Path, *, ask: Ask | None = None) -> b
     if ask is not None:
         shown = "\n".join(f"  {line}" for line in lines)
         answer = ask(
-            f"This repository's {cwd / '.tempi'} would run code or choose paths as you:\n{shown}\n"
+            f"This repository's config ({cwd}) would run code or choose paths as you:\n{shown}\n"
             "Trust it as it is now? A change to these files asks again. [y/N] "
         )
         if answer.strip().lower() in ("y", "yes"):
@@ -66,7 +66,7 @@ def terminal_ask() -> Ask | None:
 
 def _left_out(cwd: Path, why: str, lines: list[str]) -> None:
     print(
-        f"tempi: {cwd / '.tempi'} is {why}, so this session leaves out its "
+        f"tempi: the repository config in {cwd} (.tempi/, .pi/settings.json) is {why}, so this session leaves out its "
         f"{', '.join(_kinds(lines))}; `tempi --trust` in {cwd} trusts it as it is now",
         file=sys.stderr,
     )

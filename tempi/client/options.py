@@ -78,18 +78,21 @@ def new_config(
     store_path: Callable[[str, str], Path],
     *,
     session_dir: Path | None = None,
+    session_file: Path | None = None,
     parent_session: str | None = None,
 ) -> SessionConfig:
-    """A fresh session: a new id and file. `store_path(session_id, created)` places the
-    file when no `session_dir` is given. The thinking level is clamped to the model, as
-    pi does when it creates a session."""
+    """A fresh session: a new id and file. The file is `session_file` when given (pi's
+    `--session NEW.jsonl`), else named after the session in `session_dir`, else placed by
+    `store_path(session_id, created)`. The thinking level is clamped to the model, as pi
+    does when it creates a session."""
     session_id = str(uuid.uuid4())
     created = iso_now()
-    path = (
-        session_dir / session_file_name(session_id, created)
-        if session_dir
-        else store_path(session_id, created)
-    )
+    if session_file is not None:
+        path = session_file
+    elif session_dir is not None:
+        path = session_dir / session_file_name(session_id, created)
+    else:
+        path = store_path(session_id, created)
     return SessionConfig.model_validate(
         {
             **options.fields(),

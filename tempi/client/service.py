@@ -47,13 +47,16 @@ class SessionService:
         options: SessionOptions,
         *,
         session_dir: Path | None = None,
+        session_file: Path | None = None,
         parent_session: str | None = None,
     ) -> SessionClient:
-        """A new session with a new file (in `session_dir`, else the store's folder for its cwd)."""
+        """A new session with a new file: `session_file`, else one in `session_dir`, else one
+        in the store's folder for its cwd."""
         config = new_config(
             options,
             lambda session_id, created: self.store.new_session_path(options.cwd, session_id, created),
             session_dir=session_dir,
+            session_file=session_file,
             parent_session=parent_session,
         )
         await self.client.start_workflow(

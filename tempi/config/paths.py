@@ -2,8 +2,10 @@
 
 Everything lives under one home directory (`$TEMPI_HOME`, default `~/.tempi`), laid out
 like pi's `~/.pi/agent`, so pi's files can be copied over unchanged. They need not be:
-models.json, settings.json, auth.json and AGENTS.md that tempi's home lacks are read from pi's
-directory (`$PI_CODING_AGENT_DIR`, default `~/.pi/agent`), so an existing pi setup works.
+models.json, auth.json and AGENTS.md that tempi's home lacks are read from pi's directory
+(`$PI_CODING_AGENT_DIR`, default `~/.pi/agent`), so an existing pi setup works; pi's
+settings.json is always read, beneath tempi's (settings.py), and pi's sessions are listed
+beside tempi's.
 
 The home holds API keys (models.json), transcripts and the Temporal database, so it is
 private to its owner (mode 0700) whatever the umask: created so, and tightened when found
@@ -22,6 +24,8 @@ from pathlib import Path
 TEMPI_HOME_ENV = "TEMPI_HOME"
 PI_AGENT_DIR_ENV = "PI_CODING_AGENT_DIR"
 PROJECT_CONFIG_DIR = ".tempi"
+PI_PROJECT_CONFIG_DIR = ".pi"
+SETTINGS_JSON = "settings.json"
 PRIVATE_DIR_MODE = 0o700
 
 _checked_homes: set[Path] = set()
@@ -107,15 +111,33 @@ def models_json_path() -> Path:
 
 
 def global_settings_path() -> Path:
-    return own_or_pis("settings.json")
+    """The global settings file tempi writes: its own, or pi's when it has none."""
+    return own_or_pis(SETTINGS_JSON)
+
+
+def global_settings_paths() -> list[Path]:
+    """The global settings files read, lowest precedence first: pi's, then tempi's (one
+    file when both homes are the same directory)."""
+    pis, own = pi_agent_dir() / SETTINGS_JSON, tempi_home() / SETTINGS_JSON
+    return [own] if pis == own else [pis, own]
 
 
 def project_settings_path(cwd: Path) -> Path:
-    return cwd / PROJECT_CONFIG_DIR / "settings.json"
+    return cwd / PROJECT_CONFIG_DIR / SETTINGS_JSON
+
+
+def project_settings_paths(cwd: Path) -> list[Path]:
+    """The project's settings files, lowest precedence first: pi's `.pi/`, then `.tempi/`."""
+    return [cwd / PI_PROJECT_CONFIG_DIR / SETTINGS_JSON, project_settings_path(cwd)]
 
 
 def default_sessions_root() -> Path:
     return tempi_home() / "sessions"
+
+
+def session_roots() -> list[Path]:
+    """Where sessions are looked for: tempi's `sessions/` (where new ones go), then pi's."""
+    return [default_sessions_root(), pi_agent_dir() / "sessions"]
 
 
 def expand_path(value: str, relative_to: Path) -> Path:

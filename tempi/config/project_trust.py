@@ -1,6 +1,7 @@
 """Workspace trust: a repository's own `.tempi/` config runs code or chooses paths (its
-extensions, its MCP servers, the settings `sessionDir`, `shellPath`, `shellCommandPrefix`),
-so it is used only once the owner has trusted that repository.
+extensions, its MCP servers, the settings `sessionDir`, `shellPath`, `shellCommandPrefix`
+in `.tempi/settings.json` or pi's `.pi/settings.json`), so it is used only once the owner
+has trusted that repository.
 
 Trust is recorded in the owner's home (`trusted-projects.json`) as the project's path and a
 fingerprint of those files; a change to any of them is a different fingerprint, so the
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
 
-from tempi.config.paths import PROJECT_CONFIG_DIR, tempi_home
+from tempi.config.paths import PROJECT_CONFIG_DIR, project_settings_paths, tempi_home
 
 TRUST_FILE = "trusted-projects.json"
 # Project settings that run code or choose where files go; other keys need no trust.
@@ -51,10 +52,14 @@ def project_dir(cwd: Path) -> Path:
     return cwd / PROJECT_CONFIG_DIR
 
 
-def security_settings(cwd: Path) -> dict[str, object]:
-    """The project settings.json's keys that need trust, as written (an unreadable file has none:
-    the settings reader reports it)."""
-    path = project_dir(cwd) / "settings.json"
+def security_settings_by_file(cwd: Path) -> list[tuple[Path, dict[str, object]]]:
+    """Each project settings file (`.pi/`, then `.tempi/`) with the keys in it that need trust."""
+    return [(path, found) for path in project_settings_paths(cwd) if (found := security_settings(path))]
+
+
+def security_settings(path: Path) -> dict[str, object]:
+    """The keys of settings file `path` that need trust, as written (an unreadable file has
+    none: the settings reader reports it)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):
@@ -92,9 +97,11 @@ def project_fingerprint(cwd: Path) -> str | None:
         if total > MAX_CONFIG_BYTES:
             return "too-large"
         parts.append((path.relative_to(base).as_posix(), data))
-    settings = security_settings(cwd)
-    if settings:
-        parts.append(("settings.json#security", json.dumps(settings, sort_keys=True).encode()))
+    for path, settings in security_settings_by_file(cwd):
+        # Named relative to `.tempi/` (pi's as `../.pi/settings.json`), so trust recorded
+        # before pi's file was read still matches a project that has none.
+        name = os.path.relpath(path, base).replace(os.sep, "/")
+        parts.append((f"{name}#security", json.dumps(settings, sort_keys=True).encode()))
     if not parts:
         return None
     digest = sha256()
@@ -169,15 +176,16 @@ def forget_project(cwd: Path) -> bool:
 
 
 def what_needs_trust(cwd: Path) -> list[str]:
-    """What the project's `.tempi/` would run or choose, one line each, for the owner to judge."""
+    """What the project's config would run or choose, one line each, for the owner to judge."""
     lines: list[str] = []
     mcp = project_dir(cwd) / "mcp.json"
     if mcp.is_file():
         lines += _describe_mcp(mcp)
     for path in _extension_files(cwd):
         lines.append(f"extension code: {path}")
-    for key, value in security_settings(cwd).items():
-        lines.append(f"setting {key}: {json.dumps(value)}")
+    for path, settings in security_settings_by_file(cwd):
+        for key, value in settings.items():
+            lines.append(f"setting {key} in {path}: {json.dumps(value)}")
     return lines
 
 

@@ -1,7 +1,16 @@
-"""settings.json: pi's keys and defaults, global file merged with the project's.
+"""settings.json: pi's keys and defaults, pi's and tempi's files merged key by key.
 
-`$TEMPI_HOME/settings.json` is read first, then `<cwd>/.tempi/settings.json`; the project
-wins and nested objects merge key by key. Keys tempi does not use are kept.
+Four files are read, each overriding the ones before it (nested objects merge key by key,
+so a file names only what it changes):
+
+1. pi's global `$PI_CODING_AGENT_DIR/settings.json` (default `~/.pi/agent/settings.json`)
+2. tempi's global `$TEMPI_HOME/settings.json` (default `~/.tempi/settings.json`)
+3. pi's project `<cwd>/.pi/settings.json`
+4. tempi's project `<cwd>/.tempi/settings.json`
+
+so a tempi file adds to pi's setup instead of hiding it. A project file's keys that run
+code or choose paths count only while the owner trusts the project (project_trust.py).
+Keys tempi does not use are kept.
 """
 
 from __future__ import annotations
@@ -14,7 +23,7 @@ from pydantic import Field, ValidationError
 from tempi.agent.base import PiModel
 from tempi.agent.model_spec import ThinkingLevel
 from tempi.config.errors import ConfigError, describe_validation_error, read_json_object, read_text
-from tempi.config.paths import expand_path, global_settings_path, project_settings_path
+from tempi.config.paths import expand_path, global_settings_paths, project_settings_paths
 from tempi.config.project_trust import SECURITY_SETTINGS, project_trusted
 
 QueueMode = Literal["one-at-a-time", "all"]
@@ -98,18 +107,36 @@ def read_settings_file(path: Path) -> dict[str, Any]:
 
 
 def load_settings(cwd: Path, global_path: Path | None = None) -> Settings:
-    return Settings.model_validate(
-        merge_settings(read_settings_file(global_path or global_settings_path()), project_settings(cwd))
-    )
+    """The four files merged (`global_path`, when given, stands for both global ones)."""
+    return Settings.model_validate(merged_settings(cwd, global_path))
+
+
+def merged_settings(cwd: Path, global_path: Path | None = None) -> dict[str, Any]:
+    """The four files' JSON merged in order, keys tempi does not model (`enabledModels`) kept."""
+    return merge_settings(global_settings(global_path), project_settings(cwd))
+
+
+def global_settings(global_path: Path | None = None) -> dict[str, Any]:
+    """pi's global file with tempi's over it (or only `global_path`)."""
+    merged: dict[str, Any] = {}
+    for path in [global_path] if global_path else global_settings_paths():
+        merged = merge_settings(merged, read_settings_file(path))
+    return merged
 
 
 def project_settings(cwd: Path) -> dict[str, Any]:
-    """The project file's keys; those that run code or choose paths only while the owner
-    trusts the project (project_trust.py)."""
-    data = read_settings_file(project_settings_path(cwd))
-    if any(key in data for key in SECURITY_SETTINGS) and not project_trusted(cwd):
-        data = {key: value for key, value in data.items() if key not in SECURITY_SETTINGS}
-    return data
+    """The project files' keys, `.tempi/` over `.pi/`; those that run code or choose paths
+    only while the owner trusts the project (project_trust.py)."""
+    merged: dict[str, Any] = {}
+    trusted: bool | None = None
+    for path in project_settings_paths(cwd):
+        data = read_settings_file(path)
+        if any(key in data for key in SECURITY_SETTINGS):
+            trusted = project_trusted(cwd) if trusted is None else trusted
+            if not trusted:
+                data = {key: value for key, value in data.items() if key not in SECURITY_SETTINGS}
+        merged = merge_settings(merged, data)
+    return merged
 
 
 def settings_at_call(cwd: Path) -> Settings:

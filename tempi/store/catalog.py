@@ -1,16 +1,18 @@
 """Where sessions live and how to find them, in pi's layout so pi and tempi share files.
 
-`root` holds one directory per working directory (`session_dir_name`), each holding one
-file per session named after its header (`session_file_name`). Listing and lookup read
-headers and raw JSON only, without locks or typed parsing, because they touch every file
-under `root` and must stay quick; a file that is not a session is left out, not an error.
+A root holds one directory per working directory (`session_dir_name`), each holding one
+file per session named after its header (`session_file_name`). Lookups take several roots
+(tempi's and pi's `sessions/`) and treat their files as one collection, whichever program
+wrote them. Listing and lookup read headers and raw JSON only, without locks or typed
+parsing, because they touch every file under the roots and must stay quick; a file that is
+not a session is left out, not an error.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -48,8 +50,12 @@ def session_dir_for(root: Path, cwd: str | Path) -> Path:
     return root / session_dir_name(str(cwd))
 
 
-def _session_files(root: Path, cwd: str | Path | None = None) -> list[Path]:
-    directories = [session_dir_for(root, cwd)] if cwd is not None else _project_dirs(root)
+def _session_files(roots: Sequence[Path], cwd: str | Path | None = None) -> list[Path]:
+    directories = [
+        directory
+        for root in roots
+        for directory in ([session_dir_for(root, cwd)] if cwd is not None else _project_dirs(root))
+    ]
     return _files_in(directories)
 
 
@@ -75,14 +81,14 @@ def _header_or_none(path: Path) -> SessionHeader | None:
         return None
 
 
-def list_sessions(root: Path, cwd: str | Path | None = None) -> list[SessionSummary]:
+def list_sessions(roots: Sequence[Path], cwd: str | Path | None = None) -> list[SessionSummary]:
     """Sessions of one working directory, or of all when `cwd` is None; newest first."""
-    summaries = [s for s in (_summarize(p) for p in _session_files(root, cwd)) if s is not None]
+    summaries = [s for s in (_summarize(p) for p in _session_files(roots, cwd)) if s is not None]
     summaries.sort(key=lambda s: s.modified, reverse=True)
     return summaries
 
 
-def find_session(root: Path, reference: str) -> Path:
+def find_session(roots: Sequence[Path], reference: str) -> Path:
     """A session file by path, full id or unique id prefix."""
     candidate = Path(reference).expanduser()
     if candidate.is_file():
@@ -94,7 +100,7 @@ def find_session(root: Path, reference: str) -> Path:
         raise SessionNotFoundError("No session id given")
     exact: list[Path] = []
     by_prefix: list[tuple[Path, str]] = []
-    for path in _session_files(root):
+    for path in _session_files(roots):
         header = _header_or_none(path)
         if header is None:
             continue
@@ -108,7 +114,8 @@ def find_session(root: Path, reference: str) -> Path:
         return by_prefix[0][0]
     matches = [(p, wanted) for p in exact] or by_prefix
     if not matches:
-        raise SessionNotFoundError(f'No session matches "{reference}" (looked in {root})')
+        looked = " and ".join(str(root) for root in roots)
+        raise SessionNotFoundError(f'No session matches "{reference}" (looked in {looked})')
     listed = "\n".join(f"  {session_id}  {path}" for path, session_id in sorted(matches)[:10])
     more = f"\n  ... and {len(matches) - 10} more" if len(matches) > 10 else ""
     raise AmbiguousSessionError(
@@ -131,16 +138,17 @@ def find_session_in(directory: Path, reference: str) -> Path | None:
     return None
 
 
-def other_file_with_id(root: Path, path: Path, header: SessionHeader) -> Path | None:
-    """Another file under `root` holding session `header.id`, when `path` is a copy of it.
+def other_file_with_id(roots: Sequence[Path], path: Path, header: SessionHeader) -> Path | None:
+    """Another file under `roots` holding session `header.id`, when `path` is a copy of it.
 
-    A file at the place its header names (pi's layout) is the original however many copies
-    exist; elsewhere, any other file of the same id makes `path` the copy. Hard links are
-    one file, not copies."""
-    canonical = session_dir_for(root, header.cwd) / session_file_name(header.id, header.timestamp)
-    if _same_file(canonical, path):
+    A file at the place its header names in one of the roots (pi's layout) is the original
+    however many copies exist; elsewhere, any other file of the same id makes `path` the
+    copy. Hard links are one file, not copies."""
+    name = session_file_name(header.id, header.timestamp)
+    canonical = [session_dir_for(root, header.cwd) / name for root in roots]
+    if any(_same_file(place, path) for place in canonical):
         return None
-    candidates = [canonical, *sorted(_session_files(root))]
+    candidates = [*canonical, *sorted(_session_files(roots))]
     for candidate in candidates:
         if _same_file(candidate, path):
             continue
@@ -157,9 +165,9 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
-def most_recent(root: Path, cwd: str | Path) -> Path | None:
+def most_recent(roots: Sequence[Path], cwd: str | Path) -> Path | None:
     """The session of `cwd` whose file changed last (for --continue)."""
-    return _newest(_session_files(root, cwd))
+    return _newest(_session_files(roots, cwd))
 
 
 def _newest(files: list[Path]) -> Path | None:

@@ -29,10 +29,13 @@ from tempi.store.sidecar import is_safe_session_id
 
 
 class SessionStore:
-    """Session files under `root`, one directory per working directory (pi's layout)."""
+    """Session files under `root`, one directory per working directory (pi's layout).
+    New sessions go under `root`; those under `also_read` (pi's `sessions/`) are listed,
+    found and continued in place as well."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *also_read: Path) -> None:
         self.root = root
+        self.roots = [root, *(other for other in also_read if other != root)]
         self._locks = FileLocks()
         self._appender = Appender(self._locks)
         self._loader = Loader(self._locks)
@@ -74,7 +77,7 @@ class SessionStore:
         """`load` for a session about to be continued, with `warnings` for the user: lines
         that are not entries, repeated ids and parentIds naming no entry, by line number.
 
-        A copy of another session's file (same header id, another file under `root`) gets a
+        A copy of another session's file (same header id, another file under the roots) gets a
         new session id in its header first: the id names the workflow and the side files,
         so a copy keeping it would have its turns written to the original.
 
@@ -90,7 +93,7 @@ class SessionStore:
                 "pi's ids are UUIDs)"
             )
         warnings: list[str] = []
-        original = catalog.other_file_with_id(self.root, path, loaded.header)
+        original = catalog.other_file_with_id(self.roots, path, loaded.header)
         if original is not None:
             old_id = loaded.header.id
             new_id = str(uuid.uuid4())
@@ -115,18 +118,18 @@ class SessionStore:
 
     def list_sessions(self, cwd: str | Path | None = None) -> list[SessionSummary]:
         """Sessions of one working directory, or of all when `cwd` is None; newest first."""
-        return catalog.list_sessions(self.root, cwd)
+        return catalog.list_sessions(self.roots, cwd)
 
     def find_session(self, reference: str, session_dir: Path | None = None) -> Path:
         """A session file by path, full id or unique id prefix; a `sessionDir`'s sessions
         are looked at first, as in pi."""
         if session_dir is not None and (found := catalog.find_session_in(session_dir, reference)):
             return found
-        return catalog.find_session(self.root, reference)
+        return catalog.find_session(self.roots, reference)
 
     def most_recent(self, cwd: str | Path) -> Path | None:
         """The session of `cwd` whose file changed last (for --continue)."""
-        return catalog.most_recent(self.root, cwd)
+        return catalog.most_recent(self.roots, cwd)
 
 
 def _links_broken(loaded: LoadedSession) -> bool:

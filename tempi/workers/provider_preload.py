@@ -18,11 +18,11 @@ def default_model_api() -> str | None:
     from tempi.config.api_keys import has_configured_key
     from tempi.config.errors import ConfigError
     from tempi.config.models_json import load_model_registry
-    from tempi.config.settings_edit import read_global_settings
+    from tempi.config.settings import global_settings
 
     try:
         registry = load_model_registry()
-        settings = read_global_settings()
+        settings = global_settings()
         selection = select_model(
             registry,
             default_provider=settings.get("defaultProvider"),

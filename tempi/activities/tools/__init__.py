@@ -71,24 +71,27 @@ async def execute_tool(name: str, args: Any, ctx: ToolContext) -> ToolOutcome:
     definition = TOOL_DEFINITIONS.get(name)
     if run is None or definition is None or name not in ctx.enabled_tools:
         available = ", ".join(ctx.enabled_tools) or "none"
-        return text_outcome(f'Tool "{name}" is not available. Available tools: {available}.', is_error=True)
+        return _failed(f'Tool "{name}" is not available. Available tools: {available}.')
     if ctx.abort is not None and ctx.abort.is_set():
-        return text_outcome("Aborted before the tool ran", is_error=True)
+        return _failed("Aborted before the tool ran")
     if (reason := invalid_arguments_reason(args)) is not None:
-        return text_outcome(reason, is_error=True)
+        return _failed(reason)
     try:
         checked = validate_args(definition.spec, definition.prepare_args(args))
         return await run(checked, ctx)
     except ToolError as error:
-        return text_outcome(str(error), is_error=True)
+        return _failed(str(error))
     except OSError as error:
         path = args.get("path") if isinstance(args, dict) else None
         shown = path if isinstance(path, str) and path else str(error.filename or ctx.cwd)
-        return text_outcome(describe_os_error(error, shown), is_error=True)
+        return _failed(describe_os_error(error, shown))
     except asyncio.CancelledError:
         raise
     except Exception as error:
         # A bug in a tool must not take the agent down; the model can still work around it.
-        return text_outcome(
-            f"Internal error in the {name} tool: {type(error).__name__}: {error}", is_error=True
-        )
+        return _failed(f"Internal error in the {name} tool: {type(error).__name__}: {error}")
+
+
+def _failed(text: str) -> ToolOutcome:
+    # pi's result for a tool that threw: the message and an empty details object.
+    return text_outcome(text, {}, is_error=True)

@@ -73,7 +73,8 @@ def _with_status(text: str, status: str) -> str:
 
 def _partial_result(output: OutputAccumulator) -> ToolOutput:
     truncation = output.snapshot()
-    details = _details(truncation, output) if truncation.truncated else None
+    # pi's partial results carry an object, empty until the output is truncated.
+    details = _details(truncation, output) if truncation.truncated else {}
     return ToolOutput(content=[TextContent(text=truncation.content)], details=details)
 
 

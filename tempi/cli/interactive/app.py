@@ -654,13 +654,13 @@ async def run_interactive(args: argparse.Namespace) -> int:
     from tempi.cli.sandbox_reach import check_sandbox_reach
     from tempi.cli.session_choice import choose_session, open_session, session_folder
     from tempi.cli.trust_choice import terminal_ask
-    from tempi.config.paths import default_sessions_root, tempi_home
+    from tempi.config.paths import session_roots, tempi_home
     from tempi.config.settings_writer import remember_choice
 
     cwd = Path.cwd().resolve()
     prompts = initial_prompts(args, cwd, read_stdin=False)
     planned = plan_run(args, cwd, ask_trust=terminal_ask())
-    store = SessionStore(default_sessions_root())
+    store = SessionStore(*session_roots())
     choice = choose_session(store, args, planned.settings, cwd)
     folder = session_folder(choice, store, cwd)
     if folder is not None:

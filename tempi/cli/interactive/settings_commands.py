@@ -17,8 +17,8 @@ from tempi.cli.interactive.render import notice
 from tempi.config.api_keys import has_configured_key
 from tempi.config.enabled_models import ENABLED_MODELS_KEY, enabled_patterns, matches, model_ref
 from tempi.config.errors import ConfigError
-from tempi.config.settings import QueueMode
-from tempi.config.settings_edit import read_global_settings, save_settings
+from tempi.config.settings import QueueMode, merged_settings
+from tempi.config.settings_edit import save_settings
 
 Apply = Callable[[ExtrasHost, str], Awaitable[dict[str, Any]]]
 
@@ -114,6 +114,14 @@ SETTINGS = [
 ]  # fmt: skip
 
 
+def _enabled_patterns(app: ExtrasHost) -> list[str]:
+    """The saved enabledModels in effect here (pi's and tempi's settings merged)."""
+    try:
+        return enabled_patterns(merged_settings(app.cwd))
+    except ConfigError:
+        return []  # the front end reported the broken file when it started
+
+
 def _saved_where(changes: dict[str, Any]) -> str:
     try:
         return f"saved to {save_settings(changes)}"
@@ -152,7 +160,7 @@ async def cmd_scoped_models(app: ExtrasHost, arg: str) -> None:
         return
 
     def picker_at(index: int) -> Picker:
-        patterns = enabled_patterns(read_global_settings())
+        patterns = _enabled_patterns(app)
         items = [
             PickerItem(
                 f"[{'x' if patterns and any(matches(m, p) for p in patterns) else ' '}] {model_ref(m)}", m
@@ -169,7 +177,7 @@ async def cmd_scoped_models(app: ExtrasHost, arg: str) -> None:
         return picker
 
     async def toggle(model: ModelSpec) -> None:
-        patterns = enabled_patterns(read_global_settings())
+        patterns = _enabled_patterns(app)
         chosen = [m for m in models if patterns and any(matches(m, p) for p in patterns)]
         if model in chosen:
             chosen.remove(model)

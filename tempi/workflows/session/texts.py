@@ -80,8 +80,9 @@ def error_message(model: ModelSpec, text: str, now_ms: int) -> AssistantMessage:
 
 
 def tool_output(msg: ToolResultMessage) -> dict[str, Any]:
-    """A result as tool_execution_end shows it (pi's AgentToolResult)."""
+    """A result as tool_execution_end shows it (pi's AgentToolResult): an error's carries
+    its (empty) details object, as pi's does."""
     out: dict[str, Any] = {"content": [b.to_json_dict() for b in msg.content]}
-    if msg.details is not None and msg.details != {}:
+    if msg.details is not None and (msg.details != {} or msg.is_error):
         out["details"] = msg.details
     return out
