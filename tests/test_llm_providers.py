@@ -14,9 +14,11 @@ from tempi.activities.llm import StreamOptions, classify_error, complete, retry_
 from tempi.agent.llm_context import LlmContext, ToolSpec
 from tempi.agent.messages import (
     AssistantMessage,
+    ImageContent,
     LlmMessage,
     TextContent,
     ThinkingContent,
+    ToolCall,
     ToolResultMessage,
     UserMessage,
 )
@@ -344,3 +346,38 @@ async def test_cancelling_the_consumer_propagates(server: ScriptedLLMServer, api
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_github_copilot_gets_its_per_request_headers_and_a_bearer_token(
+    server: ScriptedLLMServer, api: str
+) -> None:
+    model = model_for(server, "text", api, provider="github-copilot")
+    before = len(server.requests_for(scenario("text", api)))
+    picture = ImageContent(data="iVBORw0KGgo=", mime_type="image/png")
+    after_a_tool = LlmContext(
+        messages=[
+            UserMessage(content=[TextContent(text="Look."), picture], timestamp=1),
+            AssistantMessage(
+                content=[ToolCall(id="c1", name="read", arguments={"path": "a"})],
+                api=api,
+                provider="github-copilot",
+                model="mock-model",
+                stop_reason="toolUse",
+                timestamp=2,
+            ),
+            ToolResultMessage(
+                tool_call_id="c1", tool_name="read", content=[TextContent(text="a")], timestamp=3
+            ),
+        ],
+        tools=TOOLS,
+    )
+    assert final_message(await collect(model)).stop_reason == "stop"
+    assert final_message(await collect(model, after_a_tool)).stop_reason == "stop"
+
+    first, second = (r.headers for r in server.requests_for(scenario("text", api))[before:])
+    assert (first["x-initiator"], first["openai-intent"]) == ("user", "conversation-edits")
+    assert "copilot-vision-request" not in first
+    assert (second["x-initiator"], second["copilot-vision-request"]) == ("agent", "true")
+    # Copilot's token travels as Bearer on every API, Anthropic's included.
+    assert first["authorization"] == "Bearer test-key" and "x-api-key" not in first

@@ -23,6 +23,7 @@ from tempi.activities.llm.contract import (
     require_api_key,
 )
 from tempi.activities.llm.conversation_cache import CONVERSATIONS
+from tempi.activities.llm.copilot_headers import COPILOT_PROVIDER
 from tempi.activities.llm.errors import IncompleteStreamError, ProviderError
 from tempi.activities.llm.http_pool import shared_http_client
 from tempi.activities.llm.thinking import anthropic_thinking
@@ -261,6 +262,10 @@ async def stream_anthropic_messages(
     if oauth:
         body = oauth_body(body)
         headers = {**oauth_headers(BETA_HEADERS["anthropic-beta"]), **request_headers(model, options)}
+        client = OAuthAnthropic(api_key=None, auth_token=api_key, default_headers=headers, **settings)
+    elif model.provider == COPILOT_PROVIDER:
+        # Copilot takes its token as Bearer, as a login does, with its per-request headers.
+        headers = {**BETA_HEADERS, **request_headers(model, options, context=context)}
         client = OAuthAnthropic(api_key=None, auth_token=api_key, default_headers=headers, **settings)
     else:
         headers = {**BETA_HEADERS, **request_headers(model, options)}

@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field
 
 from tempi.activities.llm.abort import AbortWatch
 from tempi.activities.llm.assembler import MessageAssembler
+from tempi.activities.llm.copilot_headers import COPILOT_PROVIDER, copilot_headers
 from tempi.activities.llm.errors import ProviderError
 from tempi.agent.llm_context import LlmContext
 from tempi.agent.model_spec import ModelSpec, ThinkingLevel
@@ -49,11 +50,15 @@ def output_token_limit(model: ModelSpec, options: StreamOptions) -> int:
 
 
 def request_headers(
-    model: ModelSpec, options: StreamOptions, provider_headers: dict[str, str] | None = None
+    model: ModelSpec,
+    options: StreamOptions,
+    provider_headers: dict[str, str] | None = None,
+    context: LlmContext | None = None,
 ) -> dict[str, str]:
-    """Model headers, overridden by the provider's own (`provider_headers`), overridden by
-    per-call headers: pi's order."""
-    return {**(model.headers or {}), **(provider_headers or {}), **options.headers}
+    """Model headers, then Copilot's per-request ones, overridden by the provider's own
+    (`provider_headers`), overridden by per-call headers: pi's order."""
+    dynamic = copilot_headers(context) if context is not None and model.provider == COPILOT_PROVIDER else {}
+    return {**(model.headers or {}), **dynamic, **(provider_headers or {}), **options.headers}
 
 
 def require_api_key(model: ModelSpec, options: StreamOptions) -> str:

@@ -219,7 +219,7 @@ async def stream_openai_completions(
         max_retries=options.sdk_retries,
         timeout=options.timeout_s,
         http_client=shared_http_client(openai.DefaultAsyncHttpxClient),
-        default_headers=request_headers(model, options),
+        default_headers=request_headers(model, options, context=context),
     )
     payload = CONVERSATIONS.encode((API, options.session_id), body, "messages")
     # Chunks come as the SDK's parsed JSON (`object`), not as its models: building a pydantic

@@ -267,7 +267,7 @@ async def stream_openai_responses(
         max_retries=options.sdk_retries,
         timeout=options.timeout_s,
         http_client=shared_http_client(openai.DefaultAsyncHttpxClient),
-        default_headers=request_headers(model, options, session_headers(model, options)),
+        default_headers=request_headers(model, options, session_headers(model, options), context),
     )
     payload = CONVERSATIONS.encode((API, options.session_id), body, "input")
     create = post_stream(client, "/responses", payload, Response, ResponseStreamEvent)
