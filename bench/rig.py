@@ -77,6 +77,7 @@ def clean_env(
         env["TEMPI_HOME"] = str(home)
     if address:
         env["TEMPORAL_ADDRESS"] = address
+        env["TEMPI_CLIENT_WORKER"] = "1"  # as before clients stopped running workers unasked
     env.update(extra)
     return env
 

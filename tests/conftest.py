@@ -185,6 +185,8 @@ def tempi_env(home: Path, temporal_address: str | None, **extra: str) -> dict[st
     env["MOCK_API_KEY"] = "sk-mock-secret-key-12345"
     if temporal_address:
         env["TEMPORAL_ADDRESS"] = temporal_address
+        # The test's server has no other worker: the command runs its sessions itself.
+        env["TEMPI_CLIENT_WORKER"] = "1"
     env.update(extra)
     return env
 

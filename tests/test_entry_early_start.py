@@ -40,7 +40,7 @@ def test_temporal_settings_of_a_cluster_start_none(
     assert not needs_the_service(["-p", "hello"])
 
 
-def test_a_temporal_toml_starts_none(no_cluster: Path) -> None:
+def test_a_default_temporal_toml_alone_names_no_cluster(no_cluster: Path) -> None:
     (no_cluster / "temporalio").mkdir()
     (no_cluster / "temporalio" / "temporal.toml").write_text('[profile.default]\naddress = "h:7233"\n')
-    assert not needs_the_service(["-p", "hello"])
+    assert needs_the_service(["-p", "hello"])

@@ -159,6 +159,7 @@ async def test_model_calls_tools_of_a_stdio_and_an_http_server(
     ]
     home, work, env = _setup(tmp_path, scripted_server, "mcp-calls", turns, http_server)
     env["TEMPORAL_ADDRESS"] = temporal_address
+    env["TEMPI_CLIENT_WORKER"] = "1"
     proc = run_tempi(["--model", "mock/mock-model", "-p", "look things up"], cwd=work, env=env)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "All looked up.\n"
@@ -213,6 +214,7 @@ def test_a_server_killed_mid_session_is_a_tool_error_and_the_run_goes_on(
     ]
     home, work, env = _setup(tmp_path, scripted_server, "mcp-kill", turns, http_server)
     env["TEMPORAL_ADDRESS"] = temporal_address
+    env["TEMPI_CLIENT_WORKER"] = "1"
     proc = run_tempi(["--model", "mock/mock-model", "-p", "use the servers"], cwd=work, env=env)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "Carried on.\n"

@@ -56,7 +56,9 @@ async def test_a_temporal_toml_profile_takes_tempi_to_its_server_and_namespace(
         '[profile.default]\naddress = "127.0.0.1:1"\n\n'
         f'[profile.team]\naddress = "{temporal_address}"\nnamespace = "{TEAM_NAMESPACE}"\n'
     )
-    env = tempi_env(home, None, TEMPORAL_CONFIG_FILE=str(config), TEMPORAL_PROFILE="team")
+    env = tempi_env(
+        home, None, TEMPORAL_CONFIG_FILE=str(config), TEMPORAL_PROFILE="team", TEMPI_CLIENT_WORKER="1"
+    )
     proc = await asyncio.to_thread(
         run_tempi, ["--mode", "json", "--model", "mock/mock-model", "-p", "hello"], cwd=work, env=env
     )

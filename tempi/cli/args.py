@@ -54,8 +54,13 @@ OPENAI_API_KEY, GEMINI_API_KEY, ... as pi reads them; AWS_PROFILE etc. for Bedro
 models.json's apiKey. The worker that calls the model reads them at call time: auth.json and
 models.json on every change, the environment as it started (with the shared background server,
 `tempi server stop` makes the next command start one with the current environment).
---api-key works when this process runs the only worker itself (TEMPORAL_ADDRESS set, no
---no-worker, no other worker polling); otherwise it is refused.
+--api-key works when this process runs the only worker itself (TEMPORAL_ADDRESS and
+TEMPI_CLIENT_WORKER=1 set, no --no-worker, no other worker polling); otherwise it is refused.
+
+Against a Temporal server of your own (TEMPORAL_ADDRESS, or a temporal.toml profile chosen
+with TEMPORAL_PROFILE or TEMPORAL_CONFIG_FILE; a default profile alone is not followed),
+tempi is a client: `tempi worker` processes run the sessions, and TEMPI_CLIENT_WORKER=1 makes
+this process run one too (it then also runs other users' sessions on that queue).
 """
 
 
@@ -249,7 +254,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--no-worker",
         action="store_true",
-        help="use workers elsewhere (with TEMPORAL_ADDRESS) instead of one in this process",
+        help="run no worker in this process (the default against TEMPORAL_ADDRESS unless "
+        "TEMPI_CLIENT_WORKER=1)",
     )
     return p
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 from tempi.cli.command_words import OWN_COMMANDS, SUBCOMMANDS
 from tempi.cli.pi_commands import PI_ONLY_COMMANDS
@@ -27,11 +26,9 @@ def needs_the_service(argv: list[str]) -> bool:
 
 def _names_a_cluster() -> bool:
     """Whether Temporal settings may name a server of their own, so the embedded one may not
-    be wanted (main decides after reading them; starting early is only a head start)."""
-    if any(os.environ.get(name) for name in ("TEMPORAL_ADDRESS", "TEMPORAL_PROFILE", "TEMPORAL_CONFIG_FILE")):
-        return True
-    config_home = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return (Path(config_home) / "temporalio" / "temporal.toml").is_file()
+    be wanted (main decides after reading them; starting early is only a head start). A
+    temporal.toml counts only once TEMPORAL_PROFILE or TEMPORAL_CONFIG_FILE chooses it."""
+    return any(os.environ.get(name) for name in ("TEMPORAL_ADDRESS", "TEMPORAL_PROFILE", "TEMPORAL_CONFIG_FILE"))
 
 
 def main() -> None:

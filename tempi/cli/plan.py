@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import os
-import socket
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
 
-from temporalio.api.enums.v1 import TaskQueueType
-from temporalio.api.taskqueue.v1 import TaskQueue
-from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 
 from tempi.agent.model_registry import ModelRegistry, ModelSelection, ModelSelectionError, select_model
@@ -26,6 +21,8 @@ from tempi.agent.thinking_levels import DEFAULT_THINKING_LEVEL, clamp_level
 from tempi.agent.tool_specs import ALL_TOOLS, DEFAULT_TOOLS
 from tempi.cli.context_files import discover_context_files
 from tempi.cli.errors import UserError
+from tempi.cli.queue_pollers import other_workers
+from tempi.cli.runtime import CLIENT_WORKER_ENV, runs_own_worker
 from tempi.cli.trust_choice import Ask, settle_trust
 from tempi.client.options import SessionOptions
 from tempi.config.agents import load_agents
@@ -40,10 +37,8 @@ from tempi.config.resources import load_prompt_templates, load_skills
 from tempi.config.settings import Settings, merged_settings
 from tempi.extensions.discovery import discover_extensions, project_config_root
 from tempi.extensions.loader import check_extensions
-from tempi.workers.temporal_client import configured_address
 from tempi.workflows.session_types import (
     DEFAULT_SANDBOX_IMAGE,
-    DEFAULT_TASK_QUEUE,
     CompactionPolicy,
     RetryPolicySettings,
     SandboxKind,
@@ -116,52 +111,14 @@ def apply_api_key(args: argparse.Namespace, provider: str) -> None:
     models.json, as in pi), or say why it cannot reach the worker that calls the model."""
     if not args.api_key:
         return
-    if configured_address() is None or args.no_worker:
+    if not runs_own_worker(args.no_worker):
         raise UserError(
-            "--api-key only reaches a worker this process runs. With the shared background server, "
-            f"give the key to the server instead: `tempi server stop`, then put it in {auth_json_path()} "
+            "--api-key only reaches a worker this process runs (with TEMPORAL_ADDRESS and "
+            f"{CLIENT_WORKER_ENV}=1). Give the key to the worker that calls the model instead: for the "
+            f"background server, `tempi server stop`, then put it in {auth_json_path()} "
             f'({{"{provider}": {{"type": "api_key", "key": "..."}}}}) or export the provider\'s variable.'
         )
     set_runtime_api_key(provider, args.api_key)
-
-
-# A live worker polls again at least this often (long polls last about a minute); older
-# pollers the server still lists are workers that went away.
-LIVE_POLLER_S = 90.0
-
-
-def _is_dead_local_process(identity: str) -> bool:
-    """Whether a poller identity of the SDK's default form pid@host names a process of this
-    machine that no longer exists (the server lists pollers for minutes after they stop)."""
-    pid, _, host = identity.partition("@")
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
-
-
-async def other_workers(client: Client, task_queue: str = DEFAULT_TASK_QUEUE) -> list[str]:
-    """Identities of live workers other than this process's that run model calls on `task_queue`."""
-    response = await client.workflow_service.describe_task_queue(
-        DescribeTaskQueueRequest(
-            namespace=client.namespace,
-            task_queue=TaskQueue(name=task_queue),
-            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
-        )
-    )
-    now = time.time()
-    return [
-        poller.identity
-        for poller in response.pollers
-        if poller.identity != client.identity
-        and now - poller.last_access_time.ToSeconds() < LIVE_POLLER_S
-        and not _is_dead_local_process(poller.identity)
-    ]
 
 
 async def check_api_key_reach(args: argparse.Namespace, client: Client) -> None:

@@ -1,7 +1,8 @@
 """Where tempi's Temporal clients connect, read as every Temporal tool reads it
 (`temporalio.envconfig`): TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY,
 TEMPORAL_TLS*, TEMPORAL_GRPC_META_*, and the profiles of temporal.toml chosen with
-TEMPORAL_PROFILE and TEMPORAL_CONFIG_FILE. tempi's older TEMPORAL_TLS_CERT and
+TEMPORAL_PROFILE and TEMPORAL_CONFIG_FILE. Unlike the Temporal CLI, tempi does not follow
+temporal.toml's default profile unless one of those two variables chooses the file. tempi's older TEMPORAL_TLS_CERT and
 TEMPORAL_TLS_KEY still work, as aliases of the *_PATH variables."""
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ class TemporalSettings:
     tls: bool | TLSConfig = field(default=False, repr=False)
     rpc_metadata: Mapping[str, str] = field(default_factory=dict, repr=False)
     origin: str = "the environment"
+    # The address of temporal.toml's default profile, which tempi does not follow unless
+    # TEMPORAL_PROFILE or TEMPORAL_CONFIG_FILE chooses the file (None: there is none).
+    unchosen_profile_address: str | None = None
 
 
 def load_settings(environ: Mapping[str, str] | None = None) -> TemporalSettings:
@@ -48,8 +52,12 @@ def load_settings(environ: Mapping[str, str] | None = None) -> TemporalSettings:
             f"TEMPORAL_CONFIG_FILE names {config_file}, which is not a file. Point it at your "
             "temporal.toml, or unset it."
         )
+    # A profile another Temporal tool uses by default must not send a coding session, its
+    # files and its keys' use to a shared cluster: the file counts only when chosen.
+    chosen = bool(env.get("TEMPORAL_PROFILE") or config_file)
     try:
-        profile = ClientConfigProfile.load(override_env_vars=env)
+        profile = ClientConfigProfile.load(override_env_vars=env, disable_file=not chosen)
+        unchosen = None if chosen or env.get("TEMPORAL_ADDRESS") else _default_profile_address(env)
     except Exception as err:  # the SDK's core raises its own ConfigError, not exported
         raise TemporalSettingsError(
             f"cannot read the Temporal connection settings ({origin}): {_without_excerpt(str(err))}. "
@@ -76,7 +84,17 @@ def load_settings(environ: Mapping[str, str] | None = None) -> TemporalSettings:
         tls=tls,
         rpc_metadata=dict(profile.grpc_meta),
         origin=origin,
+        unchosen_profile_address=unchosen,
     )
+
+
+def _default_profile_address(env: Mapping[str, str]) -> str | None:
+    """The address temporal.toml's default profile names, for saying that it is not used."""
+    try:
+        without_temporal = {k: v for k, v in env.items() if not k.startswith("TEMPORAL_")}
+        return ClientConfigProfile.load(override_env_vars=without_temporal).address or None
+    except Exception:  # an unreadable file that nothing uses is not this command's problem
+        return None
 
 
 def _origin(env: Mapping[str, str]) -> str:
