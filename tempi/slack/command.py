@@ -13,6 +13,9 @@ from tempi.cli.errors import UserError
 from tempi.cli.runtime import open_runtime
 from tempi.slack.access import Access, parse_names
 
+# A token Slack refuses: a supervisor should not restart the bot until someone sets another.
+EXIT_BAD_TOKEN = 2
+
 SLACK_PROMPT = (
     "You are mom, answering people in Slack. Write Slack mrkdwn: *bold*, _italic_, `code`, "
     "<url|text> for links; mention people as <@USERID>. Keep answers short; your work happens "
@@ -155,6 +158,13 @@ async def cmd_slack(argv: list[str]) -> int:
     # mom's tools all take a `label`, which the main message shows as `_→ label_`.
     planned.options.tool_labels = True
 
+    from tempi.slack.token_check import BadSlackToken, check_tokens
+
+    try:
+        await check_tokens()
+    except BadSlackToken as err:
+        print(f"tempi slack: {err}", file=sys.stderr)
+        return EXIT_BAD_TOKEN
     from tempi.activities.slack import SlackActivities
     from tempi.activities.slack.event_delivery import deliver
     from tempi.client import SessionService
@@ -181,11 +191,16 @@ async def cmd_slack(argv: list[str]) -> int:
 async def _download(channel: str) -> int:
     from tempi.activities.slack.web_client import SlackTokensMissing, web_client
     from tempi.slack.download import download_channel
+    from tempi.slack.token_check import BadSlackToken, check_bot_token
 
     try:
         web = web_client()
+        await check_bot_token()
     except SlackTokensMissing as err:
         raise UserError(str(err)) from err
+    except BadSlackToken as err:
+        print(f"tempi slack: {err}", file=sys.stderr)
+        return EXIT_BAD_TOKEN
     from slack_sdk.errors import SlackApiError
 
     try:
