@@ -34,7 +34,10 @@ WORKING_DIR/events/*.json wake the bot as in mom (immediate, one-shot at a time,
 cron in a time zone); Temporal keeps them, so a wake-up set before a crash still fires.
 WORKING_DIR/<channel>/settings.json may set that channel's defaultProvider, defaultModel and
 defaultThinkingLevel. In thread mode, a plain reply in the bot's thread steers the run going
-there, or starts a follow-up run when none is.
+there, or starts a follow-up run when none is; a thread's first run sees what the channel
+said since the bot last spoke there; a thread under the bot's DM answer or event report
+continues that conversation. Messages that wait behind a run: events silently, a person
+told once per run. A token Slack refuses ends tempi slack with exit status 2 (docs/slack.md).
 
 environment:
   MOM_SLACK_APP_TOKEN   app-level token (xapp-…, scope connections:write) for Socket Mode

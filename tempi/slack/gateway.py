@@ -6,10 +6,12 @@ envelope or a second gateway never starts a second run."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import logging
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from slack_sdk.socket_mode.aiohttp import SocketModeClient
@@ -25,6 +27,7 @@ from tempi.slack.accept import Accepted, accept, malformed, thread_reply
 from tempi.slack.access import Access
 from tempi.slack.channel_recorder import ChannelRecorder
 from tempi.slack.event_watcher import EventWatcher
+from tempi.slack.thread_fork import fork_into_thread
 from tempi.workflows.slack_conversation_workflow import SlackConversationWorkflow
 from tempi.workflows.slack_types import (
     ContextMode,
@@ -211,6 +214,22 @@ class SlackGateway:
         except RPCError as err:
             if err.status != RPCStatusCode.NOT_FOUND:
                 raise
+            if self._under_bot_message(msg):
+                # The bot's thread after all: under its event report, the first reply starts it.
+                await self.dispatch(msg, attachments)
+
+    def _under_bot_message(self, msg: Accepted) -> bool:
+        return msg.thread_ts is not None and msg.thread_ts != msg.ts and msg.parent_user == self.bot_user_id
+
+    def _continue_in_thread(self, channel: str, root: str) -> None:
+        """A thread under one of the bot's top-level messages (those come from the channel's
+        own conversation: a DM's, or the events') starts from that conversation's session."""
+        channel_conversation = SlackConversationInput(
+            working_dir=self.working_dir, channel=channel, context_mode="channel"
+        )
+        thread = SlackConversationInput(working_dir=self.working_dir, channel=channel, root_ts=root)
+        if fork_into_thread(Path(channel_conversation.context_file()), Path(thread.context_file())):
+            log.info("thread %s in %s continues the channel's conversation", root, channel)
 
     async def dispatch(self, msg: Accepted, attachments: list[LoggedAttachment] | None = None) -> None:
         # A DM is one conversation, as in mom, unless someone replies in one of its threads;
@@ -218,6 +237,8 @@ class SlackGateway:
         threaded = self.context_mode == "thread" and not (msg.is_dm and msg.thread_ts is None)
         root = (msg.thread_ts or msg.ts) if threaded else None
         signal = await self._message(msg, attachments=attachments)
+        if root is not None and self._under_bot_message(msg):
+            await asyncio.to_thread(self._continue_in_thread, msg.channel, root)
         inp = SlackConversationInput(
             working_dir=self.working_dir,
             channel=msg.channel,

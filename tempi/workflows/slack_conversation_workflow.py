@@ -60,6 +60,8 @@ SEEN_KEPT = 500
 MAX_QUEUED_EVENTS = 5
 # Runs hand off to a fresh history well before Temporal's limits.
 HISTORY_EVENTS_BUDGET = 5_000
+# Patch: no busy notice for events, one per person per run (was one per queued message).
+QUIET_QUEUE = "slack-quiet-queue"
 
 _SLACK_TIMEOUT = timedelta(seconds=60)
 _SLACK_RETRY = RetryPolicy(maximum_attempts=5, initial_interval=timedelta(seconds=1))
@@ -95,11 +97,28 @@ class SlackConversationWorkflow:
         self.state.queue.append(msg)
         # A reply between runs follows up with a run of its own; one that came while a run
         # was only starting goes to the next run, without a busy notice it did not ask for.
-        if busy and not msg.steer:
+        if busy and not msg.steer and self._busy_notice_due(msg):
             cancel = "`stop`" if msg.is_dm else f"`@{self.inp.bot_name} stop`"
             await self._quietly(
-                self._post(f"_Already working. Say {cancel} to cancel._", self._thread_of(msg))
+                self._post(f"_Already working. Say {cancel} to cancel._", self._busy_notice_thread(msg))
             )
+
+    def _busy_notice_due(self, msg: SlackMessage) -> bool:
+        """Events wait silently, as in mom; a person hears once per run that the bot is busy
+        (a burst of messages must not fill the channel with notices)."""
+        if not workflow.patched(QUIET_QUEUE):
+            return True
+        run = self.state.run
+        if msg.event is not None or run is None or msg.user in run.busy_noticed:
+            return False
+        run.busy_noticed.append(msg.user)
+        return True
+
+    def _busy_notice_thread(self, msg: SlackMessage) -> str | None:
+        """The notice goes in the sender's thread (at a DM's top level, as mom answers there)."""
+        if self.inp.context_mode == "thread" or msg.is_dm or not workflow.patched(QUIET_QUEUE):
+            return self._thread_of(msg)
+        return msg.thread_ts or msg.ts
 
     @workflow.query
     def get_state(self) -> SlackConversationInput:

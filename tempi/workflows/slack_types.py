@@ -153,6 +153,8 @@ class RunState(BaseModel):
     usage: RunUsage = Field(default_factory=RunUsage)
     context_tokens: int = 0
     session_done: bool = False
+    # People told this run is busy, so each hears it once.
+    busy_noticed: list[str] = Field(default_factory=list)
 
 
 class SlackConversationState(BaseModel):
