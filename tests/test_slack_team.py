@@ -75,7 +75,7 @@ async def test_events_that_wait_behind_a_run_post_no_busy_notice(
         write_event(
             gateway, f"burst-{i}.json", {"type": "immediate", "channelId": general, "text": f"check {i}"}
         )
-    await wait_for(lambda: bool(posted(slack, general, SECOND)), "the run of the events that waited")
+    await wait_for(lambda: bool(answered(slack, general, SECOND)), "the run of the events that waited")
 
     assert not [m for m in slack.bot_messages(general) if m.text.startswith("_Already working")]
     assert len(answered(slack, general, FIRST)) == 1
@@ -93,7 +93,7 @@ async def test_a_person_is_told_once_per_run_that_the_bot_is_busy_in_their_threa
     await wait_for(lambda: any(m.texts[0] == THINKING for m in slack.bot_messages(ops)), "the first run")
     for who, text in ((alice, "and the docs"), (bob, "also the api"), (alice, "and tests"), (bob, "and ci")):
         slack.user_says(who, ops, f"{bot} {text}", thread_ts=asked)
-    await wait_for(lambda: bool(posted(slack, ops, SECOND)), "the run of the messages that waited")
+    await wait_for(lambda: bool(answered(slack, ops, SECOND)), "the run of the messages that waited")
 
     busy = posted(slack, ops, BUSY)
     assert len(busy) == 2, [m.text for m in slack.bot_messages(ops)]  # one for alice, one for bob
@@ -113,12 +113,12 @@ async def test_a_threads_first_run_sees_what_the_channel_said_since_the_bot_last
     bot = f"<@{slack.bot_user_id}>"
     slack.user_says(carol, dev, "lunch at noon anyone?")
     slack.user_says(carol, dev, f"{bot} what time is it in Tokyo?")
-    await wait_for(lambda: bool(posted(slack, dev, FIRST)), "the answer to carol")
+    await wait_for(lambda: bool(answered(slack, dev, FIRST)), "the answer to carol")
 
     slack.user_says(alice, dev, "we should ship the release on Friday")
     slack.user_says(bob, dev, "Monday is safer, the freeze ends on Sunday")
     asked = slack.user_says(alice, dev, f"{bot} summarize the discussion above")
-    await wait_for(lambda: bool(posted(slack, dev, SECOND)), "the summary")
+    await wait_for(lambda: bool(answered(slack, dev, SECOND)), "the summary")
 
     sent = sent_to_model(scripted_server, "slack-before-mention", 1)
     assert "[alice]: we should ship the release on Friday" in sent
@@ -140,7 +140,7 @@ async def test_a_mention_inside_peoples_thread_sees_the_thread_and_what_came_bef
     red = slack.user_says(dave, qa, "the build is red")
     slack.user_says(erin, qa, "since the merge of #42", thread_ts=red)
     slack.user_says(dave, qa, f"<@{slack.bot_user_id}> why is that?", thread_ts=red)
-    await wait_for(lambda: bool(posted(slack, qa, FIRST)), "the answer in the thread")
+    await wait_for(lambda: bool(answered(slack, qa, FIRST)), "the answer in the thread")
 
     sent = sent_to_model(scripted_server, "slack-in-their-thread", 0)
     for line in (
@@ -165,12 +165,12 @@ async def test_a_thread_under_the_bots_dm_answer_continues_the_dm(
     bob = slack.add_user("bob")
     dm = slack.open_dm(bob)
     slack.user_says(bob, dm, "remember the code word: pelican")
-    await wait_for(lambda: bool(posted(slack, dm, FIRST)), "the DM answer")
+    await wait_for(lambda: bool(answered(slack, dm, FIRST)), "the DM answer")
     [answer] = answered(slack, dm, FIRST)
     assert answer.thread_ts is None
 
     slack.user_says(bob, dm, "what was the code word?", thread_ts=answer.ts)
-    await wait_for(lambda: bool(posted(slack, dm, SECOND)), "the answer in the thread")
+    await wait_for(lambda: bool(answered(slack, dm, SECOND)), "the answer in the thread")
 
     sent = sent_to_model(scripted_server, "slack-dm-thread", 1)
     assert "remember the code word: pelican" in sent and FIRST in sent
@@ -194,16 +194,61 @@ async def test_a_reply_under_an_events_report_continues_the_events_conversation(
     write_event(
         gateway, "daily.json", {"type": "immediate", "channelId": general, "text": "report CI status"}
     )
-    await wait_for(lambda: bool(posted(slack, general, FIRST)), "the event's report")
+    await wait_for(lambda: bool(answered(slack, general, FIRST)), "the event's report")
     [report] = answered(slack, general, FIRST)
     assert report.thread_ts is None
 
     # A plain reply, no mention: the bot's thread, so it starts a run there.
     slack.user_says(alice, general, "why did it fail?", thread_ts=report.ts)
-    await wait_for(lambda: bool(posted(slack, general, SECOND)), "the answer under the report")
+    await wait_for(lambda: bool(answered(slack, general, SECOND)), "the answer under the report")
 
     sent = sent_to_model(scripted_server, "slack-report-thread", 1)
     assert "[EVENT:daily.json:immediate:immediate] report CI status" in sent and FIRST in sent
     assert "why did it fail?" in sent
     [second] = answered(slack, general, SECOND)
     assert second.thread_ts == report.ts
+
+
+# --- item 7: `stop` at a channel's top level ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "scenario", [("slack-top-stop", base.bash_then_answer("sleep 20; echo late", SECOND))]
+)
+async def test_stop_at_the_top_level_stops_the_senders_thread_or_says_which_thread_runs(
+    slack: ScriptedSlackServer, gateway: Path, temporal_client: Client
+) -> None:
+    alice, bob = slack.add_user("alice"), slack.add_user("bob")
+    ops = slack.add_channel("ops", members=[alice, bob])
+    bot = f"<@{slack.bot_user_id}>"
+    asked = slack.user_says(alice, ops, f"{bot} start the long job")
+    await wait_for(
+        lambda: any(any("_→ sleep 20" in t for t in m.texts) for m in slack.bot_messages(ops)), "the run"
+    )
+
+    # bob has nothing running: he is told which thread runs, and alice's run goes on.
+    bobs = slack.user_says(bob, ops, f"{bot} stop")
+    await wait_for(lambda: any(m.thread_ts == bobs for m in slack.bot_messages(ops)), "the answer to bob")
+    [told] = [m for m in slack.bot_messages(ops) if m.thread_ts == bobs]
+    link = f"<https://tempi-test.slack.com/archives/{ops}/p{asked.replace('.', '')}|this thread>"
+    assert told.text == (
+        f"_Nothing of yours is running. Running here: {link} (for <@{alice}>). "
+        "Say `@mom stop` in a thread to stop its run._"
+    )
+    assert not [m for m in slack.bot_messages(ops) if m.text == "_Stopping..._"]
+
+    # alice's own `stop` at the top level stops her run, in its thread.
+    slack.user_says(alice, ops, f"{bot} stop")
+    await wait_for(
+        lambda: any(m.texts[0] == "_Stopping..._" and m.text == "_Stopped_" for m in slack.bot_messages(ops)),
+        "_Stopping..._ edited to _Stopped_ in alice's thread",
+    )
+    [stopped] = [m for m in slack.bot_messages(ops) if m.texts[0] == "_Stopping..._"]
+    assert stopped.thread_ts == asked
+    assert not posted(slack, ops, "_Nothing running_")
+
+    # With nothing running at all, mom's answer.
+    again = slack.user_says(bob, ops, f"{bot} stop")
+    await wait_for(lambda: any(m.thread_ts == again for m in slack.bot_messages(ops)), "the second answer")
+    assert [m.text for m in slack.bot_messages(ops) if m.thread_ts == again] == ["_Nothing running_"]
+    await assert_replays(temporal_client, gateway, ops, asked)

@@ -25,6 +25,7 @@ from tempi.workflows.slack_text import (
     usage_summary,
 )
 from tempi.workflows.slack_types import (
+    RUNNING_FOR,
     SLACK_ABORT,
     SLACK_DELETE,
     SLACK_LOG_BOT,
@@ -62,6 +63,8 @@ MAX_QUEUED_EVENTS = 5
 HISTORY_EVENTS_BUDGET = 5_000
 # Patch: no busy notice for events, one per person per run (was one per queued message).
 QUIET_QUEUE = "slack-quiet-queue"
+# Patch: the memo names who the running run is for.
+RUN_MEMO = "slack-run-memo"
 
 _SLACK_TIMEOUT = timedelta(seconds=60)
 _SLACK_RETRY = RetryPolicy(maximum_attempts=5, initial_interval=timedelta(seconds=1))
@@ -178,11 +181,13 @@ class SlackConversationWorkflow:
             if self.state.run is None:
                 self.state.run = RunState(messages=self.state.queue)
                 self.state.queue = []
+                self._show_running(self.state.run)
             try:
                 await self._do_run(self.state.run)
             except ActivityError as err:
                 await self._report_failure(self.state.run, err)
             self.state.run = None
+            self._show_running(None)
             if self.state.stopping_ts is not None:
                 await self._quietly(self._update(self.state.stopping_ts, "_Stopped_"))
                 self.state.stopping_ts = None
@@ -190,6 +195,13 @@ class SlackConversationWorkflow:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 if not self.state.queue and self.state.run is None:
                     workflow.continue_as_new(self.inp.model_copy(update={"state": self.state}))
+
+    def _show_running(self, run: RunState | None) -> None:
+        """Whose run goes, in the workflow's memo, so a `stop` said at the channel's top level
+        can find the sender's running threads from the list of workflows."""
+        if workflow.patched(RUN_MEMO):
+            owners = list(dict.fromkeys(m.user for m in run.messages if m.event is None)) if run else None
+            workflow.upsert_memo({RUNNING_FOR: owners or None})
 
     async def _report_failure(self, run: RunState, err: ActivityError) -> None:
         """A run that cannot go on says so where people look, and the conversation stays open."""
