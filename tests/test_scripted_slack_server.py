@@ -347,6 +347,20 @@ async def test_tokens_are_checked_per_method() -> None:
         assert opened["url"].startswith("ws://")
 
 
+async def test_a_revoked_token_and_an_outage_answer_as_slack_does() -> None:
+    async with ScriptedSlackServer() as slack:
+        slack.fail("auth.test", times=1, status=503)
+        with pytest.raises(SlackApiError) as failed:
+            await web_client(slack, retry_handlers=[]).auth_test()
+        assert failed.value.response.status_code == 503
+        assert failed.value.response["error"] == "service_unavailable"
+        assert (await web_client(slack).auth_test())["ok"]
+        slack.revoke(slack.app_token)
+        with pytest.raises(SlackApiError) as failed:
+            await web_client(slack).apps_connections_open(app_token=slack.app_token)
+        assert failed.value.response["error"] == "token_revoked"
+
+
 async def test_text_over_40000_characters_is_truncated() -> None:
     async with ScriptedSlackServer() as slack:
         general = slack.add_channel("general")

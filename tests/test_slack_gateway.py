@@ -121,7 +121,7 @@ async def wait_for(condition: Callable[[], bool], what: str, timeout: float = 90
         await asyncio.sleep(0.1)
 
 
-async def assert_replays(client: Client, workdir: Path, channel: str, root_ts: str) -> None:
+async def assert_replays(client: Client, workdir: Path, channel: str, root_ts: str | None) -> None:
     """The conversation's history replays on the workflow code: a worker restarted after a
     deploy carries the conversation on."""
     handle = client.get_workflow_handle(conversation_workflow_id(str(workdir.resolve()), channel, root_ts))

@@ -19,6 +19,8 @@ class Accepted:
     user: str
     text: str
     is_dm: bool
+    # Who wrote the thread's first message, for a reply in a thread (Slack's `parent_user_id`).
+    parent_user: str | None = None
 
 
 def strip_mentions(text: str) -> str:
@@ -58,7 +60,9 @@ def accept(event: dict[str, Any], bot_user_id: str) -> Accepted | None:
     if kind == "app_mention":
         if channel.startswith("D"):
             return None  # DMs arrive as `message` events
-        return Accepted(channel, ts, thread_ts, str(user), strip_mentions(text), is_dm=False)
+        return Accepted(
+            channel, ts, thread_ts, str(user), strip_mentions(text), is_dm=False, parent_user=_parent(event)
+        )
     if kind != "message":
         return None
     if event.get("channel_type") != "im":
@@ -67,7 +71,9 @@ def accept(event: dict[str, Any], bot_user_id: str) -> Accepted | None:
         return None
     if not text.strip() and not event.get("files"):
         return None
-    return Accepted(channel, ts, thread_ts, str(user), strip_mentions(text), is_dm=True)
+    return Accepted(
+        channel, ts, thread_ts, str(user), strip_mentions(text), is_dm=True, parent_user=_parent(event)
+    )
 
 
 def thread_reply(event: dict[str, Any], bot_user_id: str) -> Accepted | None:
@@ -86,4 +92,11 @@ def thread_reply(event: dict[str, Any], bot_user_id: str) -> Accepted | None:
     text = str(event.get("text") or "")
     if f"<@{bot_user_id}>" in text or not (text.strip() or event.get("files")):
         return None
-    return Accepted(channel, ts, str(thread_ts), str(user), strip_mentions(text), is_dm=False)
+    return Accepted(
+        channel, ts, str(thread_ts), str(user), strip_mentions(text), is_dm=False, parent_user=_parent(event)
+    )
+
+
+def _parent(event: dict[str, Any]) -> str | None:
+    parent = event.get("parent_user_id")
+    return parent if isinstance(parent, str) and is_slack_id(parent) else None

@@ -13,6 +13,9 @@ from tempi.cli.errors import UserError
 from tempi.cli.runtime import open_runtime
 from tempi.slack.access import Access, parse_names
 
+# A token Slack refuses: a supervisor should not restart the bot until someone sets another.
+EXIT_BAD_TOKEN = 2
+
 SLACK_PROMPT = (
     "You are mom, answering people in Slack. Write Slack mrkdwn: *bold*, _italic_, `code`, "
     "<url|text> for links; mention people as <@USERID>. Keep answers short; your work happens "
@@ -31,7 +34,10 @@ WORKING_DIR/events/*.json wake the bot as in mom (immediate, one-shot at a time,
 cron in a time zone); Temporal keeps them, so a wake-up set before a crash still fires.
 WORKING_DIR/<channel>/settings.json may set that channel's defaultProvider, defaultModel and
 defaultThinkingLevel. In thread mode, a plain reply in the bot's thread steers the run going
-there, or starts a follow-up run when none is.
+there, or starts a follow-up run when none is; a thread's first run sees what the channel
+said since the bot last spoke there; a thread under the bot's DM answer or event report
+continues that conversation. Messages that wait behind a run: events silently, a person
+told once per run. A token Slack refuses ends tempi slack with exit status 2 (docs/slack.md).
 
 environment:
   MOM_SLACK_APP_TOKEN   app-level token (xapp-…, scope connections:write) for Socket Mode
@@ -155,6 +161,13 @@ async def cmd_slack(argv: list[str]) -> int:
     # mom's tools all take a `label`, which the main message shows as `_→ label_`.
     planned.options.tool_labels = True
 
+    from tempi.slack.token_check import BadSlackToken, check_tokens
+
+    try:
+        await check_tokens()
+    except BadSlackToken as err:
+        print(f"tempi slack: {err}", file=sys.stderr)
+        return EXIT_BAD_TOKEN
     from tempi.activities.slack import SlackActivities
     from tempi.activities.slack.event_delivery import deliver
     from tempi.client import SessionService
@@ -181,11 +194,16 @@ async def cmd_slack(argv: list[str]) -> int:
 async def _download(channel: str) -> int:
     from tempi.activities.slack.web_client import SlackTokensMissing, web_client
     from tempi.slack.download import download_channel
+    from tempi.slack.token_check import BadSlackToken, check_bot_token
 
     try:
         web = web_client()
+        await check_bot_token()
     except SlackTokensMissing as err:
         raise UserError(str(err)) from err
+    except BadSlackToken as err:
+        print(f"tempi slack: {err}", file=sys.stderr)
+        return EXIT_BAD_TOKEN
     from slack_sdk.errors import SlackApiError
 
     try:

@@ -6,10 +6,12 @@ envelope or a second gateway never starts a second run."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import logging
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from slack_sdk.socket_mode.aiohttp import SocketModeClient
@@ -25,8 +27,11 @@ from tempi.slack.accept import Accepted, accept, malformed, thread_reply
 from tempi.slack.access import Access
 from tempi.slack.channel_recorder import ChannelRecorder
 from tempi.slack.event_watcher import EventWatcher
+from tempi.slack.thread_fork import fork_into_thread
 from tempi.workflows.slack_conversation_workflow import SlackConversationWorkflow
+from tempi.workflows.slack_text import is_stop
 from tempi.workflows.slack_types import (
+    RUNNING_FOR,
     ContextMode,
     SlackConversationInput,
     SlackMessage,
@@ -64,11 +69,13 @@ class SlackGateway:
         self.recorder = ChannelRecorder(web, working_dir, bot_token(), self._names)
         self.access = access or Access()
         self.channel_names: dict[str, str | None] = {}
+        self.team_url = "https://slack.com/"
 
     async def run(self) -> None:
         auth = await self.web.auth_test()
         self.bot_user_id = str(auth["user_id"])
         self.bot_name = str(auth.get("user") or self.bot_name)
+        self.team_url = str(auth.get("url") or "https://slack.com/")
         await self._load_users()
         self.recorder.bot_user_id, self.recorder.bot_name = self.bot_user_id, self.bot_name
         await self.recorder.backfill()
@@ -142,6 +149,9 @@ class SlackGateway:
             log.info("not answering %s in %s: it predates this gateway", accepted.ts, accepted.channel)
             return
         try:
+            if self._top_level_stop(accepted) and not steer:
+                await self.stop_threads(accepted)
+                return
             await (self.steer(accepted, attachments) if steer else self.dispatch(accepted, attachments))
         except Exception:
             log.exception("could not hand a Slack message to its conversation workflow")
@@ -211,6 +221,65 @@ class SlackGateway:
         except RPCError as err:
             if err.status != RPCStatusCode.NOT_FOUND:
                 raise
+            if self._under_bot_message(msg):
+                # The bot's thread after all: under its event report, the first reply starts it.
+                await self.dispatch(msg, attachments)
+
+    def _top_level_stop(self, msg: Accepted) -> bool:
+        """`@bot stop` at a channel's top level in thread mode, where no run of its own goes."""
+        return self.context_mode == "thread" and not msg.is_dm and msg.thread_ts is None and is_stop(msg.text)
+
+    async def _running_threads(self, channel: str) -> dict[str, list[str]]:
+        """The channel's threads with a run going, each with whom the run is for."""
+        prefix = conversation_workflow_id(self.working_dir, channel, None) + "-"
+        query = f'TaskQueue = "{slack_task_queue(self.working_dir)}" AND ExecutionStatus = "Running"'
+        running: dict[str, list[str]] = {}
+        async for execution in self.temporal.list_workflows(query):
+            if execution.id.startswith(prefix):
+                owners = (await execution.memo()).get(RUNNING_FOR)
+                if isinstance(owners, list) and owners:
+                    running[execution.id.removeprefix(prefix)] = [str(o) for o in owners]
+        return running
+
+    async def stop_threads(self, msg: Accepted) -> None:
+        """Stop the sender's runs in the channel's threads; with none, say which threads run."""
+        running = await self._running_threads(msg.channel)
+        mine = [root for root, owners in running.items() if msg.user in owners]
+        for root in mine:
+            handle = self.temporal.get_workflow_handle(
+                conversation_workflow_id(self.working_dir, msg.channel, root)
+            )
+            await handle.signal("message", await self._message(msg))
+        if mine:
+            return
+        if not running:
+            text = "_Nothing running_"
+        else:
+            threads = ", ".join(
+                f"{self._thread_link(msg.channel, root)} (for {' '.join(f'<@{u}>' for u in owners)})"
+                for root, owners in sorted(running.items())
+            )
+            text = (
+                f"_Nothing of yours is running. Running here: {threads}. "
+                f"Say `@{self.bot_name} stop` in a thread to stop its run._"
+            )
+        await self.web.chat_postMessage(channel=msg.channel, text=text, thread_ts=msg.ts)
+
+    def _thread_link(self, channel: str, root: str) -> str:
+        return f"<{self.team_url}archives/{channel}/p{root.replace('.', '')}|this thread>"
+
+    def _under_bot_message(self, msg: Accepted) -> bool:
+        return msg.thread_ts is not None and msg.thread_ts != msg.ts and msg.parent_user == self.bot_user_id
+
+    def _continue_in_thread(self, channel: str, root: str) -> None:
+        """A thread under one of the bot's top-level messages (those come from the channel's
+        own conversation: a DM's, or the events') starts from that conversation's session."""
+        channel_conversation = SlackConversationInput(
+            working_dir=self.working_dir, channel=channel, context_mode="channel"
+        )
+        thread = SlackConversationInput(working_dir=self.working_dir, channel=channel, root_ts=root)
+        if fork_into_thread(Path(channel_conversation.context_file()), Path(thread.context_file())):
+            log.info("thread %s in %s continues the channel's conversation", root, channel)
 
     async def dispatch(self, msg: Accepted, attachments: list[LoggedAttachment] | None = None) -> None:
         # A DM is one conversation, as in mom, unless someone replies in one of its threads;
@@ -218,6 +287,8 @@ class SlackGateway:
         threaded = self.context_mode == "thread" and not (msg.is_dm and msg.thread_ts is None)
         root = (msg.thread_ts or msg.ts) if threaded else None
         signal = await self._message(msg, attachments=attachments)
+        if root is not None and self._under_bot_message(msg):
+            await asyncio.to_thread(self._continue_in_thread, msg.channel, root)
         inp = SlackConversationInput(
             working_dir=self.working_dir,
             channel=msg.channel,

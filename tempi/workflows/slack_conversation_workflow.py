@@ -25,6 +25,7 @@ from tempi.workflows.slack_text import (
     usage_summary,
 )
 from tempi.workflows.slack_types import (
+    RUNNING_FOR,
     SLACK_ABORT,
     SLACK_DELETE,
     SLACK_LOG_BOT,
@@ -60,6 +61,10 @@ SEEN_KEPT = 500
 MAX_QUEUED_EVENTS = 5
 # Runs hand off to a fresh history well before Temporal's limits.
 HISTORY_EVENTS_BUDGET = 5_000
+# Patch: no busy notice for events, one per person per run (was one per queued message).
+QUIET_QUEUE = "slack-quiet-queue"
+# Patch: the memo names who the running run is for.
+RUN_MEMO = "slack-run-memo"
 
 _SLACK_TIMEOUT = timedelta(seconds=60)
 _SLACK_RETRY = RetryPolicy(maximum_attempts=5, initial_interval=timedelta(seconds=1))
@@ -95,11 +100,28 @@ class SlackConversationWorkflow:
         self.state.queue.append(msg)
         # A reply between runs follows up with a run of its own; one that came while a run
         # was only starting goes to the next run, without a busy notice it did not ask for.
-        if busy and not msg.steer:
+        if busy and not msg.steer and self._busy_notice_due(msg):
             cancel = "`stop`" if msg.is_dm else f"`@{self.inp.bot_name} stop`"
             await self._quietly(
-                self._post(f"_Already working. Say {cancel} to cancel._", self._thread_of(msg))
+                self._post(f"_Already working. Say {cancel} to cancel._", self._busy_notice_thread(msg))
             )
+
+    def _busy_notice_due(self, msg: SlackMessage) -> bool:
+        """Events wait silently, as in mom; a person hears once per run that the bot is busy
+        (a burst of messages must not fill the channel with notices)."""
+        if not workflow.patched(QUIET_QUEUE):
+            return True
+        run = self.state.run
+        if msg.event is not None or run is None or msg.user in run.busy_noticed:
+            return False
+        run.busy_noticed.append(msg.user)
+        return True
+
+    def _busy_notice_thread(self, msg: SlackMessage) -> str | None:
+        """The notice goes in the sender's thread (at a DM's top level, as mom answers there)."""
+        if self.inp.context_mode == "thread" or msg.is_dm or not workflow.patched(QUIET_QUEUE):
+            return self._thread_of(msg)
+        return msg.thread_ts or msg.ts
 
     @workflow.query
     def get_state(self) -> SlackConversationInput:
@@ -159,11 +181,13 @@ class SlackConversationWorkflow:
             if self.state.run is None:
                 self.state.run = RunState(messages=self.state.queue)
                 self.state.queue = []
+                self._show_running(self.state.run)
             try:
                 await self._do_run(self.state.run)
             except ActivityError as err:
                 await self._report_failure(self.state.run, err)
             self.state.run = None
+            self._show_running(None)
             if self.state.stopping_ts is not None:
                 await self._quietly(self._update(self.state.stopping_ts, "_Stopped_"))
                 self.state.stopping_ts = None
@@ -171,6 +195,13 @@ class SlackConversationWorkflow:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 if not self.state.queue and self.state.run is None:
                     workflow.continue_as_new(self.inp.model_copy(update={"state": self.state}))
+
+    def _show_running(self, run: RunState | None) -> None:
+        """Whose run goes, in the workflow's memo, so a `stop` said at the channel's top level
+        can find the sender's running threads from the list of workflows."""
+        if workflow.patched(RUN_MEMO):
+            owners = list(dict.fromkeys(m.user for m in run.messages if m.event is None)) if run else None
+            workflow.upsert_memo({RUNNING_FOR: owners or None})
 
     async def _report_failure(self, run: RunState, err: ActivityError) -> None:
         """A run that cannot go on says so where people look, and the conversation stays open."""

@@ -25,6 +25,9 @@ SLACK_DELIVER_EVENT = "slack.deliver_event"
 
 ContextMode = Literal["thread", "channel"]
 
+# The conversation workflow's memo key: the user ids a running run is for (absent when idle).
+RUNNING_FOR = "runningFor"
+
 # Slack's ids (C…, G…, D…, U…) are capital letters and digits: never `/`, `.` or empty, so a
 # channel id can name a folder under the working directory and nothing else.
 _SLACK_ID = re.compile(r"[A-Z0-9]{1,64}")
@@ -153,6 +156,8 @@ class RunState(BaseModel):
     usage: RunUsage = Field(default_factory=RunUsage)
     context_tokens: int = 0
     session_done: bool = False
+    # People told this run is busy, so each hears it once.
+    busy_noticed: list[str] = Field(default_factory=list)
 
 
 class SlackConversationState(BaseModel):

@@ -21,7 +21,7 @@ from tempi.activities.slack.channel_log import LoggedMessage, append_new, iso_da
 from tempi.activities.slack.channel_settings import apply_channel_settings
 from tempi.activities.slack.directory import SlackDirectory
 from tempi.activities.slack.mom_prompt import build_mom_prompt, local_zone_name
-from tempi.activities.slack.prompt_input import load_images, unseen_log_lines
+from tempi.activities.slack.prompt_input import lines_before_thread, load_images, unseen_log_lines
 from tempi.activities.slack.run_progress import summarize
 from tempi.activities.slack.web_client import web_client
 from tempi.agent.session_entries import SessionHeader
@@ -173,8 +173,20 @@ class SlackActivities:
             text = attachments_seen_from(text, req.working_dir, tool_dir)
         # mom adds each unseen log line to the session as a message of its own.
         before = unseen_log_lines(req.sync) if req.sync is not None else []
+        if await self._thread_begins(session, req):
+            assert req.sync is not None
+            before = lines_before_thread(req.sync) + before
         await session.prompt(text, images=load_images(req.images), before=before)
         return offset
+
+    async def _thread_begins(self, session: SessionClient, req: PromptSession) -> bool:
+        """Whether this prompt is the first of a thread's session, which mom's channel
+        session would have shown what the channel said before (a thread that continues
+        another conversation has that conversation's messages instead)."""
+        sync = req.sync
+        if sync is None or sync.thread_ts is None or sync.after_ts:
+            return False
+        return (await session.state()).message_count == 0
 
     async def _tool_dir(self, working_dir: str) -> str:
         """Where the tools see the working directory: its mount in the user's container."""

@@ -15,23 +15,30 @@ class SlackTokensMissing(RuntimeError):
     pass
 
 
+# mom's names first; Slack's usual names also work.
+BOT_TOKEN_VARIABLES = ("MOM_SLACK_BOT_TOKEN", "SLACK_BOT_TOKEN")
+APP_TOKEN_VARIABLES = ("MOM_SLACK_APP_TOKEN", "SLACK_APP_TOKEN")
+
+
+def token_variable(names: tuple[str, ...]) -> str:
+    """The variable a token is read from: the first of `names` that is set (the first if none is)."""
+    return next((name for name in names if os.environ.get(name, "").strip()), names[0])
+
+
 def env_token(*names: str) -> str | None:
-    for name in names:
-        value = os.environ.get(name, "").strip()
-        if value:
-            return value
-    return None
+    value = os.environ.get(token_variable(names), "").strip()
+    return value or None
 
 
 def bot_token() -> str:
-    token = env_token("MOM_SLACK_BOT_TOKEN", "SLACK_BOT_TOKEN")
+    token = env_token(*BOT_TOKEN_VARIABLES)
     if token is None:
         raise SlackTokensMissing("Set MOM_SLACK_BOT_TOKEN (the bot's xoxb-… token) for `tempi slack`.")
     return token
 
 
 def app_token() -> str:
-    token = env_token("MOM_SLACK_APP_TOKEN", "SLACK_APP_TOKEN")
+    token = env_token(*APP_TOKEN_VARIABLES)
     if token is None:
         raise SlackTokensMissing(
             "Set MOM_SLACK_APP_TOKEN (the app-level xapp-… token with connections:write) for `tempi slack`."

@@ -18,7 +18,7 @@ endpoints:
   GET  /link/?ticket=...          Socket Mode (the URL comes from apps.connections.open)
   POST /_control/<action>         drive the workspace with a JSON body; actions: info,
                                   add_user, add_channel, open_dm, user_says, rate_limit,
-                                  disconnect, bot_messages, actions, calls, deliveries
+                                  fail, revoke, disconnect, bot_messages, actions, calls, deliveries
 """
 
 

@@ -11,6 +11,7 @@ import uuid
 from tempi.testing.slack_server.events import event_callback, user_message_events
 from tempi.testing.slack_server.files import FileService
 from tempi.testing.slack_server.methods import MAX_TEXT, SlackMethods
+from tempi.testing.slack_server.outages import Outages
 from tempi.testing.slack_server.rate_limits import RateLimits
 from tempi.testing.slack_server.records import ApiCall, BotAction, BotMessage
 from tempi.testing.slack_server.socket_mode import Delivery, SocketModeHub
@@ -46,6 +47,7 @@ class SlackControl:
         self.workspace = Workspace(bot_name=bot_name)
         self.hub = SocketModeHub(self.workspace.app_id, ack_timeout=ack_timeout)
         self.rate_limits = RateLimits()
+        self.outages = Outages()
         self._methods = SlackMethods(self.workspace, self.hub, echo_bot_events=echo_bot_events)
         self._methods.socket_url = self._socket_url
         self._files = FileService(self._methods, lambda: self.bot_token)
@@ -53,7 +55,7 @@ class SlackControl:
         table = self._methods.table()
         table["files.getUploadURLExternal"] = self._files.get_upload_url
         table["files.completeUploadExternal"] = self._files.complete_upload
-        self._web = WebApi(table, bot_token, app_token, self.rate_limits)
+        self._web = WebApi(table, bot_token, app_token, self.rate_limits, self.outages)
 
     @property
     def base_url(self) -> str:
@@ -130,6 +132,14 @@ class SlackControl:
     def rate_limit(self, method: str, times: int = 1, retry_after: int = 1) -> None:
         """The next `times` calls of `method` get 429 with `Retry-After: retry_after`."""
         self.rate_limits.limit(method, times, retry_after)
+
+    def fail(self, method: str, times: int = 1, status: int = 503) -> None:
+        """The next `times` calls of `method` get HTTP `status` (5xx), as during a Slack incident."""
+        self.outages.fail(method, times, status)
+
+    def revoke(self, token: str) -> None:
+        """From now on the token gets `token_revoked`, as after an uninstall or a rotation."""
+        self._web.revoked.add(token)
 
     async def disconnect(self, reason: str = "refresh_requested", close_after: float = 0.5) -> int:
         """Send Slack's `disconnect` to every connection and close them `close_after` s later."""

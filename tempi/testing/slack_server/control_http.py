@@ -57,6 +57,14 @@ class ControlRoutes:
             s.rate_limit(**body)
             return {}
 
+        async def fail(body: dict[str, Any]) -> Any:
+            s.fail(**body)
+            return {}
+
+        async def revoke(body: dict[str, Any]) -> Any:
+            s.revoke(**body)
+            return {}
+
         async def disconnect(body: dict[str, Any]) -> Any:
             return {"told": await s.disconnect(**body)}
 
@@ -83,6 +91,8 @@ class ControlRoutes:
             "open_dm": open_dm,
             "user_says": user_says,
             "rate_limit": rate_limit,
+            "fail": fail,
+            "revoke": revoke,
             "disconnect": disconnect,
             "bot_messages": bot_messages,
             "actions": actions,

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from aiohttp import web
 
+from tempi.testing.slack_server.outages import Outages
 from tempi.testing.slack_server.paging import SlackError
 from tempi.testing.slack_server.rate_limits import RateLimits
 from tempi.testing.slack_server.records import ApiCall
@@ -25,12 +26,20 @@ APP_TOKEN_METHODS = frozenset({"apps.connections.open"})
 
 class WebApi:
     def __init__(
-        self, methods: dict[str, Method], bot_token: str, app_token: str, rate_limits: RateLimits
+        self,
+        methods: dict[str, Method],
+        bot_token: str,
+        app_token: str,
+        rate_limits: RateLimits,
+        outages: Outages | None = None,
     ) -> None:
         self.methods = methods
         self.bot_token = bot_token
         self.app_token = app_token
         self.rate_limits = rate_limits
+        self.outages = outages or Outages()
+        # Tokens revoked by the workspace (an app uninstalled, a token rotated).
+        self.revoked: set[str] = set()
         self.calls: list[ApiCall] = []
 
     async def handle(self, request: web.Request) -> web.Response:
@@ -44,6 +53,10 @@ class WebApi:
             method = self.methods.get(name)
             if method is None:
                 raise SlackError("unknown_method", status=404, req_method=name)
+            failed = self.outages.take(name)
+            if failed is not None:
+                self._record(name, args, failed, "service_unavailable")
+                return web.json_response({"ok": False, "error": "service_unavailable"}, status=failed)
             self._check_token(name, token)
             retry_after = self.rate_limits.take(name)
             if retry_after is not None:
@@ -63,6 +76,8 @@ class WebApi:
     def _check_token(self, name: str, token: str) -> None:
         if not token:
             raise SlackError("not_authed")
+        if token in self.revoked:
+            raise SlackError("token_revoked")
         wanted = self.app_token if name in APP_TOKEN_METHODS else self.bot_token
         if token == wanted:
             return
