@@ -152,7 +152,10 @@ class DevToolsPage:
         try:
             async with asyncio.timeout(timeout):
                 while True:
-                    value = await self.evaluate(expression)
+                    # A page on its way in (after a click on a link) may lack what it names yet.
+                    value = await self.evaluate(
+                        f"(() => {{ try {{ return ({expression}); }} catch (e) {{ return null; }} }})()"
+                    )
                     if value:
                         return value
                     await asyncio.sleep(0.05)

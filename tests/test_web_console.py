@@ -25,7 +25,7 @@ SCENARIO = {
         "live-session": {
             "turns": [
                 {"text": "First live answer."},
-                {"text": "Second live answer, streamed.", "chunk_size": 4, "chunk_delay_ms": 20},
+                {"text": "Second live answer, streamed in small pieces.", "chunk_size": 4, "chunk_delay_ms": 60},
                 {
                     "text": "Looking.",
                     "tool_calls": [{"name": "bash", "arguments": {"command": "echo web-tool-out"}}],
@@ -186,11 +186,11 @@ async def test_the_transcript_streams_a_new_answer_as_it_is_written(
             headers=_auth(console, Origin=console.origin),
         ) as sent:
             assert sent.status == 200
-        ops = await _ops_until(stream, lambda ops: _has_text(ops, "Second live answer, streamed."))
+        ops = await _ops_until(stream, lambda ops: _has_text(ops, "Second live answer, streamed in small pieces."))
     texts = [op["html"] for op in ops if op.get("op") == "block"]
     # The prompt, then the answer growing block by block before it is whole.
     assert any("live-session: more" in html for html in texts)
-    partial = [html for html in texts if "Second" in html and "streamed." not in html]
+    partial = [html for html in texts if "Second" in html and "pieces." not in html]
     assert partial and all("msg assistant streaming" in html for html in partial)
     assert {"op": "state", "running": True, "streaming": True} in ops
 
@@ -202,7 +202,7 @@ async def test_the_transcript_streams_a_new_answer_as_it_is_written(
     ) as sent:
         assert sent.status == 200
     ops = await _read_events(http, console, session_id, lambda ops: _has_text(ops, "The tool said it."))
-    looking = next(op["html"] for op in ops if "Looking." in op.get("html", ""))
+    looking = [op["html"] for op in ops if "Looking." in op.get("html", "")][-1]  # as it stands now
     assert '<details class="tool ok">' in looking and "$ echo web-tool-out" in looking
     assert '<pre class="output">web-tool-out' in looking
 

@@ -271,3 +271,28 @@ def _summarize(path: Path) -> SessionSummary | None:
         tokens=tokens,
         cost=cost,
     )
+
+
+class SummaryCache:
+    """`list_sessions` of every session, for a caller that asks again and again (the web
+    console's overview): a file is read again only when its size or mtime changed, so a
+    refresh of a thousand sessions stats them instead of parsing them."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._rows: dict[Path, tuple[tuple[int, int], SessionSummary | None]] = {}
+
+    def list(self) -> list[SessionSummary]:
+        rows: dict[Path, tuple[tuple[int, int], SessionSummary | None]] = {}
+        for path in _session_files(self.root):
+            try:
+                info = path.stat()
+            except OSError:
+                continue
+            stamp = (info.st_mtime_ns, info.st_size)
+            cached = self._rows.get(path)
+            rows[path] = cached if cached is not None and cached[0] == stamp else (stamp, _summarize(path))
+        self._rows = rows  # files gone since the last call leave with it
+        summaries = [summary for _, summary in rows.values() if summary is not None]
+        summaries.sort(key=lambda s: s.modified, reverse=True)
+        return summaries

@@ -24,6 +24,7 @@ from tempi.cli.sessions_command import open_sessions
 from tempi.client import SessionClient, SessionRefused, SessionService
 from tempi.client.events import POLL_INTERVAL_S
 from tempi.client.transcript import context_messages, load_at_leaf
+from tempi.store.catalog import SummaryCache
 from tempi.store.errors import SessionFileError
 from tempi.store.sidecar import is_safe_session_id
 from tempi.web.access import access_middleware
@@ -86,6 +87,7 @@ class Console:
         self.service = service
         self.read_only = read_only
         self.wakeups = _Wakeups()
+        self.summaries = SummaryCache(service.store.root)
 
     # --- pages and lists -------------------------------------------------------------
 
@@ -104,7 +106,7 @@ class Console:
         return web.json_response({"readOnly": self.read_only})
 
     async def sessions(self, request: web.Request) -> web.StreamResponse:
-        summaries = await asyncio.to_thread(self.service.store.list_sessions)
+        summaries = await asyncio.to_thread(self.summaries.list)
         try:
             states = await open_sessions(self.service.client, {workflow_id_for(s.id) for s in summaries})
             unknown = False
