@@ -224,7 +224,11 @@ class Console:
 
     async def events(self, request: web.Request) -> web.StreamResponse:
         session_id = self._session_id(request)
-        path = self._file_of(session_id)
+        session = self.service.get(session_id)
+        if not await session.is_running():
+            # Found before the stream starts, so an unknown id is a 404; a running session
+            # says where its file is (it may be in a sessionDir outside the store).
+            session.session_path = str(self._file_of(session_id))
         response = web.StreamResponse(
             headers={
                 "Content-Type": "text/event-stream",
@@ -234,16 +238,17 @@ class Console:
         )
         await response.prepare(request)
         await response.write(f"retry: {RECONNECT_MS}\n\n".encode())
-        session = self.service.get(session_id)
         with self.wakeups.watching(session_id) as wake:
             try:
                 while not _gone(request):
                     if await session.is_running():
                         async for ops in self._follow(session, wake, request):
                             await _send(response, ops)
-                    else:
-                        await _send(response, await self._from_file(path))
+                    elif session.session_path is not None:
+                        await _send(response, await self._from_file(Path(session.session_path)))
                         await self._until_running(session, response, request)
+                    else:
+                        break  # it ended before saying where its file is: the page asks again
             except (ConnectionResetError, RPCError):
                 pass  # the page went away, or the server did: the page reconnects by itself
         return response
