@@ -25,7 +25,11 @@ SCENARIO = {
         "live-session": {
             "turns": [
                 {"text": "First live answer."},
-                {"text": "Second live answer, streamed in small pieces.", "chunk_size": 4, "chunk_delay_ms": 60},
+                {
+                    "text": "Second live answer, streamed in small pieces.",
+                    "chunk_size": 4,
+                    "chunk_delay_ms": 60,
+                },
                 {
                     "text": "Looking.",
                     "tool_calls": [{"name": "bash", "arguments": {"command": "echo web-tool-out"}}],
@@ -186,7 +190,9 @@ async def test_the_transcript_streams_a_new_answer_as_it_is_written(
             headers=_auth(console, Origin=console.origin),
         ) as sent:
             assert sent.status == 200
-        ops = await _ops_until(stream, lambda ops: _has_text(ops, "Second live answer, streamed in small pieces."))
+        ops = await _ops_until(
+            stream, lambda ops: _has_text(ops, "Second live answer, streamed in small pieces.")
+        )
     texts = [op["html"] for op in ops if op.get("op") == "block"]
     # The prompt, then the answer growing block by block before it is whole.
     assert any("live-session: more" in html for html in texts)
