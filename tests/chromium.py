@@ -1,4 +1,6 @@
-"""A real headless browser for the HTML export tests: Debian's `chromium` package.
+"""A real headless browser for the HTML export and web console tests: Debian's `chromium`
+package, run once per page (`dump_dom`, `screenshot`) or driven over the DevTools protocol
+(`DevToolsPage`) for pages that must be clicked and typed into.
 
 Without it the tests skip, unless TEMPI_REQUIRE_CHROMIUM=1 (as in CI) makes its absence a
 failure. Each call starts a fresh browser with its own profile, so runs never share state.
@@ -6,11 +8,18 @@ failure. Each call starts a fresh browser with its own profile, so runs never sh
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import itertools
+import json
 import os
 import shutil
 import subprocess
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
+import aiohttp
 import pytest
 from PIL import Image, ImageChops, ImageOps
 
@@ -26,8 +35,8 @@ def chromium_bin() -> str:
     return found
 
 
-def _run(browser: str, profile: Path, args: list[str]) -> subprocess.CompletedProcess[str]:
-    command = [
+def _flags(browser: str, profile: Path) -> list[str]:
+    return [
         browser,
         "--headless",
         # The tests may run as root, where Chromium's sandbox cannot start.
@@ -39,8 +48,11 @@ def _run(browser: str, profile: Path, args: list[str]) -> subprocess.CompletedPr
         "--force-device-scale-factor=1",
         "--force-color-profile=srgb",
         f"--user-data-dir={profile}",
-        *args,
     ]
+
+
+def _run(browser: str, profile: Path, args: list[str]) -> subprocess.CompletedProcess[str]:
+    command = [*_flags(browser, profile), *args]
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, f"chromium failed ({done.returncode}): {done.stderr[-2000:]}"
     return done
@@ -76,3 +88,77 @@ def layout_difference(actual: Image.Image, reference: Image.Image, cell: int = 8
     mean = sum(level * count for level, count in enumerate(histogram)) / cells
     big = sum(histogram[48:]) / cells
     return mean, big
+
+
+class DevToolsPage:
+    """One tab of a headless chromium, driven through the DevTools protocol's websocket."""
+
+    def __init__(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        self._ws = ws
+        self._ids = itertools.count(1)
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def open(cls, profile: Path, size: tuple[int, int] = (1200, 900)) -> AsyncIterator[DevToolsPage]:
+        browser = chromium_bin()
+        profile.mkdir(parents=True, exist_ok=True)
+        proc = subprocess.Popen(
+            [*_flags(browser, profile), f"--window-size={size[0]},{size[1]}", "--remote-debugging-port=0"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            port_file = profile / "DevToolsActivePort"  # chromium writes the port it chose here
+            async with asyncio.timeout(60):
+                while not (port_file.is_file() and port_file.read_text().strip()):
+                    assert proc.poll() is None, f"chromium exited with {proc.returncode}"
+                    await asyncio.sleep(0.05)
+            port = port_file.read_text().split()[0]
+            async with aiohttp.ClientSession() as http:
+                async with http.get(f"http://127.0.0.1:{port}/json/list") as listed:
+                    targets = await listed.json()
+                target = next(t for t in targets if t.get("type") == "page")
+                async with http.ws_connect(target["webSocketDebuggerUrl"], max_msg_size=0) as ws:
+                    yield cls(ws)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+    async def call(self, method: str, **params: Any) -> dict[str, Any]:
+        call_id = next(self._ids)
+        await self._ws.send_str(json.dumps({"id": call_id, "method": method, "params": params}))
+        while True:
+            answer = json.loads((await self._ws.receive()).data)
+            if answer.get("id") == call_id:  # events in between are not needed
+                assert "error" not in answer, answer["error"]
+                result: dict[str, Any] = answer["result"]
+                return result
+
+    async def navigate(self, url: str) -> None:
+        await self.call("Page.navigate", url=url)
+
+    async def evaluate(self, expression: str) -> Any:
+        done = await self.call(
+            "Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True
+        )
+        assert "exceptionDetails" not in done, done["exceptionDetails"]
+        return done["result"].get("value")
+
+    async def wait_for(self, expression: str, timeout: float = 30) -> Any:
+        """The value of `expression` once it is truthy, asked again as the page changes."""
+        try:
+            async with asyncio.timeout(timeout):
+                while True:
+                    # A page on its way in (after a click on a link) may lack what it names yet.
+                    value = await self.evaluate(
+                        f"(() => {{ try {{ return ({expression}); }} catch (e) {{ return null; }} }})()"
+                    )
+                    if value:
+                        return value
+                    await asyncio.sleep(0.05)
+        except TimeoutError:
+            page = await self.evaluate("document.body ? document.body.innerText.slice(-1500) : ''")
+            raise AssertionError(f"timed out waiting for {expression}; the page shows:\n{page}") from None

@@ -26,7 +26,13 @@ def test_a_prompt_starts_the_server_early(no_cluster: Path) -> None:
 
 @pytest.mark.parametrize(
     "argv",
-    [["codec-server", "--port", "0"], ["pipeline", "run", "x.yaml"], ["mcp", "list"], ["-p", "x", "--help"]],
+    [
+        ["codec-server", "--port", "0"],
+        ["web", "--port", "0"],
+        ["pipeline", "run", "x.yaml"],
+        ["mcp", "list"],
+        ["-p", "x", "--help"],
+    ],
 )
 def test_commands_without_a_session_start_none(no_cluster: Path, argv: list[str]) -> None:
     assert not needs_the_service(argv)

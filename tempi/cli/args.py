@@ -35,6 +35,7 @@ more commands (tempi COMMAND --help):
   tempi follow-up ID "then do Y"                        queue work for when it finishes
   tempi abort ID                                        stop its current run
   tempi stop ID                                         end its workflow (the file stays)
+  tempi web                                             a browser console: every session, live, with controls
   tempi server [status|stop]                            the shared background server
   tempi worker                                          a worker for TEMPORAL_ADDRESS
   tempi codec-server                                    decrypts encrypted history for the Temporal UI/CLI

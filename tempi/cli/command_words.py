@@ -5,4 +5,4 @@ from __future__ import annotations
 
 SUBCOMMANDS = ("sessions", "mcp", "attach", "steer", "follow-up", "abort", "stop", "server", "worker")
 # Commands with a parser of their own, dispatched before the subcommands above.
-OWN_COMMANDS = ("slack", "pipeline", "codec-server")
+OWN_COMMANDS = ("slack", "pipeline", "codec-server", "web")

@@ -31,7 +31,7 @@ from tempi.cli.export_stats import Stats, message_usage, stats_table
 from tempi.store.loading import LoadedSession
 from tempi.store.session_store import SessionStore
 
-_WHO = {
+WHO = {
     "user": "You",
     "assistant": "Assistant",
     "bashExecution": "You ran",
@@ -103,7 +103,7 @@ def _shown(entry: SessionEntry, results: dict[str, dict[str, Any]]) -> _Shown | 
         attrs.update(message_usage(data).as_data())
         attrs["tools"] = str(sum(1 for b in data.get("content") or [] if b.get("type") == "toolCall"))
         meta = f"{when} · {data.get('provider', '')}/{data.get('model', '')}"
-    who = _WHO.get(str(data.get("role")), str(data.get("role")))
+    who = WHO.get(str(data.get("role")), str(data.get("role")))
     if data.get("role") == "custom":
         who = str(data.get("customType") or who)
     return _Shown(entry, css, who, inner, preview(data), meta, attrs)

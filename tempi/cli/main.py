@@ -284,6 +284,10 @@ def _dispatch(argv: list[str]) -> int:
         from tempi.cli.codec_command import cmd_codec_server
 
         return asyncio.run(cmd_codec_server(argv[1:]))
+    if argv and argv[0] == "web":
+        from tempi.cli.web_command import cmd_web
+
+        return asyncio.run(cmd_web(argv[1:]))
     if argv and argv[0] == "pipeline":
         from tempi.cli.pipeline_command import cmd_pipeline
 

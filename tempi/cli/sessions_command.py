@@ -126,7 +126,7 @@ def export_html_file(store: SessionStore, source: Path, target: Path) -> None:
 # --- list ------------------------------------------------------------------------------
 
 
-async def _open_sessions(client: Client, wanted: set[str]) -> dict[str, bool]:
+async def open_sessions(client: Client, wanted: set[str]) -> dict[str, bool]:
     """Open session workflows among `wanted` (workflow ids): whether each is working now.
     Working = an activity (model call or tool) is pending, which needs no worker to tell."""
     found: dict[str, bool] = {}
@@ -153,7 +153,7 @@ async def _statuses(summaries: list[SessionSummary], no_status: bool) -> dict[st
 
     try:
         async with open_runtime(no_worker=True, quiet=True) as rt:
-            working = await _open_sessions(rt.client, {workflow_id_for(s.id) for s in summaries})
+            working = await open_sessions(rt.client, {workflow_id_for(s.id) for s in summaries})
     except (TemporalUnreachable, RPCError) as err:
         print(f"tempi: cannot tell which sessions are running ({err})", file=sys.stderr)
         return {}

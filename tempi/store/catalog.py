@@ -33,6 +33,12 @@ class SessionSummary(PiModel):
     modified: datetime
     message_count: int
     first_message: str | None = None
+    # For overviews: the model last used ("provider/id"), the model's turns (assistant
+    # messages) and what they used, over the whole file (every branch).
+    model: str | None = None
+    turns: int = 0
+    tokens: int = 0
+    cost: float = 0.0
 
 
 def session_dir_name(cwd: str) -> str:
@@ -214,6 +220,10 @@ def _parse_time(value: Any) -> datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
+def _number(value: Any) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+
+
 def _summarize(path: Path) -> SessionSummary | None:
     """A listing row read straight from the JSON (no typed parsing: listing must be quick)."""
     try:
@@ -227,15 +237,27 @@ def _summarize(path: Path) -> SessionSummary | None:
     message_count = 0
     first_message: str | None = None
     last_activity_ms: int | None = None
+    model: str | None = None
+    turns, tokens, cost = 0, 0, 0.0
     for entry in parsed.raw_entries:
         if entry.get("type") == "session_info":
             name = str(entry.get("name") or "").strip() or None
+        if entry.get("type") == "model_change":
+            model = f"{entry.get('provider', '')}/{entry.get('modelId', '')}"
         if entry.get("type") != "message" or not isinstance(entry.get("message"), dict):
             continue
         message_count += 1
         message = entry["message"]
         if message.get("role") not in ("user", "assistant"):
             continue
+        if message.get("role") == "assistant":
+            turns += 1
+            model = f"{message.get('provider', '')}/{message.get('model', '')}"
+            usage = message.get("usage")
+            usage = usage if isinstance(usage, dict) else {}
+            tokens += int(sum(_number(usage.get(k)) for k in ("input", "output", "cacheRead", "cacheWrite")))
+            spent = usage.get("cost")
+            cost += _number(spent.get("total") if isinstance(spent, dict) else None)
         if isinstance(message.get("timestamp"), int | float):
             last_activity_ms = max(last_activity_ms or 0, int(message["timestamp"]))
         if first_message is None and message.get("role") == "user":
@@ -252,4 +274,33 @@ def _summarize(path: Path) -> SessionSummary | None:
         modified=modified,
         message_count=message_count,
         first_message=first_message,
+        model=model,
+        turns=turns,
+        tokens=tokens,
+        cost=cost,
     )
+
+
+class SummaryCache:
+    """`list_sessions` of every session, for a caller that asks again and again (the web
+    console's overview): a file is read again only when its size or mtime changed, so a
+    refresh of a thousand sessions stats them instead of parsing them."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._rows: dict[Path, tuple[tuple[int, int], SessionSummary | None]] = {}
+
+    def list(self) -> list[SessionSummary]:
+        rows: dict[Path, tuple[tuple[int, int], SessionSummary | None]] = {}
+        for path in _session_files(self.root):
+            try:
+                info = path.stat()
+            except OSError:
+                continue
+            stamp = (info.st_mtime_ns, info.st_size)
+            cached = self._rows.get(path)
+            rows[path] = cached if cached is not None and cached[0] == stamp else (stamp, _summarize(path))
+        self._rows = rows  # files gone since the last call leave with it
+        summaries = [summary for _, summary in rows.values() if summary is not None]
+        summaries.sort(key=lambda s: s.modified, reverse=True)
+        return summaries

@@ -1,0 +1,342 @@
+"""The console's HTTP side: static pages, the session list, one session's live transcript
+as Server-Sent Events, and the controls (prompt, steer, follow-up, abort), all through
+the session API like any other front end.
+
+What crosses to the browser is chosen field by field (ids, cwd, model names, counts and
+the rendered conversation): never a session's configuration, which names where keys
+come from, nor anything read from models.json."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections import defaultdict
+from collections.abc import AsyncIterator
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+from temporalio.service import RPCError
+
+from tempi.cli.sessions_command import open_sessions
+from tempi.client import SessionClient, SessionRefused, SessionService
+from tempi.client.events import POLL_INTERVAL_S
+from tempi.client.transcript import context_messages, load_at_leaf
+from tempi.store.catalog import SummaryCache
+from tempi.store.errors import SessionFileError
+from tempi.store.sidecar import is_safe_session_id
+from tempi.web.access import access_middleware
+from tempi.web.transcript_view import Op, TranscriptView
+from tempi.workflows.session_types import workflow_id_for
+
+# An idle session's log is asked this often per watching page (each ask is a query its
+# worker answers); a control sent from this console wakes its watchers at once instead.
+IDLE_POLL_S = 0.5
+# How often a page watching a session that is not running looks whether it started.
+NOT_RUNNING_POLL_S = 2.0
+HEARTBEAT_S = 15.0
+RECONNECT_MS = 2000
+MAX_PROMPT_CHARS = 1_000_000
+
+_ASSETS = {
+    "console.css": ("tempi.web", "text/css"),
+    "console.js": ("tempi.web", "text/javascript"),
+    "viewer.css": ("tempi.cli", "text/css"),  # the export's style: the same markup, the same look
+}
+_PAGES = {"overview": "index.html", "session": "session.html"}
+_ACTIONS = ("prompt", "steer", "followUp")
+
+
+def _asset(package: str, name: str) -> str:
+    folder = "assets" if package == "tempi.web" else "export_assets"
+    return resources.files(package).joinpath(folder, name).read_text(encoding="utf-8")
+
+
+class _Wakeups:
+    """Watchers of a session that a control sent here should wake before their next poll."""
+
+    def __init__(self) -> None:
+        self._events: dict[str, set[asyncio.Event]] = defaultdict(set)
+
+    @contextlib.contextmanager
+    def watching(self, session_id: str) -> Any:
+        event = asyncio.Event()
+        self._events[session_id].add(event)
+        try:
+            yield event
+        finally:
+            self._events[session_id].discard(event)
+            if not self._events[session_id]:
+                del self._events[session_id]
+
+    def wake(self, session_id: str) -> None:
+        for event in self._events.get(session_id, ()):
+            event.set()
+
+
+async def _sleep_or_wake(event: asyncio.Event, seconds: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(event.wait(), seconds)
+    event.clear()
+
+
+class Console:
+    def __init__(self, service: SessionService, *, read_only: bool) -> None:
+        self.service = service
+        self.read_only = read_only
+        self.wakeups = _Wakeups()
+        self.summaries = SummaryCache(service.store.root)
+
+    # --- pages and lists -------------------------------------------------------------
+
+    async def page(self, request: web.Request) -> web.StreamResponse:
+        name = _PAGES["session" if "session_id" in request.match_info else "overview"]
+        return web.Response(text=_asset("tempi.web", name), content_type="text/html")
+
+    async def asset(self, request: web.Request) -> web.StreamResponse:
+        name = request.match_info["name"]
+        if name not in _ASSETS:
+            raise web.HTTPNotFound()
+        package, mime = _ASSETS[name]
+        return web.Response(text=_asset(package, name), content_type=mime)
+
+    async def info(self, request: web.Request) -> web.StreamResponse:
+        return web.json_response({"readOnly": self.read_only})
+
+    async def sessions(self, request: web.Request) -> web.StreamResponse:
+        summaries = await asyncio.to_thread(self.summaries.list)
+        try:
+            states = await open_sessions(self.service.client, {workflow_id_for(s.id) for s in summaries})
+            unknown = False
+        except RPCError:
+            states, unknown = {}, True  # the Temporal server is away: the files still list
+        rows = []
+        for s in summaries:
+            working = states.get(workflow_id_for(s.id))
+            status = (
+                "unknown" if unknown else "finished" if working is None else "working" if working else "idle"
+            )
+            rows.append(
+                {
+                    "id": s.id,
+                    "name": s.name,
+                    "cwd": s.cwd,
+                    "model": s.model,
+                    "created": s.created.isoformat(),
+                    "modified": s.modified.isoformat(),
+                    "turns": s.turns,
+                    "tokens": s.tokens,
+                    "cost": s.cost,
+                    "messages": s.message_count,
+                    "firstMessage": (s.first_message or "")[:200],
+                    "status": status,
+                    "parent": s.parent_session,
+                }
+            )
+        return web.json_response({"sessions": rows})
+
+    def _session_id(self, request: web.Request) -> str:
+        session_id = request.match_info["session_id"]
+        if not is_safe_session_id(session_id):
+            raise web.HTTPNotFound(text="no such session")
+        return session_id
+
+    def _file_of(self, session_id: str) -> Path:
+        try:
+            return self.service.store.find_session(session_id)
+        except SessionFileError as err:
+            raise web.HTTPNotFound(text=f"no session {session_id}: {err}") from err
+
+    async def session_info(self, request: web.Request) -> web.StreamResponse:
+        session_id = self._session_id(request)
+        session = self.service.get(session_id)
+        if await session.is_running():
+            state = await session.state()
+            return web.json_response(
+                {
+                    "id": session_id,
+                    "name": state.session_name,
+                    "cwd": state.cwd,
+                    "model": f"{state.model.provider}/{state.model.id}",
+                    "running": True,
+                }
+            )
+        header = await asyncio.to_thread(self.service.store.read_header, self._file_of(session_id))
+        return web.json_response(
+            {"id": session_id, "name": None, "cwd": header.cwd, "model": None, "running": False}
+        )
+
+    # --- controls ----------------------------------------------------------------------
+
+    async def _running(self, session_id: str) -> SessionClient:
+        session = self.service.get(session_id)
+        if not await session.is_running():
+            raise web.HTTPConflict(
+                text=json.dumps(
+                    {
+                        "error": f"session {session_id[:8]} is not running: continue it with "
+                        f"`tempi --session {session_id}`, then control it here"
+                    }
+                ),
+                content_type="application/json",
+            )
+        return session
+
+    async def send(self, request: web.Request) -> web.StreamResponse:
+        session_id = self._session_id(request)
+        try:
+            body = await request.json()
+        except ValueError:
+            return web.json_response({"error": 'send JSON: {"text": "...", "as": "prompt"}'}, status=400)
+        text = body.get("text") if isinstance(body, dict) else None
+        how = body.get("as", "prompt") if isinstance(body, dict) else None
+        if not isinstance(text, str) or not text.strip() or how not in _ACTIONS:
+            return web.json_response(
+                {"error": f'"text" must be non-empty and "as" one of {", ".join(_ACTIONS)}'}, status=400
+            )
+        if len(text) > MAX_PROMPT_CHARS:
+            return web.json_response(
+                {"error": f"a message is at most {MAX_PROMPT_CHARS} characters"}, status=413
+            )
+        session = await self._running(session_id)
+        try:
+            if how == "steer":
+                await session.steer(text)
+            elif how == "followUp":
+                await session.follow_up(text)
+            else:
+                await session.prompt(text)
+        except SessionRefused as err:
+            return web.json_response({"error": str(err)}, status=409)
+        self.wakeups.wake(session_id)
+        return web.json_response({"ok": True})
+
+    async def abort(self, request: web.Request) -> web.StreamResponse:
+        session_id = self._session_id(request)
+        session = await self._running(session_id)
+        await session.abort()
+        self.wakeups.wake(session_id)
+        return web.json_response({"ok": True})
+
+    # --- the live transcript -------------------------------------------------------------
+
+    async def events(self, request: web.Request) -> web.StreamResponse:
+        session_id = self._session_id(request)
+        session = self.service.get(session_id)
+        if not await session.is_running():
+            # Found before the stream starts, so an unknown id is a 404; a running session
+            # says where its file is (it may be in a sessionDir outside the store).
+            session.session_path = str(self._file_of(session_id))
+        response = web.StreamResponse(
+            headers={
+                "Content-Type": "text/event-stream",
+                "Cache-Control": "no-store",
+                "X-Accel-Buffering": "no",
+            }
+        )
+        await response.prepare(request)
+        await response.write(f"retry: {RECONNECT_MS}\n\n".encode())
+        with self.wakeups.watching(session_id) as wake:
+            try:
+                while not _gone(request):
+                    if await session.is_running():
+                        async for ops in self._follow(session, wake, request):
+                            await _send(response, ops)
+                    elif session.session_path is not None:
+                        await _send(response, await self._from_file(Path(session.session_path)))
+                        await self._until_running(session, response, request)
+                    else:
+                        break  # it ended before saying where its file is: the page asks again
+            except (ConnectionResetError, RPCError):
+                pass  # the page went away, or the server did: the page reconnects by itself
+        return response
+
+    async def _from_file(self, path: Path) -> list[Op]:
+        loaded = await asyncio.to_thread(self.service.store.load, path)
+        messages = context_messages(loaded, loaded.tree.leaf_id)
+        return [{"op": "reset"}, *TranscriptView().history(messages), {"op": "state", "running": False}]
+
+    async def _until_running(
+        self, session: SessionClient, response: web.StreamResponse, request: web.Request
+    ) -> None:
+        waited = 0.0
+        while not _gone(request) and not await session.is_running():
+            await asyncio.sleep(NOT_RUNNING_POLL_S)
+            waited += NOT_RUNNING_POLL_S
+            if waited >= HEARTBEAT_S:
+                await response.write(b": still here\n\n")
+                waited = 0.0
+
+    async def _follow(
+        self, session: SessionClient, wake: asyncio.Event, request: web.Request
+    ) -> AsyncIterator[list[Op]]:
+        """The conversation so far, then its changes as they happen (as `tempi attach`
+        shows them: a run under way is replayed from its start)."""
+        state = await session.state()
+        loaded, leaf = await load_at_leaf(self.service.store, state.session_file, state.leaf_id)
+        messages = context_messages(loaded, leaf)
+        run = await session.current_run_start() if state.is_streaming else None
+        if run is not None:
+            messages = [m for m in messages if int(m.get("timestamp") or 0) < run[1]]
+        view = TranscriptView()
+        yield [{"op": "reset"}, *view.history(messages)]
+        session.session_path = state.session_file
+        follower = session.follow(from_offset=run[0] if run else 0, subagents=False)
+        if run is None:
+            await follower.skip_to_end()
+        streaming: bool | None = None
+        quiet = 0.0
+        while not _gone(request):
+            batch = await follower.poll()
+            for event in batch:
+                view.apply(event)
+            ops = view.flush()
+            page = follower.last_page
+            now_streaming = bool(page and page.is_streaming)
+            if now_streaming != streaming:
+                streaming = now_streaming
+                ops.append({"op": "state", "running": True, "streaming": streaming})
+            if ops:
+                yield ops
+                quiet = 0.0
+            if batch:
+                continue
+            pause = POLL_INTERVAL_S if streaming else IDLE_POLL_S
+            await _sleep_or_wake(wake, pause)
+            quiet += pause
+            if quiet >= HEARTBEAT_S:
+                if not await session.is_running():
+                    return  # ended (stopped from a terminal): show it from its file
+                yield []
+                quiet = 0.0
+
+
+def _gone(request: web.Request) -> bool:
+    return request.transport is None or request.transport.is_closing()
+
+
+async def _send(response: web.StreamResponse, ops: list[Op]) -> None:
+    if not ops:
+        await response.write(b": still here\n\n")
+        return
+    data = "".join(f"data: {json.dumps(op, ensure_ascii=False)}\n\n" for op in ops)
+    await response.write(data.encode())
+
+
+def console_app(service: SessionService, token: str, *, read_only: bool = False) -> web.Application:
+    console = Console(service, read_only=read_only)
+    app = web.Application(
+        middlewares=[access_middleware(token, read_only=read_only)], client_max_size=4 << 20
+    )
+    app.router.add_get("/", console.page)
+    app.router.add_get("/s/{session_id}", console.page)
+    app.router.add_get("/assets/{name}", console.asset)
+    app.router.add_get("/api/info", console.info)
+    app.router.add_get("/api/sessions", console.sessions)
+    app.router.add_get("/api/sessions/{session_id}", console.session_info)
+    app.router.add_get("/api/sessions/{session_id}/events", console.events)
+    app.router.add_post("/api/sessions/{session_id}/send", console.send)
+    app.router.add_post("/api/sessions/{session_id}/abort", console.abort)
+    return app

@@ -1,0 +1,195 @@
+// tempi web: the overview table and one session's live transcript. The server renders every
+// message with the HTML export's renderer; this script only places the blocks it sends.
+(function () {
+  "use strict";
+  var page = document.body.getAttribute("data-page");
+
+  function fmtInt(n) { return Math.round(n).toLocaleString("en-US"); }
+  function fmtCost(c) { return "$" + c.toFixed(4); }
+  function age(iso) {
+    var s = Math.max(0, (Date.now() - Date.parse(iso)) / 1000);
+    if (s < 60) return Math.round(s) + " s";
+    if (s < 3600) return Math.round(s / 60) + " min";
+    if (s < 86400) return Math.round(s / 3600) + " h";
+    return Math.round(s / 86400) + " d";
+  }
+  function el(tag, cls, text) {
+    var node = document.createElement(tag);
+    if (cls) node.className = cls;
+    if (text !== undefined && text !== null) node.textContent = text;
+    return node;
+  }
+  function info() {
+    return fetch("/api/info", { credentials: "same-origin" }).then(function (r) { return r.json(); })
+      .then(function (i) {
+        if (i.readOnly) document.body.classList.add("read-only");
+        return i;
+      });
+  }
+
+  // --- overview --------------------------------------------------------------------------
+  function overview() {
+    var filter = document.getElementById("filter");
+    var body = document.querySelector("#sessions tbody");
+    var count = document.getElementById("count");
+    var problem = document.getElementById("problem");
+    var rows = [];
+
+    function haystack(s) {
+      return [s.id, s.name, s.cwd, s.model, s.status, s.firstMessage].join(" ").toLowerCase();
+    }
+    function render() {
+      var q = filter.value.trim().toLowerCase();
+      var shown = rows.filter(function (s) { return !q || haystack(s).indexOf(q) >= 0; });
+      var fragment = document.createDocumentFragment();
+      shown.forEach(function (s) {
+        var tr = el("tr");
+        tr.setAttribute("data-id", s.id);
+        var first = el("td");
+        var link = el("a", "open", s.name || s.id.slice(0, 8));
+        link.href = "/s/" + encodeURIComponent(s.id);
+        first.appendChild(link);
+        first.appendChild(el("span", "first", s.firstMessage || ""));
+        tr.appendChild(first);
+        var status = el("td");
+        status.appendChild(el("span", "status " + s.status, s.status));
+        tr.appendChild(status);
+        tr.appendChild(el("td", "cwd", s.cwd));
+        tr.appendChild(el("td", "model", s.model || "–"));
+        tr.appendChild(el("td", "age", age(s.modified)));
+        tr.appendChild(el("td", "num turns", fmtInt(s.turns)));
+        tr.appendChild(el("td", "num tokens", fmtInt(s.tokens)));
+        tr.appendChild(el("td", "num cost", fmtCost(s.cost)));
+        fragment.appendChild(tr);
+      });
+      body.replaceChildren(fragment);
+      count.textContent = shown.length === rows.length ? rows.length + " sessions" : shown.length + " of " + rows.length;
+    }
+    function load() {
+      return fetch("/api/sessions", { credentials: "same-origin" })
+        .then(function (r) { return r.json(); })
+        .then(function (data) {
+          rows = data.sessions || [];
+          problem.textContent = "";
+          render();
+        })
+        .catch(function (err) { problem.textContent = "cannot list sessions: " + err; });
+    }
+    filter.addEventListener("input", render);
+    document.addEventListener("keydown", function (e) {
+      if (e.key === "/" && document.activeElement !== filter) { e.preventDefault(); filter.focus(); }
+    });
+    info().then(function (i) { if (i.readOnly) document.getElementById("mode").textContent = "read-only"; });
+    load();
+    setInterval(load, 5000);
+  }
+
+  // --- one session -------------------------------------------------------------------------
+  function session() {
+    var id = decodeURIComponent(location.pathname.replace(/^\/s\//, ""));
+    var base = "/api/sessions/" + encodeURIComponent(id);
+    var messages = document.getElementById("messages");
+    var statusEl = document.getElementById("status");
+    var problem = document.getElementById("problem");
+    var text = document.getElementById("text");
+    var blocks = {};
+    var state = { running: false, streaming: false };
+
+    function stickToBottom() {
+      var content = document.getElementById("content");
+      return content.scrollHeight - content.scrollTop - content.clientHeight < 80;
+    }
+    function place(key, html) {
+      var old = blocks[key];
+      var holder = document.createElement("div");
+      holder.innerHTML = html;
+      var node = holder.firstElementChild || el("div", "gone");
+      node.setAttribute("data-key", key);
+      if (old) {
+        // Keep what the reader unfolded open across re-renders of the same message.
+        var open = Array.prototype.map.call(old.querySelectorAll("details"), function (d) { return d.open; });
+        old.replaceWith(node);
+        node.querySelectorAll("details").forEach(function (d, i) { if (open[i]) d.open = true; });
+      } else {
+        messages.appendChild(node);
+      }
+      blocks[key] = node;
+    }
+    function showState() {
+      var label = !state.running ? "not running" : state.streaming ? "working" : "idle";
+      statusEl.textContent = label;
+      statusEl.className = "status " + (!state.running ? "finished" : state.streaming ? "working" : "idle");
+      document.getElementById("send").disabled = !state.running;
+      document.getElementById("steer").disabled = !state.running || !state.streaming;
+      document.getElementById("follow-up").disabled = !state.running || !state.streaming;
+      document.getElementById("abort").disabled = !state.running || !state.streaming;
+    }
+    function apply(op) {
+      if (op.op === "reset") { messages.replaceChildren(); blocks = {}; }
+      else if (op.op === "block") place(op.key, op.html);
+      else if (op.op === "state") {
+        state.running = op.running;
+        state.streaming = !!op.streaming;
+        showState();
+      }
+    }
+    function connect() {
+      var source = new EventSource(base + "/events");
+      source.onmessage = function (e) {
+        var bottom = stickToBottom();
+        apply(JSON.parse(e.data));
+        if (bottom) document.getElementById("content").scrollTop = 1e9;
+      };
+      source.onerror = function () { statusEl.textContent = "reconnecting…"; };
+    }
+    function post(path, body) {
+      problem.textContent = "";
+      return fetch(base + path, {
+        method: "POST",
+        credentials: "same-origin",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify(body || {}),
+      }).then(function (r) {
+        return r.json().then(function (answer) {
+          if (!r.ok) throw new Error(answer.error || r.statusText);
+          return answer;
+        });
+      }).catch(function (err) { problem.textContent = err.message; throw err; });
+    }
+    function send(how) {
+      var message = text.value;
+      if (!message.trim()) return;
+      // While a run goes, the plain send queues the message for its end, as pi's Enter does.
+      if (how === "prompt" && state.streaming) how = "followUp";
+      post("/send", { text: message, as: how }).then(function () { text.value = ""; }, function () {});
+    }
+    document.getElementById("composer").addEventListener("submit", function (e) { e.preventDefault(); send("prompt"); });
+    document.getElementById("steer").addEventListener("click", function () { send("steer"); });
+    document.getElementById("follow-up").addEventListener("click", function () { send("followUp"); });
+    document.getElementById("abort").addEventListener("click", function () { post("/abort").catch(function () {}); });
+    text.addEventListener("keydown", function (e) {
+      if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); send("prompt"); }
+    });
+    document.querySelectorAll(".toolbar [data-toggle]").forEach(function (button) {
+      var open = false;
+      button.addEventListener("click", function () {
+        open = !open;
+        var kind = button.getAttribute("data-toggle");
+        messages.querySelectorAll("details." + kind).forEach(function (d) { d.open = open; });
+        button.textContent = (open ? "Collapse " : "Expand ") + (kind === "tool" ? "tool calls" : "thinking");
+      });
+    });
+    info();
+    fetch(base, { credentials: "same-origin" }).then(function (r) { return r.json(); }).then(function (s) {
+      var title = s.name || "Session " + String(s.id || id).slice(0, 8);
+      document.getElementById("title").textContent = title;
+      document.title = title + " · tempi";
+      document.getElementById("meta").textContent = [s.id, s.cwd, s.model].filter(Boolean).join(" · ");
+    });
+    showState();
+    connect();
+  }
+
+  if (page === "overview") overview();
+  else if (page === "session") session();
+})();

@@ -1,0 +1,275 @@
+"""`tempi web` over HTTP: the token (given once by the URL, then a cookie), the Origin check
+on controls, read-only mode, the session list and a session's live transcript, against
+real sessions answered by the scripted model."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import stat
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import aiohttp
+import pytest
+
+from tempi.testing.scripted_llm import ScriptedLLMServer
+from tests.conftest import run_tempi, write_models_json
+from tests.web_rig import SECRET, Console, Rig, start_rig, wait_until
+
+SCENARIO = {
+    "turns": [{"text": "Default answer."}],
+    "routes": {
+        "overview-session": {"turns": [{"text": "Overview answer, **bold**."}]},
+        "live-session": {
+            "turns": [
+                {"text": "First live answer."},
+                {
+                    "text": "Second live answer, streamed in small pieces.",
+                    "chunk_size": 4,
+                    "chunk_delay_ms": 60,
+                },
+                {
+                    "text": "Looking.",
+                    "tool_calls": [{"name": "bash", "arguments": {"command": "echo web-tool-out"}}],
+                },
+                {"text": "The tool said it."},
+            ]
+        },
+        "slow-session": {
+            "turns": [
+                {"text": "Ready."},
+                {"text": "A very slow answer. " * 100, "chunk_size": 4, "chunk_delay_ms": 100},
+            ]
+        },
+        "guarded-session": {"turns": [{"text": "Guarded answer."}, {"text": "Sent from the right page."}]},
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def rig(
+    tmp_path_factory: pytest.TempPathFactory, temporal_address: str, scripted_server: ScriptedLLMServer
+) -> Iterator[Rig]:
+    scripted_server.add_scenario("web-console", SCENARIO)
+    home = tmp_path_factory.mktemp("web-home")
+    write_models_json(home, scripted_server, "web-console")
+    rig = start_rig(home, tmp_path_factory.mktemp("web-project"), temporal_address)
+    try:
+        yield rig
+    finally:
+        rig.close()
+
+
+@pytest.fixture(scope="module")
+def console(rig: Rig) -> Console:
+    return rig.start_console()
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[aiohttp.ClientSession]:
+    # No cookie jar: each request shows which credential it carries.
+    async with aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar()) as session:
+        yield session
+
+
+def _auth(console: Console, **extra: str) -> dict[str, str]:
+    return {"X-Tempi-Token": console.token, **extra}
+
+
+async def test_every_request_needs_the_token_which_the_url_turns_into_a_cookie(
+    rig: Rig, console: Console, http: aiohttp.ClientSession
+) -> None:
+    token_file = rig.home / "web" / "token"
+    assert token_file.read_text().strip() == console.token
+    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+    assert token_file.stat().st_uid == os.getuid()
+
+    for path in ("/", "/api/sessions", "/s/abc", "/assets/console.js"):
+        async with http.get(console.base + path) as refused:
+            assert refused.status == 401, path
+            assert console.token not in await refused.text()
+    async with http.get(console.base + "/?token=wrong") as wrong:
+        assert wrong.status == 401
+
+    async with http.get(console.base + f"/?token={console.token}", allow_redirects=False) as opened:
+        assert opened.status == 303
+        assert opened.headers["Location"] == "/"  # the token leaves the address bar
+        cookie = opened.cookies["tempi_web_token"]
+        assert cookie.value == console.token
+        assert cookie["httponly"] and cookie["samesite"] == "Strict"
+    async with http.get(console.base + "/", headers={"Cookie": f"tempi_web_token={console.token}"}) as page:
+        assert page.status == 200
+        assert 'id="filter"' in await page.text()
+        assert "script-src 'self'" in page.headers["Content-Security-Policy"]
+
+
+async def test_the_overview_lists_a_real_session_with_its_numbers_and_no_secret(
+    rig: Rig, console: Console, http: aiohttp.ClientSession
+) -> None:
+    session_id = rig.run_session("overview-session: say something")
+    async with http.get(console.base + "/api/sessions", headers=_auth(console)) as listed:
+        assert listed.status == 200
+        body = await listed.text()
+    rows = {row["id"]: row for row in json.loads(body)["sessions"]}
+    row = rows[session_id]
+    assert row["cwd"] == str(rig.project)
+    assert row["model"] == "mock/mock-model"
+    assert row["status"] == "idle"  # its workflow is open, waiting for a prompt
+    assert row["turns"] == 1
+    assert row["tokens"] == 120  # the scripted usage: 100 in, 20 out
+    assert row["cost"] == pytest.approx((100 * 3 + 20 * 15) / 1e6)
+    assert row["firstMessage"] == "overview-session: say something"
+
+    async with http.get(console.base + f"/api/sessions/{session_id}", headers=_auth(console)) as info:
+        shown = await info.text()
+        assert json.loads(shown)["running"] is True
+    first_events = await _read_events(
+        http, console, session_id, lambda ops: _has_text(ops, "Overview answer")
+    )
+    for text in (body, shown, json.dumps(first_events)):
+        assert SECRET not in text and "MOCK_API_KEY" not in text
+    # The export's renderer made the block: markdown rendered, the prompt shown as the user's.
+    answer = next(op["html"] for op in first_events if "Overview answer" in op.get("html", ""))
+    assert "<strong>bold</strong>" in answer and 'class="msg assistant' in answer
+
+
+async def test_controls_come_only_from_the_console_page(
+    rig: Rig, console: Console, http: aiohttp.ClientSession
+) -> None:
+    session_id = rig.run_session("guarded-session: hello")
+    url = f"{console.base}/api/sessions/{session_id}/send"
+    body = {"text": "guarded-session: from a page", "as": "prompt"}
+    async with http.post(url, json=body) as no_token:
+        assert no_token.status == 401
+    async with http.post(url, json=body, headers=_auth(console)) as no_origin:
+        assert no_origin.status == 403
+    async with http.post(url, json=body, headers=_auth(console, Origin="http://evil.example")) as foreign:
+        assert foreign.status == 403
+        assert "console's own page" in (await foreign.json())["error"]
+    assert len(rig.messages(session_id)) == 2  # nothing reached the session
+
+    async with http.post(url, json=body, headers=_auth(console, Origin=console.origin)) as sent:
+        assert sent.status == 200, await sent.text()
+    wait_until(
+        lambda: any("Sent from the right page" in json.dumps(m) for m in rig.messages(session_id)),
+        what="the answer to the prompt sent through the console",
+    )
+
+
+async def test_read_only_refuses_every_control(rig: Rig, http: aiohttp.ClientSession) -> None:
+    session_id = rig.run_session("overview-session: watched only")
+    dashboard = rig.start_console("--read-only")
+    async with http.get(dashboard.base + "/api/info", headers=_auth(dashboard)) as info:
+        assert (await info.json())["readOnly"] is True
+    async with http.get(dashboard.base + "/api/sessions", headers=_auth(dashboard)) as listed:
+        assert session_id in {row["id"] for row in (await listed.json())["sessions"]}
+    for action, body in (("send", {"text": "overview-session: no", "as": "prompt"}), ("abort", {})):
+        async with http.post(
+            f"{dashboard.base}/api/sessions/{session_id}/{action}",
+            json=body,
+            headers=_auth(dashboard, Origin=dashboard.origin),
+        ) as refused:
+            assert refused.status == 403
+            assert "read-only" in (await refused.json())["error"]
+    assert len(rig.messages(session_id)) == 2
+
+
+async def test_the_transcript_streams_a_new_answer_as_it_is_written(
+    rig: Rig, console: Console, http: aiohttp.ClientSession
+) -> None:
+    session_id = rig.run_session("live-session: start")
+    async with http.get(f"{console.base}/api/sessions/{session_id}/events", headers=_auth(console)) as stream:
+        assert stream.headers["Content-Type"].startswith("text/event-stream")
+        ops = await _ops_until(stream, lambda ops: _has_text(ops, "First live answer"))
+        assert ops[0] == {"op": "reset"}
+        async with http.post(
+            f"{console.base}/api/sessions/{session_id}/send",
+            json={"text": "live-session: more", "as": "prompt"},
+            headers=_auth(console, Origin=console.origin),
+        ) as sent:
+            assert sent.status == 200
+        ops = await _ops_until(
+            stream, lambda ops: _has_text(ops, "Second live answer, streamed in small pieces.")
+        )
+    texts = [op["html"] for op in ops if op.get("op") == "block"]
+    # The prompt, then the answer growing block by block before it is whole.
+    assert any("live-session: more" in html for html in texts)
+    partial = [html for html in texts if "Second" in html and "pieces." not in html]
+    assert partial and all("msg assistant streaming" in html for html in partial)
+    assert {"op": "state", "running": True, "streaming": True} in ops
+
+    # A tool call, folded with its output under it, in the block of the message that made it.
+    async with http.post(
+        f"{console.base}/api/sessions/{session_id}/send",
+        json={"text": "live-session: use a tool", "as": "prompt"},
+        headers=_auth(console, Origin=console.origin),
+    ) as sent:
+        assert sent.status == 200
+    ops = await _read_events(http, console, session_id, lambda ops: _has_text(ops, "The tool said it."))
+    looking = [op["html"] for op in ops if "Looking." in op.get("html", "")][-1]  # as it stands now
+    assert '<details class="tool ok">' in looking and "$ echo web-tool-out" in looking
+    assert '<pre class="output">web-tool-out' in looking
+
+
+async def test_abort_stops_a_slow_answer(rig: Rig, console: Console, http: aiohttp.ClientSession) -> None:
+    session_id = rig.run_session("slow-session: get ready")
+    base = f"{console.base}/api/sessions/{session_id}"
+    headers = _auth(console, Origin=console.origin)
+    async with http.get(base + "/events", headers=_auth(console)) as stream:
+        await _ops_until(stream, lambda ops: _has_text(ops, "Ready."))
+        async with http.post(
+            base + "/send", json={"text": "slow-session: go", "as": "prompt"}, headers=headers
+        ):
+            pass
+        await _ops_until(stream, lambda ops: any("A very slow" in op.get("html", "") for op in ops))
+        async with http.post(base + "/abort", json={}, headers=headers) as aborted:
+            assert aborted.status == 200
+        ops = await _ops_until(
+            stream, lambda ops: {"op": "state", "running": True, "streaming": False} in ops
+        )
+    assert any("aborted" in op.get("html", "") for op in ops)
+    last = rig.messages(session_id)[-1]
+    assert last["role"] == "assistant" and last["stopReason"] == "aborted"
+
+
+async def test_a_stopped_session_shows_from_its_file_and_says_how_to_continue_it(
+    rig: Rig, console: Console, http: aiohttp.ClientSession
+) -> None:
+    session_id = rig.run_session("overview-session: then stop")
+    stopped = run_tempi(["stop", session_id, "--no-worker"], cwd=rig.project, env=rig.env)
+    assert stopped.returncode == 0, stopped.stderr
+    async with http.get(console.base + "/api/sessions", headers=_auth(console)) as listed:
+        rows = {row["id"]: row for row in (await listed.json())["sessions"]}
+    assert rows[session_id]["status"] == "finished"
+    ops = await _read_events(http, console, session_id, lambda ops: {"op": "state", "running": False} in ops)
+    assert _has_text(ops, "Overview answer")
+    async with http.post(
+        f"{console.base}/api/sessions/{session_id}/send",
+        json={"text": "overview-session: again", "as": "prompt"},
+        headers=_auth(console, Origin=console.origin),
+    ) as refused:
+        assert refused.status == 409
+        assert f"tempi --session {session_id}" in (await refused.json())["error"]
+
+
+def _has_text(ops: list[dict[str, Any]], text: str) -> bool:
+    return any(text in op.get("html", "") and "streaming" not in op.get("html", "") for op in ops)
+
+
+async def _ops_until(stream: aiohttp.ClientResponse, done: Any, timeout: float = 30) -> list[dict[str, Any]]:
+    ops: list[dict[str, Any]] = []
+    async with asyncio.timeout(timeout):
+        while not done(ops):
+            line = (await stream.content.readline()).decode()
+            if line.startswith("data: "):
+                ops.append(json.loads(line[len("data: ") :]))
+    return ops
+
+
+async def _read_events(
+    http: aiohttp.ClientSession, console: Console, session_id: str, done: Any
+) -> list[dict[str, Any]]:
+    async with http.get(f"{console.base}/api/sessions/{session_id}/events", headers=_auth(console)) as stream:
+        return await _ops_until(stream, done)

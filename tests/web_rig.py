@@ -1,0 +1,120 @@
+"""The rig of the `tempi web` tests: a worker, real sessions run against the scripted model,
+and `tempi web` processes, all on the test session's Temporal dev server."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import run_tempi, tempi_env
+
+SECRET = "sk-mock-secret-key-12345"  # the API key tempi_env gives the mock provider
+
+
+@dataclass
+class Console:
+    proc: subprocess.Popen[str]
+    base: str
+    token: str
+
+    @property
+    def origin(self) -> str:
+        return self.base
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+@dataclass
+class Rig:
+    home: Path
+    project: Path
+    env: dict[str, str]
+    worker: subprocess.Popen[bytes]
+    consoles: list[Console] = field(default_factory=list)
+
+    def start_console(self, *flags: str) -> Console:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tempi", "web", "--port", "0", *flags],
+            cwd=self.project,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # the URL, or EOF when it failed
+        found = re.search(r"(http://[^/\s]+)/\?token=(\S+)", line)
+        if found is None:
+            proc.kill()
+            raise AssertionError(
+                f"tempi web printed {line!r}; stderr: {proc.stderr.read() if proc.stderr else ''}"
+            )
+        console = Console(proc, found.group(1), found.group(2))
+        self.consoles.append(console)
+        return console
+
+    def run_session(self, prompt: str) -> str:
+        """A kept session that answered `prompt`; returns its id (its workflow stays open)."""
+        done = run_tempi(
+            ["--model", "mock/mock-model", "--mode", "json", "--no-worker", "-p", prompt],
+            cwd=self.project,
+            env=self.env,
+        )
+        assert done.returncode == 0, done.stderr
+        first = json.loads(done.stdout.splitlines()[0])
+        assert first["type"] == "session"
+        return str(first["id"])
+
+    def session_file(self, session_id: str) -> Path:
+        found = list((self.home / "sessions").glob(f"*/*_{session_id}.jsonl"))
+        assert len(found) == 1, found
+        return found[0]
+
+    def messages(self, session_id: str) -> list[dict[str, Any]]:
+        lines = self.session_file(session_id).read_text().splitlines()[1:]
+        entries = [json.loads(line) for line in lines if line.strip()]
+        return [e["message"] for e in entries if e.get("type") == "message"]
+
+    def close(self) -> None:
+        for console in self.consoles:
+            console.stop()
+        self.worker.terminate()
+        try:
+            self.worker.wait(15)
+        except subprocess.TimeoutExpired:
+            self.worker.kill()
+
+
+def start_rig(home: Path, project: Path, temporal_address: str) -> Rig:
+    project.mkdir(parents=True, exist_ok=True)
+    env = tempi_env(home, temporal_address)
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "tempi", "worker"],
+        cwd=project,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    return Rig(home, project, env, worker)
+
+
+def wait_until(check: Callable[[], Any], timeout: float = 30, what: str = "the condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
