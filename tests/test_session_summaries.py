@@ -47,7 +47,7 @@ def test_a_summary_counts_turns_tokens_and_cost_of_the_file(tmp_path: Path) -> N
             usage = message["usage"]
             expected_tokens += sum(usage[k] for k in ("input", "output", "cacheRead", "cacheWrite"))
             expected_cost += usage["cost"]["total"]
-    (summary,) = list_sessions(tmp_path)
+    (summary,) = list_sessions([tmp_path])
     assert (summary.model, summary.turns) == ("mock/mock-model", 8) and turns == 8
     assert summary.tokens == expected_tokens > 0
     assert summary.cost == expected_cost
@@ -55,7 +55,7 @@ def test_a_summary_counts_turns_tokens_and_cost_of_the_file(tmp_path: Path) -> N
 
 def test_the_cache_follows_changed_added_and_removed_files(tmp_path: Path) -> None:
     path = _place(tmp_path, SOURCE)
-    cache = SummaryCache(tmp_path)
+    cache = SummaryCache([tmp_path])
     (first,) = cache.list()
     last_id = json.loads(SOURCE.read_text().splitlines()[-1])["id"]
 

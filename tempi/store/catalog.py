@@ -286,13 +286,13 @@ class SummaryCache:
     console's overview): a file is read again only when its size or mtime changed, so a
     refresh of a thousand sessions stats them instead of parsing them."""
 
-    def __init__(self, root: Path) -> None:
-        self.root = root
+    def __init__(self, roots: Sequence[Path]) -> None:
+        self.roots = list(roots)
         self._rows: dict[Path, tuple[tuple[int, int], SessionSummary | None]] = {}
 
     def list(self) -> list[SessionSummary]:
         rows: dict[Path, tuple[tuple[int, int], SessionSummary | None]] = {}
-        for path in _session_files(self.root):
+        for path in _session_files(self.roots):
             try:
                 info = path.stat()
             except OSError:

@@ -87,7 +87,7 @@ class Console:
         self.service = service
         self.read_only = read_only
         self.wakeups = _Wakeups()
-        self.summaries = SummaryCache(service.store.root)
+        self.summaries = SummaryCache(service.store.roots)
 
     # --- pages and lists -------------------------------------------------------------
 
