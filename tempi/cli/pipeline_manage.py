@@ -10,7 +10,13 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from tempi.cli.pipeline_run import failure_cause, follow, lost_server_line, state_line
 from tempi.pipeline import run_types as names
-from tempi.pipeline.reports import EXIT_SERVER_LOST, exit_code, final_verify_report, summary_line
+from tempi.pipeline.reports import (
+    EXIT_SERVER_LOST,
+    exit_code,
+    final_verify_report,
+    setup_report,
+    summary_line,
+)
 from tempi.pipeline.run_types import PIPELINE_WORKFLOW, PipelineProgress, ShardStatus
 from tempi.workers.temporal_client import server_gone
 
@@ -121,5 +127,5 @@ async def manage(command: str, workflow_id: str | None, arg: str | None = None) 
             print(f"tempi pipeline: {workflow_id} failed: {failure_cause(err)}", file=sys.stderr)
             return EXIT_USAGE
     print(summary_line(progress))
-    print(final_verify_report(progress), end="")
+    print(setup_report(progress) + final_verify_report(progress), end="")
     return exit_code(progress)

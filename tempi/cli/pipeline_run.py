@@ -35,6 +35,7 @@ from tempi.pipeline.reports import (
     exit_code,
     final_verify_report,
     json_summary,
+    setup_report,
     shard_count,
     summary_line,
     write_reports,
@@ -339,7 +340,7 @@ async def run_pipeline(
         flush=True,
     )
     if not json_mode:
-        print(final_verify_report(progress), end="", flush=True)
+        print(setup_report(progress) + final_verify_report(progress), end="", flush=True)
     if spec.output.patch:
         write_patch(discovery.root, discovery.base_commit, spec.branch, spec.output.patch)
     write_reports(

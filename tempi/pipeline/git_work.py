@@ -94,19 +94,26 @@ def prepare_shard_worktree(repo_root: str, base_commit: str, state_dir: str, sha
     return str(path)
 
 
-def save_shard_patch(cwd: str, base_commit: str, state_dir: str, shard_id: str) -> str:
-    """Everything the shard changed against the base commit (new files too), as a patch file."""
+def save_shard_patch(
+    cwd: str, base_commit: str, state_dir: str, shard_id: str, keep_out: list[str] | None = None
+) -> str:
+    """Everything the shard changed against the base commit (new files too), as a patch file;
+    `keep_out`: pathspecs of what setup gave the worktree, no part of the shard's change."""
     clear_stale_locks(cwd)
-    git(cwd, "add", "-A")
+    git(cwd, "add", "-A", "--", ".", *(keep_out or []))
     patch = git(cwd, "diff", "--cached", "--binary", base_commit)
     path = Path(state_dir) / "shards" / shard_id / "shard.patch"
     path.write_text(patch)
     return str(path)
 
 
+def output_worktree(state_dir: str) -> Path:
+    return Path(state_dir) / "output"
+
+
 def prepare_output(repo_root: str, base_commit: str, branch: str, state_dir: str) -> str:
     """The output branch (made at the base commit if new) checked out in its own worktree."""
-    path = Path(state_dir) / "output"
+    path = output_worktree(state_dir)
     if _is_worktree(path):
         return str(path)
     exists = git(repo_root, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", check=False).strip()
@@ -148,17 +155,24 @@ def committed_shards(worktree: str, base_commit: str, pipeline_id: str) -> dict[
 
 
 def integrate(
-    worktree: str, base_commit: str, patch_path: str, pipeline_id: str, shard_id: str, message: str
+    worktree: str,
+    base_commit: str,
+    patch_path: str,
+    pipeline_id: str,
+    shard_id: str,
+    message: str,
+    keep: list[str] | None = None,
 ) -> tuple[str | None, str | None]:
     """Apply a shard's patch on the output branch and commit it with the trailers; returns
     (commit, None), or (None, why) when the patch does not apply on the branch's head. A
-    retry after the commit was made finds it by its trailer instead of committing twice."""
+    retry after the commit was made finds it by its trailer instead of committing twice.
+    `keep`: pathspecs of what setup made in the checkout, which stays."""
     clear_stale_locks(worktree)
     done = committed_shards(worktree, base_commit, pipeline_id).get(shard_id)
     if done:
         return done, None
     git(worktree, "reset", "-q", "--hard", "HEAD")
-    git(worktree, "clean", "-q", "-fd")
+    git(worktree, "clean", "-q", "-fd", "--", ".", *(keep or []))
     patch = Path(patch_path).read_bytes()
     if patch.strip():
         proc = subprocess.run(
@@ -197,7 +211,7 @@ def release_worktrees(repo_root: str, state_dir: str, done_shards: list[str]) ->
     """At the end of a run: the output worktree goes, so the branch can be checked out
     elsewhere (a rerun makes it again), and so do the worktrees of committed shards. A failed
     shard's worktree stays for a look at what it left."""
-    paths = [Path(state_dir) / "output", *(shard_worktree(state_dir, s) for s in done_shards)]
+    paths = [output_worktree(state_dir), *(shard_worktree(state_dir, s) for s in done_shards)]
     with worktree_changes(repo_root):
         for path in paths:
             if _is_worktree(path):

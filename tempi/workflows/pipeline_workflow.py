@@ -54,6 +54,8 @@ RERUN_ON_CONFLICT = "pipeline-rerun-on-conflict"
 # Histories from before ran a fixed window of shards in one run, with no operator controls,
 # no continue-as-new and no squash.
 CONTROLS = "pipeline-controls"
+# Histories from before left the output worktree holding the branch after a failed setup.
+SETUP_EVERYWHERE = "pipeline-setup-everywhere"
 SETUP_RETRY = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(seconds=1))
 
 
@@ -228,19 +230,22 @@ class PipelineWorkflow:
         await self._final(output)
         if not self.legacy:
             await self._squash(output)
+        await self._release()
+        self.progress.phase = "done"
+        return self.progress
+
+    async def _release(self) -> None:
         await workflow.execute_activity(
             names.RELEASE_WORKTREES,
             ReleaseInput(
-                repo_root=inp.repo_root,
-                state_dir=inp.state_dir,
+                repo_root=self.inp.repo_root,
+                state_dir=self.inp.state_dir,
                 committed_shards=[s.shard.id for s in self.progress.shards if s.state == "committed"],
             ),
             start_to_close_timeout=GIT_TIMEOUT,
             heartbeat_timeout=ACTIVITY_HEARTBEAT,
             retry_policy=GIT_RETRY,
         )
-        self.progress.phase = "done"
-        return self.progress
 
     async def _prepare(self, inp: PipelineInput) -> str | None:
         """The output worktree, with the shards its branch already has marked committed, after
@@ -281,10 +286,13 @@ class PipelineWorkflow:
                 retry_policy=SETUP_RETRY,
             )
             if failed is not None:
+                self.progress.setup_failure = failed
                 code = "timed out" if failed.exit_code is None else f"exit {failed.exit_code}"
                 for status in todo:
                     status.state, status.reason = "failed", f"setup failed ({code}): {failed.command}"
                     status.verify_tail = failed.tail
+                if workflow.patched(SETUP_EVERYWHERE):
+                    await self._release()
                 self.progress.phase = "done"
                 return None
         return ready.worktree
