@@ -108,6 +108,28 @@ def test_setup_reaches_every_shard_and_stays_out_of_the_patches(
     assert not (repo / ".venv").exists()  # the user's checkout is left alone
 
 
+def test_a_run_after_the_last_one_released_its_checkout_sets_up_again(
+    tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
+) -> None:
+    scripted_server.add_scenario("setup-again", {"routes": _routes()})
+    home = tmp_path / "home"
+    write_models_json(home, scripted_server, "setup-again")
+    repo = _repo(tmp_path / "repo")
+    env = tempi_env(home, temporal_address)
+    first = run_tempi(["pipeline", "run", "pipeline.yaml"], cwd=repo, env=env, timeout=180)
+    assert first.returncode == 0, first.stdout + first.stderr
+    asked = len(scripted_server.requests_for("setup-again"))
+
+    # As after a lost database: every shard is on the branch, but the final verify still
+    # needs the venv, in a checkout the first run removed at its end.
+    again = run_tempi(["pipeline", "run", "pipeline.yaml", "--fresh"], cwd=repo, env=env, timeout=180)
+
+    out = again.stdout + again.stderr
+    assert again.returncode == 0, out
+    assert "2 committed, 2 from an earlier run; final verify passed" in out
+    assert len(scripted_server.requests_for("setup-again")) == asked
+
+
 def test_a_failing_setup_stops_the_run_before_any_model_call(
     tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
 ) -> None:

@@ -54,7 +54,9 @@ RERUN_ON_CONFLICT = "pipeline-rerun-on-conflict"
 # Histories from before ran a fixed window of shards in one run, with no operator controls,
 # no continue-as-new and no squash.
 CONTROLS = "pipeline-controls"
-# Histories from before left the output worktree holding the branch after a failed setup.
+# Histories from before ran setup only when a shard was left to run (a final verify that
+# needed what setup made failed in a run whose shards were all committed), and a failed
+# setup left the output worktree holding the branch.
 SETUP_EVERYWHERE = "pipeline-setup-everywhere"
 SETUP_RETRY = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(seconds=1))
 
@@ -269,7 +271,12 @@ class PipelineWorkflow:
             if commit:
                 status.state, status.commit, status.resumed = "committed", commit, True
         todo = [s for s in self.progress.shards if s.state == "pending"]
-        if inp.spec.setup and todo and not self.progress.cancelled:
+        # The final verify runs in this checkout too, and may need what setup makes there.
+        if (
+            inp.spec.setup
+            and not self.progress.cancelled
+            and (todo or (inp.spec.final.verify is not None and workflow.patched(SETUP_EVERYWHERE)))
+        ):
             failed: CommandOutcome | None = await workflow.execute_activity(
                 names.RUN_SETUP,
                 SetupInput(
