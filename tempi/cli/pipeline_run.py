@@ -273,8 +273,14 @@ def lost_server_line(err: BaseException, command: str) -> str:
 
 
 def write_patch(root: str, base: str, branch: str, path: str) -> None:
+    """The branch's change as a patch for the base. From where the branch left the base's
+    history (`base...branch`), so a branch behind the base never turns into a patch that
+    undoes the base's newer commits."""
     proc = subprocess.run(
-        ["git", "-C", root, "diff", "--binary", base, branch], capture_output=True, check=True, timeout=300
+        ["git", "-C", root, "diff", "--binary", f"{base}...{branch}"],
+        capture_output=True,
+        check=True,
+        timeout=300,
     )
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -27,16 +27,48 @@ class GitWorkError(Exception):
     """A git step failed; the message says which and what git said."""
 
 
-def git(cwd: str | Path, *args: str, check: bool = True, stdin: bytes | None = None) -> str:
-    env = dict(os.environ, GIT_TERMINAL_PROMPT="0", GIT_PAGER="cat", LC_ALL="C", **COMMITTER)
-    proc = subprocess.run(
-        ["git", "-C", str(cwd), *args], capture_output=True, env=env, input=stdin, timeout=300, check=False
+def git(
+    cwd: str | Path,
+    *args: str,
+    check: bool = True,
+    stdin: bytes | None = None,
+    env: dict[str, str] | None = None,
+) -> str:
+    return git_bytes(cwd, *args, check=check, stdin=stdin, env=env).decode(errors="replace")
+
+
+def git_ok(
+    cwd: str | Path, *args: str, stdin: bytes | None = None, env: dict[str, str] | None = None
+) -> bool:
+    """Whether `git -C cwd ARGS` succeeds (`merge-base --is-ancestor`, an `apply` that may not)."""
+    return _run(cwd, args, stdin, env).returncode == 0
+
+
+def _run(
+    cwd: str | Path, args: tuple[str, ...], stdin: bytes | None, env: dict[str, str] | None
+) -> subprocess.CompletedProcess[bytes]:
+    full = dict(os.environ, GIT_TERMINAL_PROMPT="0", GIT_PAGER="cat", LC_ALL="C", **COMMITTER)
+    full.update(env or {})
+    return subprocess.run(
+        ["git", "-C", str(cwd), *args], capture_output=True, env=full, input=stdin, timeout=300, check=False
     )
+
+
+def git_bytes(
+    cwd: str | Path,
+    *args: str,
+    check: bool = True,
+    stdin: bytes | None = None,
+    env: dict[str, str] | None = None,
+) -> bytes:
+    """`git -C cwd ARGS`, its output as bytes (a patch is not always UTF-8); `env` adds to
+    (or overrides) the environment, e.g. GIT_INDEX_FILE or a commit's author."""
+    proc = _run(cwd, args, stdin, env)
     if check and proc.returncode != 0:
         raise GitWorkError(
             f"git {' '.join(args[:2])} in {cwd}: {proc.stderr.decode(errors='replace').strip()}"
         )
-    return proc.stdout.decode(errors="replace")
+    return proc.stdout
 
 
 def _is_worktree(path: Path) -> bool:

@@ -17,6 +17,7 @@ from tempi.activities.session_activities import Heartbeater
 from tempi.pipeline import git_work
 from tempi.pipeline import run_types as names
 from tempi.pipeline.commands import run_command
+from tempi.pipeline.rebase import rebase_output, shards_on_base
 from tempi.pipeline.run_types import (
     CommandOutcome,
     IntegrateInput,
@@ -49,9 +50,11 @@ def _said(err: git_work.GitWorkError) -> ApplicationError:
 async def prepare_output(inp: OutputInput) -> OutputReady:
     def work() -> OutputReady:
         tree = git_work.prepare_output(inp.repo_root, inp.base_commit, inp.branch, inp.state_dir)
-        return OutputReady(
-            worktree=tree, committed=git_work.committed_shards(tree, inp.base_commit, inp.pipeline_id)
-        )
+        # The branch from a run on an older base goes on this one first (main moved).
+        rebase_output(tree, inp.base_commit, inp.pipeline_id, inp.state_dir)
+        committed = {shard: inp.base_commit for shard in shards_on_base(inp.state_dir)}
+        committed.update(git_work.committed_shards(tree, inp.base_commit, inp.pipeline_id))
+        return OutputReady(worktree=tree, committed=committed)
 
     try:
         return await _beating(work)
