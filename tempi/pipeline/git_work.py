@@ -249,3 +249,14 @@ def release_worktrees(repo_root: str, state_dir: str, done_shards: list[str]) ->
             if _is_worktree(path):
                 git(repo_root, "worktree", "remove", "--force", str(path))
         git(repo_root, "worktree", "prune")
+
+
+def remove_worktree(path: Path) -> None:
+    """Remove a pipeline's worktree and git's record of it; a checkout whose repository is
+    gone (or forgot it) is just deleted."""
+    common = git(path, "rev-parse", "--path-format=absolute", "--git-common-dir", check=False).strip()
+    if common and _is_worktree(path):
+        git(common, "worktree", "remove", "--force", str(path))
+        git(common, "worktree", "prune")
+    elif path.exists():
+        shutil.rmtree(path)

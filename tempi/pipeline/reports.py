@@ -54,6 +54,24 @@ def exit_code(progress: PipelineProgress) -> int:
     return EXIT_OK
 
 
+_OUTCOMES = {
+    EXIT_OK: "done",
+    EXIT_SHARDS_FAILED: "some shards failed",
+    EXIT_SETUP_FAILED: "setup failed",
+    EXIT_FINAL_VERIFY: "final verify failed",
+    EXIT_BUDGET: "stopped by its budget",
+    EXIT_CANCELLED: "cancelled",
+}
+
+
+def outcome_line(progress: PipelineProgress) -> str:
+    """A finished pipeline in a few words, as `tempi pipeline list` shows it."""
+    code = exit_code(progress)
+    c = counts(progress)
+    parts = ", ".join(f"{c[state]} {state}" for state in sorted(c, key=lambda s: -c[s]))
+    return f"{_OUTCOMES.get(code, 'finished')} (exit {code}): {parts}"
+
+
 def shard_count(n: int) -> str:
     return f"{n} shard" if n == 1 else f"{n} shards"
 
