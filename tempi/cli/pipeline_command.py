@@ -55,8 +55,8 @@ examples:
   tempi pipeline concurrency ID 8                       more (or fewer) shards at once
 
 exit codes: 0 all shards committed or skipped (and the final verify passed); 1 some shards failed, the
-rest committed; 2 spec or usage error; 3 configuration error (no key, Temporal unreachable);
-5 the final verify failed; 6 a budget or the deadline stopped it (the same command goes on);
+rest committed; 2 spec or usage error; 3 configuration error (no key, Temporal unreachable,
+the spec's setup failed); 4 the server went away (run the same command again); 5 the final verify failed; 6 a budget or the deadline stopped it (the same command goes on);
 7 cancelled
 """
 
@@ -75,7 +75,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Run the pipeline SPEC describes. If this spec on this base commit ran before, "
         "follow that run instead (a finished one: its result, with no model request).",
         epilog="exit codes: 0 all committed; 1 some shards failed; 2 spec or usage error; "
-        "3 configuration error; 5 final verify failed; 6 budget or deadline reached (run it again "
+        "3 configuration error or setup failed; 4 server lost; 5 final verify failed; 6 budget or deadline reached (run it again "
         "to go on); 7 cancelled",
     )
     run.add_argument("spec", metavar="SPEC.yaml", help="the pipeline spec (see `tempi pipeline schema`)")
