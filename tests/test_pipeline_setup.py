@@ -130,6 +130,27 @@ def test_a_run_after_the_last_one_released_its_checkout_sets_up_again(
     assert len(scripted_server.requests_for("setup-again")) == asked
 
 
+def test_a_run_after_a_budget_stop_sets_up_again_for_what_is_left(
+    tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
+) -> None:
+    scripted_server.add_scenario("setup-budget", {"routes": _routes()})
+    home = tmp_path / "home"
+    write_models_json(home, scripted_server, "setup-budget")
+    repo = _repo(tmp_path / "repo")
+    env = tempi_env(home, temporal_address)
+    spec = repo / "pipeline.yaml"  # edited, not committed: the base, and so the pipeline, stays
+    spec.write_text(SPEC.replace("concurrency: 2", "concurrency: 1\nbudget: {max_cost_usd: 0.001}") + SETUP)
+    stopped = run_tempi(["pipeline", "run", "pipeline.yaml"], cwd=repo, env=env, timeout=180)
+    assert stopped.returncode == 6, stopped.stdout + stopped.stderr
+
+    spec.write_text(SPEC.replace("concurrency: 2", "concurrency: 1\nbudget: {max_cost_usd: 1}") + SETUP)
+    finished = run_tempi(["pipeline", "run", "pipeline.yaml"], cwd=repo, env=env, timeout=180)
+
+    out = finished.stdout + finished.stderr
+    assert finished.returncode == 0, out
+    assert "2 shards: 2 committed, 1 from an earlier run; final verify passed" in out
+
+
 def test_a_failing_setup_stops_the_run_before_any_model_call(
     tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
 ) -> None:

@@ -23,7 +23,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from tempi.pipeline.commands import run_command
-from tempi.pipeline.git_work import git
+from tempi.pipeline.git_work import GitWorkError, git
 from tempi.pipeline.run_types import CommandOutcome
 
 SETUP_TIMEOUT_S = 3600
@@ -45,7 +45,7 @@ def setup_record(worktree: str | Path) -> SetupRecord | None:
     """What setup made in this checkout, when it ran there and all of it is still there."""
     try:
         record = SetupRecord.model_validate_json(_marker(worktree).read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, GitWorkError):  # GitWorkError: a checkout git forgot
         return None
     if all(os.path.lexists(Path(worktree) / p) for p in record.products):
         return record
@@ -89,7 +89,11 @@ def share_setup(source: str | Path, target: str | Path) -> list[str]:
 
 
 def _link_farm(source: Path, target: Path, products: list[str]) -> None:
-    cmd = ["cp", "-a", "--parents", "-t", str(target), "--", *products]
+    # A path the shard's checkout has already (tracked at its commit) stays as it is.
+    missing = [p for p in products if not os.path.lexists(target / p)]
+    if not missing:
+        return
+    cmd = ["cp", "-a", "--parents", "-t", str(target), "--", *missing]
     linked = subprocess.run([cmd[0], "-l", *cmd[1:]], cwd=source, capture_output=True, check=False)
     if linked.returncode != 0:
         # Another file system (no hard links across it): a copy.
