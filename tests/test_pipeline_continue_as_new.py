@@ -48,5 +48,9 @@ async def test_a_long_pipeline_continues_as_new_and_commits_every_shard_once(
     runs = await history_runs(await connect(temporal_address), workflow_id, summary["runs"])
     print(f"{TARGETS} shards, budget {BUDGET}: {len(runs)} runs, events {runs}")
     assert summary["runs"] >= 3
+    # `list` shows the pipeline once, with its outcome, not once per run.
+    listed = run_tempi(["pipeline", "list"], cwd=repo, env=env).stdout.splitlines()
+    ours = [line.split("  ")[1] for line in listed if line.startswith(f"{workflow_id}  ")]
+    assert ours == [f"done (exit 0): {TARGETS} committed"]
     # A run stops starting shards at the budget; the ones at work (3 at most) finish in it.
     assert max(runs) < BUDGET + 3 * 40

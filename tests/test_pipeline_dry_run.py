@@ -51,6 +51,10 @@ def test_dry_run_shows_the_shards_and_asks_no_model(
     assert f"pipeline id  {pipeline_id(load_spec(spec_path), main)}" in out
     assert "model        mock/mock-model" in out
     assert "shards       6 (by file, at most 1 per shard), 2 at a time" in out
+    # What else the spec decides, so a reviewer sees it before a run spends anything.
+    assert "final        verify python -m pytest -q, commits per-shard\n" in out
+    assert "budget       max $50, 80 turns a shard, deadline 6h\n" in out
+    assert "context      Shared instructions for every shard\n" in out
     for i, module in enumerate(MODULES, start=1):
         assert f"shard {i}/6 " in out and f": {module}\n" in out
         assert f"  migrate: Migrate {module} from old_api to new_api.\n" in out

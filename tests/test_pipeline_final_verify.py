@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -161,3 +162,50 @@ def test_losing_the_server_under_a_run_exits_4_with_pipeline_advice(
     assert code == EXIT_SERVER_LOST, said
     assert "lost the Temporal server" in said and "`tempi pipeline run pipeline.yaml` goes on" in said
     assert "Traceback" not in said and "tempi --continue" not in said
+
+
+def test_ctrl_c_leaves_the_run_going_and_wait_writes_its_reports(
+    tmp_path: Path, scripted_server: ScriptedLLMServer
+) -> None:
+    scripted_server.add_scenario("ctrl-c", _turns())
+    home = tmp_path / "home"
+    write_models_json(home, scripted_server, "ctrl-c")
+    started, release = tmp_path / "verify-started", tmp_path / "verify-release"
+    wait = f"touch {started}; for i in $(seq 600); do [ -e {release} ] && break; sleep 0.1; done"
+    repo = _repo(tmp_path / "repo", wait, "true")
+    (repo / "pipeline.yaml").write_text(SPEC + "report: {json: out/s.json}\noutput: {patch: out/o.patch}\n")
+    git(repo, "commit", "-q", "-am", "reports")
+    env = tempi_env(home, None)  # the background service runs the pipeline, as for a user
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tempi", "pipeline", "run", "pipeline.yaml"],
+            cwd=repo,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 120
+        while not started.exists():
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, out + err
+        workflow_id = out.split("workflow ")[1].split()[0]
+        assert f"stopped following {workflow_id}; the pipeline goes on" in err
+        assert f"`tempi pipeline wait {workflow_id}` follows it again and writes the reports" in err
+        assert "Traceback" not in err
+        assert not (repo / "out/s.json").exists()
+        release.touch()
+
+        waited = run_tempi(["pipeline", "wait", workflow_id], cwd=tmp_path, env=env, timeout=180)
+    finally:
+        release.touch()
+        if proc.poll() is None:
+            proc.kill()
+        run_tempi(["server", "stop", "--force"], cwd=repo, env=env, timeout=60)
+
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    assert json.loads((repo / "out/s.json").read_text())["counts"] == {"committed": 1}
+    assert "src/app.py" in (repo / "out/o.patch").read_text()

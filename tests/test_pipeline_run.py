@@ -186,8 +186,14 @@ def test_pipeline_commits_verified_shards_repairs_one_and_reports_the_failure(
     assert len(scripted_server.requests_for("pipeline-run")) == requests
     assert git(repo, "log", "--format=%H", "main..tempi/migrate").count("\n") == 5
     workflow_id = again.stdout.split("workflow ")[1].split()[0]
+    # The list says what became of it (not Temporal's "completed"); a cancel says it is over.
     listed = run_tempi(["pipeline", "list"], cwd=repo, env=env)
-    assert f"{workflow_id}  completed" in listed.stdout, listed.stdout + listed.stderr
+    assert f"{workflow_id}  some shards failed (exit 1): 5 committed, 1 failed  started " in listed.stdout, (
+        listed.stdout + listed.stderr
+    )
+    cancel = run_tempi(["pipeline", "cancel", workflow_id], cwd=repo, env=env)
+    assert cancel.returncode == 2
+    assert f"{workflow_id} has finished (some shards failed (exit 1)" in cancel.stderr, cancel.stderr
     status = run_tempi(["pipeline", "status", workflow_id], cwd=repo, env=env)
     assert "failed: src/mods/delta.py" in status.stdout and "phase done" in status.stdout, (
         status.stdout + status.stderr
@@ -201,6 +207,14 @@ def test_pipeline_commits_verified_shards_repairs_one_and_reports_the_failure(
     routes = [r.route for r in scripted_server.requests_for("pipeline-run")[requests:]]
     assert routes == ["delta.py"] * 4
     assert git(repo, "log", "--format=%H", "main..tempi/migrate").count("\n") == 5
+
+    # The failed shard's worktree stayed for a look; `clean` removes it.
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 2
+    cleaned = run_tempi(["pipeline", "clean"], cwd=repo, env=env)
+    assert cleaned.returncode == 0 and "removed 1 worktree;" in cleaned.stdout, (
+        cleaned.stdout + cleaned.stderr
+    )
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
 
 
 @pytest.mark.slow

@@ -30,6 +30,7 @@ from tempi.workers.temporal_client import TemporalUnreachable, server_gone
 
 EXIT_USAGE = 2  # a spec or usage error
 EXIT_CONFIG = 3  # a configuration error (no model, a broken models.json)
+EXIT_INTERRUPTED = 130  # Ctrl-C: this command stopped following; the pipeline goes on
 
 DESCRIPTION = """\
 Run one coding-agent task over many files of a repository, shard by shard, from a spec
@@ -48,13 +49,14 @@ examples:
                                                         the base commit, id, shards and first prompts
   tempi pipeline run spec.yaml --junit out/junit.xml    run it (or follow it again), with a JUnit report
   tempi pipeline list; tempi pipeline status ID         the pipelines on the server; one's shards
+  tempi pipeline clean                                  remove the worktrees failed shards left
   tempi pipeline pause ID; tempi pipeline resume ID     hold new shards back; let them start again
   tempi pipeline retry ID SHARD; skip ID SHARD          run a failed shard again; leave a pending one out
   tempi pipeline concurrency ID 8                       more (or fewer) shards at once
 
 exit codes: 0 all shards committed or skipped (and the final verify passed); 1 some shards failed, the
-rest committed; 2 spec or usage error; 3 configuration error (no key, Temporal unreachable);
-5 the final verify failed; 6 a budget or the deadline stopped it (the same command goes on);
+rest committed; 2 spec or usage error; 3 configuration error (no key, Temporal unreachable,
+the spec's setup failed); 4 the server went away (run the same command again); 5 the final verify failed; 6 a budget or the deadline stopped it (the same command goes on);
 7 cancelled
 """
 
@@ -73,7 +75,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Run the pipeline SPEC describes. If this spec on this base commit ran before, "
         "follow that run instead (a finished one: its result, with no model request).",
         epilog="exit codes: 0 all committed; 1 some shards failed; 2 spec or usage error; "
-        "3 configuration error; 5 final verify failed; 6 budget or deadline reached (run it again "
+        "3 configuration error or setup failed; 4 server lost; 5 final verify failed; 6 budget or deadline reached (run it again "
         "to go on); 7 cancelled",
     )
     run.add_argument("spec", metavar="SPEC.yaml", help="the pipeline spec (see `tempi pipeline schema`)")
@@ -117,6 +119,13 @@ def _parser() -> argparse.ArgumentParser:
         cmd = sub.add_parser(name, help=what, description=f"{what}.")
         cmd.add_argument("pipeline", metavar="ID", help="a pipeline's workflow id (`tempi pipeline list`)")
     sub.add_parser("list", help="the pipelines on this server, newest first")
+    sub.add_parser(
+        "clean",
+        help="remove the worktrees pipelines left (failed shards') except a running one's",
+        description="remove the git worktrees finished pipelines left behind: a failed shard's "
+        "(kept for a look at what it did) and a stopped run's output checkout. A running "
+        "pipeline's stay; session files stay.",
+    )
     for name, what in (
         ("pause", "pause a pipeline: no new shard starts, the running ones finish"),
         ("resume", "resume a paused pipeline"),
@@ -241,6 +250,8 @@ def _real_run(spec: PipelineSpec, discovery: Discovery, args: argparse.Namespace
     except TemporalUnreachable as err:
         print(f"tempi pipeline: {err}", file=sys.stderr)
         return EXIT_CONFIG
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
     except RPCError as err:
         if not server_gone(err):
             raise
@@ -288,6 +299,19 @@ def _print_plan(spec: PipelineSpec, plan: PipelinePlan, model: str, spec_path: s
             f"verify       {spec.verify.command} (timeout {format_duration(spec.verify.timeout)}, "
             f"{repairs} repair{'s' if repairs != 1 else ''})"
         )
+    final = spec.final.verify or "none"
+    lines.append(f"final        verify {final}, commits {spec.final.commits}")
+    budget = spec.budget
+    limits = [
+        f"max ${budget.max_cost_usd:g}" if budget.max_cost_usd is not None else "",
+        f"{budget.max_turns_per_shard} turns a shard" if budget.max_turns_per_shard is not None else "",
+        f"deadline {format_duration(budget.deadline)}" if budget.deadline is not None else "",
+    ]
+    lines.append(f"budget       {', '.join(limit for limit in limits if limit) or 'none'}")
+    if spec.context.strip():
+        context = spec.context.strip().splitlines()
+        lines.append(f"context      {context[0]}")
+        lines += [f"             {line}" for line in context[1:]]
     lines.append(
         f"output       branch {plan.branch}" + (f", patch {spec.output.patch}" if spec.output.patch else "")
     )

@@ -1,16 +1,34 @@
-"""`tempi pipeline status|attach|wait|cancel|list|pause|resume|retry|skip|concurrency`:
+"""`tempi pipeline status|attach|wait|cancel|list|clean|pause|resume|retry|skip|concurrency`:
 pipelines on the Temporal server, by their workflow id."""
 
 from __future__ import annotations
 
 import sys
+from datetime import datetime
 
-from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailedError
+from temporalio.client import (
+    Client,
+    WorkflowExecution,
+    WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowUpdateFailedError,
+)
 from temporalio.service import RPCError, RPCStatusCode
 
+from tempi.cli.pipeline_outputs import remembered, write_outputs
 from tempi.cli.pipeline_run import failure_cause, follow, lost_server_line, state_line
+from tempi.config.paths import tempi_home
+from tempi.pipeline import git_work
 from tempi.pipeline import run_types as names
-from tempi.pipeline.reports import EXIT_SERVER_LOST, exit_code, final_verify_report, summary_line
+from tempi.pipeline.reports import (
+    EXIT_SERVER_LOST,
+    exit_code,
+    final_verify_report,
+    outcome_line,
+    setup_report,
+    summary_line,
+)
 from tempi.pipeline.run_types import PIPELINE_WORKFLOW, PipelineProgress, ShardStatus
 from tempi.workers.temporal_client import server_gone
 
@@ -29,14 +47,52 @@ async def _progress(client: Client, workflow_id: str) -> PipelineProgress:
 
 
 async def _list(client: Client) -> int:
-    query = f"WorkflowType = '{PIPELINE_WORKFLOW}'"
-    count = 0
-    async for w in client.list_workflows(query):
-        status = w.status.name.lower() if w.status else "unknown"
-        print(f"{w.id}  {status}  started {w.start_time.isoformat(timespec='seconds')}")
-        count += 1
-    if not count:
+    """One line per pipeline (a pipeline that continued as new has a run per history), newest
+    first, with what became of it."""
+    latest: dict[str, WorkflowExecution] = {}
+    first_start: dict[str, datetime] = {}
+    async for w in client.list_workflows(f"WorkflowType = '{PIPELINE_WORKFLOW}'"):
+        if w.id not in latest or w.start_time > latest[w.id].start_time:
+            latest[w.id] = w
+        first_start[w.id] = min(first_start.get(w.id, w.start_time), w.start_time)
+    for w in sorted(latest.values(), key=lambda w: first_start[w.id], reverse=True):
+        said = await _outcome(client, w)
+        print(f"{w.id}  {said}  started {first_start[w.id].isoformat(timespec='seconds')}")
+    if not latest:
         print("no pipelines on this server")
+    return 0
+
+
+async def _outcome(client: Client, w: WorkflowExecution | WorkflowExecutionDescription) -> str:
+    """What became of a pipeline: running, or its result as the exit code says it."""
+    status = w.status
+    if status == WorkflowExecutionStatus.RUNNING:
+        return "running"
+    if status != WorkflowExecutionStatus.COMPLETED:
+        return status.name.lower() if status else "unknown"
+    handle = client.get_workflow_handle(w.id, run_id=w.run_id, result_type=PipelineProgress)
+    return outcome_line(await handle.result(follow_runs=False))
+
+
+async def _clean(client: Client) -> int:
+    """Remove the worktrees pipelines left (a failed shard's, kept for a look at what it
+    did; a stopped run's output checkout), except those of a pipeline still running."""
+    running = [
+        w.id
+        async for w in client.list_workflows(
+            f"WorkflowType = '{PIPELINE_WORKFLOW}' AND ExecutionStatus = 'Running'"
+        )
+    ]
+    removed = 0
+    for state in sorted(p for p in (tempi_home() / "pipelines").glob("*") if p.is_dir()):
+        if any(w == state.name or w.startswith(state.name + "-") for w in running):
+            print(f"{state.name}: running; its worktrees stay")
+            continue
+        for tree in [*sorted(state.glob("shards/*/work")), git_work.output_worktree(str(state))]:
+            if tree.exists():
+                git_work.remove_worktree(tree)
+                removed += 1
+    print(f"removed {removed} worktree{'' if removed == 1 else 's'}; the shards' session files stay")
     return 0
 
 
@@ -72,12 +128,22 @@ async def manage(command: str, workflow_id: str | None, arg: str | None = None) 
     from tempi.cli.runtime import open_runtime
 
     # A query is answered by a worker: with TEMPORAL_ADDRESS, this process runs one.
-    async with open_runtime(no_worker=command in ("list", "cancel"), quiet=True) as rt:
+    async with open_runtime(no_worker=command in ("list", "cancel", "clean"), quiet=True) as rt:
         if command == "list":
             return await _list(rt.client)
+        if command == "clean":
+            return await _clean(rt.client)
         assert workflow_id is not None
         try:
             if command == "cancel":
+                described = await rt.client.get_workflow_handle(workflow_id).describe()
+                if described.status != WorkflowExecutionStatus.RUNNING:
+                    said = await _outcome(rt.client, described)
+                    print(
+                        f"tempi pipeline: {workflow_id} has finished ({said}); there is nothing to cancel",
+                        file=sys.stderr,
+                    )
+                    return EXIT_USAGE
                 await rt.client.get_workflow_handle(workflow_id).signal("cancel")
                 print(f"{workflow_id}: cancel asked; running shards stop, committed ones stay")
                 return 0
@@ -121,5 +187,8 @@ async def manage(command: str, workflow_id: str | None, arg: str | None = None) 
             print(f"tempi pipeline: {workflow_id} failed: {failure_cause(err)}", file=sys.stderr)
             return EXIT_USAGE
     print(summary_line(progress))
-    print(final_verify_report(progress), end="")
+    print(setup_report(progress) + final_verify_report(progress), end="")
+    outputs = remembered(progress.pipeline_id)
+    if outputs is not None:  # where `run` would have written them
+        write_outputs(progress, outputs)
     return exit_code(progress)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -23,6 +22,7 @@ from tempi.agent.system_prompt import build_system_prompt
 from tempi.agent.thinking_levels import DEFAULT_THINKING_LEVEL, clamp_level
 from tempi.agent.tool_specs import DEFAULT_TOOLS
 from tempi.cli.context_files import discover_context_files
+from tempi.cli.pipeline_outputs import PipelineOutputs, absolute, remember, write_outputs
 from tempi.cli.trust_choice import settle_trust
 from tempi.config.api_keys import has_configured_key
 from tempi.config.mcp_json import mcp_configured
@@ -35,9 +35,9 @@ from tempi.pipeline.reports import (
     exit_code,
     final_verify_report,
     json_summary,
+    setup_report,
     shard_count,
     summary_line,
-    write_reports,
 )
 from tempi.pipeline.run_types import (
     HISTORY_EVENT_BUDGET,
@@ -271,15 +271,6 @@ def lost_server_line(err: BaseException, command: str) -> str:
     )
 
 
-def write_patch(root: str, base: str, branch: str, path: str) -> None:
-    proc = subprocess.run(
-        ["git", "-C", root, "diff", "--binary", base, branch], capture_output=True, check=True, timeout=300
-    )
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_bytes(proc.stdout)
-
-
 def history_budget() -> int:
     """Events a pipeline run's history may reach before it continues as new; a lower
     TEMPI_PIPELINE_HISTORY_EVENTS makes runs (and so each history) smaller."""
@@ -316,6 +307,14 @@ async def run_pipeline(
         concurrency=concurrency or spec.concurrency,
         session=session_template(spec, root),
     )
+    outputs = PipelineOutputs(
+        repo_root=discovery.root,
+        json_path=absolute(json_path or spec.report.json_path),
+        junit=absolute(junit or spec.report.junit),
+        markdown=absolute(markdown or spec.report.markdown),
+        patch=absolute(spec.output.patch),
+    )
+    remember(pid, outputs)
     async with open_runtime(quiet=True) as rt:
         finished = await start_or_find(rt.client, inp, workflow_id)
         # By id alone, so queries and the result follow the pipeline's latest run (it
@@ -327,10 +326,21 @@ async def run_pipeline(
         )
         print(started, file=sys.stderr if json_mode else sys.stdout, flush=True)
         if detach:
-            print(f"detached: `tempi pipeline wait {workflow_id}` follows it", flush=True)
+            print(
+                f"detached: `tempi pipeline wait {workflow_id}` follows it and writes the reports", flush=True
+            )
             return 0
         try:
             progress = await follow(handle, json_mode)
+        except asyncio.CancelledError:  # Ctrl-C: this command stops following, not the pipeline
+            print(
+                f"\ntempi pipeline: stopped following {workflow_id}; the pipeline goes on (on the server, "
+                f"while a worker runs). `tempi pipeline wait {workflow_id}` follows it again and writes "
+                f"the reports; `tempi pipeline cancel {workflow_id}` stops it.",
+                file=sys.stderr,
+                flush=True,
+            )
+            raise
         except WorkflowFailureError as err:
             print(f"tempi pipeline: {spec.name} failed: {failure_cause(err)}", file=sys.stderr)
             return EXIT_USAGE
@@ -339,13 +349,6 @@ async def run_pipeline(
         flush=True,
     )
     if not json_mode:
-        print(final_verify_report(progress), end="", flush=True)
-    if spec.output.patch:
-        write_patch(discovery.root, discovery.base_commit, spec.branch, spec.output.patch)
-    write_reports(
-        progress,
-        json_path=json_path or spec.report.json_path,
-        junit=junit or spec.report.junit,
-        md=markdown or spec.report.markdown,
-    )
+        print(setup_report(progress) + final_verify_report(progress), end="", flush=True)
+    write_outputs(progress, outputs)
     return exit_code(progress)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-from pathlib import Path
 
 from tempi.activities.tools.tool_env import tool_environment
 from tempi.pipeline.run_types import CommandOutcome
@@ -51,17 +50,3 @@ def run_command(command: str, cwd: str, timeout_s: int) -> CommandOutcome:
         tail=tail_of(out.decode(errors="replace")),
         passed=proc.returncode == 0,
     )
-
-
-def run_setup(commands: list[str], cwd: str, state_dir: str, base_commit: str) -> CommandOutcome | None:
-    """The setup commands, once per base commit: a marker in the state directory says they
-    passed, so a resumed run does not run them again. Returns the first failure."""
-    marker = Path(state_dir) / f"setup-{base_commit[:12]}.done"
-    if marker.exists():
-        return None
-    for command in commands:
-        outcome = run_command(command, cwd, 3600)
-        if not outcome.passed:
-            return outcome
-    marker.write_text("\n".join(commands) + "\n")
-    return None

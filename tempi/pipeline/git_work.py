@@ -27,16 +27,48 @@ class GitWorkError(Exception):
     """A git step failed; the message says which and what git said."""
 
 
-def git(cwd: str | Path, *args: str, check: bool = True, stdin: bytes | None = None) -> str:
-    env = dict(os.environ, GIT_TERMINAL_PROMPT="0", GIT_PAGER="cat", LC_ALL="C", **COMMITTER)
-    proc = subprocess.run(
-        ["git", "-C", str(cwd), *args], capture_output=True, env=env, input=stdin, timeout=300, check=False
+def git(
+    cwd: str | Path,
+    *args: str,
+    check: bool = True,
+    stdin: bytes | None = None,
+    env: dict[str, str] | None = None,
+) -> str:
+    return git_bytes(cwd, *args, check=check, stdin=stdin, env=env).decode(errors="replace")
+
+
+def git_ok(
+    cwd: str | Path, *args: str, stdin: bytes | None = None, env: dict[str, str] | None = None
+) -> bool:
+    """Whether `git -C cwd ARGS` succeeds (`merge-base --is-ancestor`, an `apply` that may not)."""
+    return _run(cwd, args, stdin, env).returncode == 0
+
+
+def _run(
+    cwd: str | Path, args: tuple[str, ...], stdin: bytes | None, env: dict[str, str] | None
+) -> subprocess.CompletedProcess[bytes]:
+    full = dict(os.environ, GIT_TERMINAL_PROMPT="0", GIT_PAGER="cat", LC_ALL="C", **COMMITTER)
+    full.update(env or {})
+    return subprocess.run(
+        ["git", "-C", str(cwd), *args], capture_output=True, env=full, input=stdin, timeout=300, check=False
     )
+
+
+def git_bytes(
+    cwd: str | Path,
+    *args: str,
+    check: bool = True,
+    stdin: bytes | None = None,
+    env: dict[str, str] | None = None,
+) -> bytes:
+    """`git -C cwd ARGS`, its output as bytes (a patch is not always UTF-8); `env` adds to
+    (or overrides) the environment, e.g. GIT_INDEX_FILE or a commit's author."""
+    proc = _run(cwd, args, stdin, env)
     if check and proc.returncode != 0:
         raise GitWorkError(
             f"git {' '.join(args[:2])} in {cwd}: {proc.stderr.decode(errors='replace').strip()}"
         )
-    return proc.stdout.decode(errors="replace")
+    return proc.stdout
 
 
 def _is_worktree(path: Path) -> bool:
@@ -94,19 +126,26 @@ def prepare_shard_worktree(repo_root: str, base_commit: str, state_dir: str, sha
     return str(path)
 
 
-def save_shard_patch(cwd: str, base_commit: str, state_dir: str, shard_id: str) -> str:
-    """Everything the shard changed against the base commit (new files too), as a patch file."""
+def save_shard_patch(
+    cwd: str, base_commit: str, state_dir: str, shard_id: str, keep_out: list[str] | None = None
+) -> str:
+    """Everything the shard changed against the base commit (new files too), as a patch file;
+    `keep_out`: pathspecs of what setup gave the worktree, no part of the shard's change."""
     clear_stale_locks(cwd)
-    git(cwd, "add", "-A")
+    git(cwd, "add", "-A", "--", ".", *(keep_out or []))
     patch = git(cwd, "diff", "--cached", "--binary", base_commit)
     path = Path(state_dir) / "shards" / shard_id / "shard.patch"
     path.write_text(patch)
     return str(path)
 
 
+def output_worktree(state_dir: str) -> Path:
+    return Path(state_dir) / "output"
+
+
 def prepare_output(repo_root: str, base_commit: str, branch: str, state_dir: str) -> str:
     """The output branch (made at the base commit if new) checked out in its own worktree."""
-    path = Path(state_dir) / "output"
+    path = output_worktree(state_dir)
     if _is_worktree(path):
         return str(path)
     exists = git(repo_root, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", check=False).strip()
@@ -148,17 +187,24 @@ def committed_shards(worktree: str, base_commit: str, pipeline_id: str) -> dict[
 
 
 def integrate(
-    worktree: str, base_commit: str, patch_path: str, pipeline_id: str, shard_id: str, message: str
+    worktree: str,
+    base_commit: str,
+    patch_path: str,
+    pipeline_id: str,
+    shard_id: str,
+    message: str,
+    keep: list[str] | None = None,
 ) -> tuple[str | None, str | None]:
     """Apply a shard's patch on the output branch and commit it with the trailers; returns
     (commit, None), or (None, why) when the patch does not apply on the branch's head. A
-    retry after the commit was made finds it by its trailer instead of committing twice."""
+    retry after the commit was made finds it by its trailer instead of committing twice.
+    `keep`: pathspecs of what setup made in the checkout, which stays."""
     clear_stale_locks(worktree)
     done = committed_shards(worktree, base_commit, pipeline_id).get(shard_id)
     if done:
         return done, None
     git(worktree, "reset", "-q", "--hard", "HEAD")
-    git(worktree, "clean", "-q", "-fd")
+    git(worktree, "clean", "-q", "-fd", "--", ".", *(keep or []))
     patch = Path(patch_path).read_bytes()
     if patch.strip():
         proc = subprocess.run(
@@ -197,9 +243,20 @@ def release_worktrees(repo_root: str, state_dir: str, done_shards: list[str]) ->
     """At the end of a run: the output worktree goes, so the branch can be checked out
     elsewhere (a rerun makes it again), and so do the worktrees of committed shards. A failed
     shard's worktree stays for a look at what it left."""
-    paths = [Path(state_dir) / "output", *(shard_worktree(state_dir, s) for s in done_shards)]
+    paths = [output_worktree(state_dir), *(shard_worktree(state_dir, s) for s in done_shards)]
     with worktree_changes(repo_root):
         for path in paths:
             if _is_worktree(path):
                 git(repo_root, "worktree", "remove", "--force", str(path))
         git(repo_root, "worktree", "prune")
+
+
+def remove_worktree(path: Path) -> None:
+    """Remove a pipeline's worktree and git's record of it; a checkout whose repository is
+    gone (or forgot it) is just deleted."""
+    common = git(path, "rev-parse", "--path-format=absolute", "--git-common-dir", check=False).strip()
+    if common and _is_worktree(path):
+        git(common, "worktree", "remove", "--force", str(path))
+        git(common, "worktree", "prune")
+    elif path.exists():
+        shutil.rmtree(path)

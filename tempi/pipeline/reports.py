@@ -15,6 +15,8 @@ from tempi.pipeline.run_types import PipelineProgress, ShardStatus
 
 EXIT_OK = 0
 EXIT_SHARDS_FAILED = 1
+# The spec's setup failed, so no shard started: the environment needs fixing, not the shards.
+EXIT_SETUP_FAILED = 3
 EXIT_FINAL_VERIFY = 5
 EXIT_BUDGET = 6
 EXIT_CANCELLED = 7
@@ -40,6 +42,8 @@ def _plain_or_none(text: str | None) -> str | None:
 def exit_code(progress: PipelineProgress) -> int:
     if progress.cancelled:
         return EXIT_CANCELLED
+    if progress.setup_failure is not None:
+        return EXIT_SETUP_FAILED
     if progress.stopped_by:
         return EXIT_BUDGET
     if progress.final_verify == "failed":
@@ -48,6 +52,24 @@ def exit_code(progress: PipelineProgress) -> int:
     if any(s.state not in ("committed", "skipped") for s in progress.shards):
         return EXIT_SHARDS_FAILED
     return EXIT_OK
+
+
+_OUTCOMES = {
+    EXIT_OK: "done",
+    EXIT_SHARDS_FAILED: "some shards failed",
+    EXIT_SETUP_FAILED: "setup failed",
+    EXIT_FINAL_VERIFY: "final verify failed",
+    EXIT_BUDGET: "stopped by its budget",
+    EXIT_CANCELLED: "cancelled",
+}
+
+
+def outcome_line(progress: PipelineProgress) -> str:
+    """A finished pipeline in a few words, as `tempi pipeline list` shows it."""
+    code = exit_code(progress)
+    c = counts(progress)
+    parts = ", ".join(f"{c[state]} {state}" for state in sorted(c, key=lambda s: -c[s]))
+    return f"{_OUTCOMES.get(code, 'finished')} (exit {code}): {parts}"
 
 
 def shard_count(n: int) -> str:
@@ -88,6 +110,8 @@ def summary_line(progress: PipelineProgress) -> str:
     if resumed:
         parts.append(f"{resumed} from an earlier run")
     final = f"; final verify {progress.final_verify}" if progress.final_verify else ""
+    if progress.setup_failure is not None:
+        final = "; setup failed, so no shard started"
     cancelled = "; cancelled" if progress.cancelled else ""
     paused = "; paused (`tempi pipeline resume ID` starts shards again)" if progress.paused else ""
     return (
@@ -109,6 +133,13 @@ def json_summary(progress: PipelineProgress) -> dict[str, Any]:
         "cost_usd": progress.cost_usd(),
         "final_verify": progress.final_verify,
         "final_verify_tail": _plain_or_none(progress.final_verify_tail),
+        "setup_failure": None
+        if progress.setup_failure is None
+        else {
+            "command": progress.setup_failure.command,
+            "exit_code": progress.setup_failure.exit_code,
+            "tail": plain_text(progress.setup_failure.tail),
+        },
         "cancelled": progress.cancelled,
         "stopped_by": progress.stopped_by,
         "paused": progress.paused,
@@ -163,11 +194,22 @@ def _final_verify_case(suite: ET.Element, progress: PipelineProgress) -> bool:
     return False
 
 
+def _setup_case(suite: ET.Element, progress: PipelineProgress) -> bool:
+    failed = progress.setup_failure
+    if failed is None:
+        return False
+    case = ET.SubElement(suite, "testcase", classname="pipeline", name="setup")
+    failure = ET.SubElement(case, "failure", message=plain_text(_setup_said(progress)), type="setup")
+    failure.text = plain_text(failed.tail)
+    return True
+
+
 def junit_xml(progress: PipelineProgress) -> str:
     skipped = sum(s.state == "skipped" for s in progress.shards) + (progress.final_verify == "skipped")
     failures = sum(s.state not in ("committed", "skipped") for s in progress.shards)
     suites = ET.Element("testsuites")
     suite = ET.SubElement(suites, "testsuite", name=plain_text(progress.name))
+    failures += _setup_case(suite, progress)
     for status in progress.shards:
         _testcase(suite, status)
     failures += _final_verify_case(suite, progress)
@@ -184,6 +226,25 @@ def final_verify_report(progress: PipelineProgress) -> str:
         return ""
     tail = plain_text(progress.final_verify_tail or "").rstrip() or "(it printed nothing)"
     return f"final verify failed; the end of its output:\n{tail}\n"
+
+
+def _setup_said(progress: PipelineProgress) -> str:
+    failed = progress.setup_failure
+    assert failed is not None
+    code = "timed out" if failed.exit_code is None else f"exit {failed.exit_code}"
+    return f"setup failed ({code}): {failed.command}"
+
+
+def setup_report(progress: PipelineProgress) -> str:
+    """A failed setup's command and the end of its output, for the terminal and the summaries."""
+    if progress.setup_failure is None:
+        return ""
+    tail = plain_text(progress.setup_failure.tail).rstrip() or "(it printed nothing)"
+    return (
+        f"{_setup_said(progress)}; no shard started, no model was asked. "
+        "Setup runs in a clean checkout of the base commit; the end of its output:\n"
+        f"{tail}\n"
+    )
 
 
 def _md_text(text: str) -> str:
@@ -205,6 +266,9 @@ def markdown(progress: PipelineProgress) -> str:
     for s in progress.shards:
         files = ", ".join(f"`{f}`" for f in s.shard.files)
         lines.append(f"| {s.shard.index} | {files} | {s.state} | {s.repairs} | {_md_text(s.reason or '')} |")
+    if progress.setup_failure is not None:
+        tail = plain_text(progress.setup_failure.tail).rstrip() or "(it printed nothing)"
+        lines += ["", f"### {_md_text(_setup_said(progress)).capitalize()}", "", *_md_code_block(tail)]
     if progress.final_verify == "failed":
         tail = plain_text(progress.final_verify_tail or "").rstrip() or "(it printed nothing)"
         lines += ["", "### Final verify failed", "", *_md_code_block(tail)]

@@ -97,6 +97,8 @@ class PipelineProgress(BaseModel):
     paused: bool = False  # no new shard starts until it is resumed
     concurrency: int | None = None  # shards at work at once (None: a run from before controls)
     runs: int = 1  # runs of the workflow so far (each continue-as-new adds one)
+    # The setup command that failed, so no shard started (its output's tail is in it).
+    setup_failure: CommandOutcome | None = None
 
     def cost_usd(self) -> float:
         """What the pipeline has cost, this run's shards and the runs before it."""

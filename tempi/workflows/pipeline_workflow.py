@@ -54,6 +54,10 @@ RERUN_ON_CONFLICT = "pipeline-rerun-on-conflict"
 # Histories from before ran a fixed window of shards in one run, with no operator controls,
 # no continue-as-new and no squash.
 CONTROLS = "pipeline-controls"
+# Histories from before ran setup only when a shard was left to run (a final verify that
+# needed what setup made failed in a run whose shards were all committed), and a failed
+# setup left the output worktree holding the branch.
+SETUP_EVERYWHERE = "pipeline-setup-everywhere"
 SETUP_RETRY = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(seconds=1))
 
 
@@ -228,19 +232,22 @@ class PipelineWorkflow:
         await self._final(output)
         if not self.legacy:
             await self._squash(output)
+        await self._release()
+        self.progress.phase = "done"
+        return self.progress
+
+    async def _release(self) -> None:
         await workflow.execute_activity(
             names.RELEASE_WORKTREES,
             ReleaseInput(
-                repo_root=inp.repo_root,
-                state_dir=inp.state_dir,
+                repo_root=self.inp.repo_root,
+                state_dir=self.inp.state_dir,
                 committed_shards=[s.shard.id for s in self.progress.shards if s.state == "committed"],
             ),
             start_to_close_timeout=GIT_TIMEOUT,
             heartbeat_timeout=ACTIVITY_HEARTBEAT,
             retry_policy=GIT_RETRY,
         )
-        self.progress.phase = "done"
-        return self.progress
 
     async def _prepare(self, inp: PipelineInput) -> str | None:
         """The output worktree, with the shards its branch already has marked committed, after
@@ -264,7 +271,12 @@ class PipelineWorkflow:
             if commit:
                 status.state, status.commit, status.resumed = "committed", commit, True
         todo = [s for s in self.progress.shards if s.state == "pending"]
-        if inp.spec.setup and todo and not self.progress.cancelled:
+        # The final verify runs in this checkout too, and may need what setup makes there.
+        if (
+            inp.spec.setup
+            and not self.progress.cancelled
+            and (todo or (inp.spec.final.verify is not None and workflow.patched(SETUP_EVERYWHERE)))
+        ):
             failed: CommandOutcome | None = await workflow.execute_activity(
                 names.RUN_SETUP,
                 SetupInput(
@@ -281,10 +293,13 @@ class PipelineWorkflow:
                 retry_policy=SETUP_RETRY,
             )
             if failed is not None:
+                self.progress.setup_failure = failed
                 code = "timed out" if failed.exit_code is None else f"exit {failed.exit_code}"
                 for status in todo:
                     status.state, status.reason = "failed", f"setup failed ({code}): {failed.command}"
                     status.verify_tail = failed.tail
+                if workflow.patched(SETUP_EVERYWHERE):
+                    await self._release()
                 self.progress.phase = "done"
                 return None
         return ready.worktree

@@ -16,7 +16,8 @@ from temporalio.exceptions import ApplicationError
 from tempi.activities.session_activities import Heartbeater
 from tempi.pipeline import git_work
 from tempi.pipeline import run_types as names
-from tempi.pipeline.commands import run_command, run_setup
+from tempi.pipeline.commands import run_command
+from tempi.pipeline.rebase import rebase_output, shards_on_base
 from tempi.pipeline.run_types import (
     CommandOutcome,
     IntegrateInput,
@@ -30,6 +31,7 @@ from tempi.pipeline.run_types import (
     SquashInput,
     VerifyInput,
 )
+from tempi.pipeline.setup import run_setup, setup_excludes, share_setup
 
 T = TypeVar("T")
 
@@ -48,9 +50,11 @@ def _said(err: git_work.GitWorkError) -> ApplicationError:
 async def prepare_output(inp: OutputInput) -> OutputReady:
     def work() -> OutputReady:
         tree = git_work.prepare_output(inp.repo_root, inp.base_commit, inp.branch, inp.state_dir)
-        return OutputReady(
-            worktree=tree, committed=git_work.committed_shards(tree, inp.base_commit, inp.pipeline_id)
-        )
+        # The branch from a run on an older base goes on this one first (main moved).
+        rebase_output(tree, inp.base_commit, inp.pipeline_id, inp.state_dir)
+        committed = {shard: inp.base_commit for shard in shards_on_base(inp.state_dir)}
+        committed.update(git_work.committed_shards(tree, inp.base_commit, inp.pipeline_id))
+        return OutputReady(worktree=tree, committed=committed)
 
     try:
         return await _beating(work)
@@ -60,15 +64,19 @@ async def prepare_output(inp: OutputInput) -> OutputReady:
 
 @activity.defn(name=names.RUN_SETUP)
 async def setup(inp: SetupInput) -> CommandOutcome | None:
-    return await _beating(run_setup, inp.commands, inp.worktree, inp.state_dir, inp.base_commit)
+    return await _beating(run_setup, inp.commands, inp.worktree, inp.base_commit)
 
 
 @activity.defn(name=names.PREPARE_SHARD)
 async def prepare_shard(inp: ShardPrepareInput) -> str:
+    def work() -> str:
+        tree = git_work.prepare_shard_worktree(inp.repo_root, inp.base_commit, inp.state_dir, inp.shard_id)
+        # Steps and verify run here: they get what setup made in the output checkout.
+        share_setup(git_work.output_worktree(inp.state_dir), tree)
+        return tree
+
     try:
-        return await _beating(
-            git_work.prepare_shard_worktree, inp.repo_root, inp.base_commit, inp.state_dir, inp.shard_id
-        )
+        return await _beating(work)
     except git_work.GitWorkError as err:
         raise _said(err) from None
 
@@ -80,20 +88,28 @@ async def verify(inp: VerifyInput) -> CommandOutcome:
 
 @activity.defn(name=names.SAVE_SHARD_PATCH)
 async def save_patch(inp: PatchInput) -> str:
-    return await _beating(git_work.save_shard_patch, inp.cwd, inp.base_commit, inp.state_dir, inp.shard_id)
+    def work() -> str:
+        return git_work.save_shard_patch(
+            inp.cwd, inp.base_commit, inp.state_dir, inp.shard_id, keep_out=setup_excludes(inp.cwd)
+        )
+
+    return await _beating(work)
 
 
 @activity.defn(name=names.INTEGRATE_SHARD)
 async def integrate(inp: IntegrateInput) -> IntegrateResult:
-    commit, conflict = await _beating(
-        git_work.integrate,
-        inp.worktree,
-        inp.base_commit,
-        inp.patch_path,
-        inp.pipeline_id,
-        inp.shard_id,
-        inp.message,
-    )
+    def work() -> tuple[str | None, str | None]:
+        return git_work.integrate(
+            inp.worktree,
+            inp.base_commit,
+            inp.patch_path,
+            inp.pipeline_id,
+            inp.shard_id,
+            inp.message,
+            keep=setup_excludes(inp.worktree),
+        )
+
+    commit, conflict = await _beating(work)
     if conflict is None:
         return IntegrateResult(commit=commit)
     head = await _beating(git_work.git, inp.worktree, "rev-parse", "HEAD")
