@@ -381,3 +381,23 @@ async def test_github_copilot_gets_its_per_request_headers_and_a_bearer_token(
     assert (second["x-initiator"], second["copilot-vision-request"]) == ("agent", "true")
     # Copilot's token travels as Bearer on every API, Anthropic's included.
     assert first["authorization"] == "Bearer test-key" and "x-api-key" not in first
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_cloudflare_ai_gateway_fills_its_url_from_the_environment_and_sends_its_own_auth(
+    server: ScriptedLLMServer, api: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The scripted server's path stands in for the account and gateway of the real URL.
+    templated = server.url_for(scenario("text", api), api).replace(scenario("text", api), "{CF_TEST_GATEWAY}")
+    model = model_for(server, "text", api, provider="cloudflare-ai-gateway", base_url=templated)
+    monkeypatch.delenv("CF_TEST_GATEWAY", raising=False)
+    missing = final_message(await collect(model))
+    assert missing.stop_reason == "error"
+    assert "CF_TEST_GATEWAY is required for provider cloudflare-ai-gateway" in (missing.error_message or "")
+
+    monkeypatch.setenv("CF_TEST_GATEWAY", scenario("text", api))
+    before = len(server.requests_for(scenario("text", api)))
+    assert final_message(await collect(model)).stop_reason == "stop"
+    (sent,) = server.requests_for(scenario("text", api))[before:]
+    assert sent.headers["cf-aig-authorization"] == "Bearer test-key"
+    assert "authorization" not in sent.headers and "x-api-key" not in sent.headers

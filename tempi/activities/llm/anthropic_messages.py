@@ -16,6 +16,12 @@ from tempi.activities.llm.anthropic_oauth import (
     oauth_headers,
 )
 from tempi.activities.llm.assembler import REDACTED_THINKING_TEXT, MessageAssembler
+from tempi.activities.llm.cloudflare import (
+    AI_GATEWAY,
+    GatewayAnthropic,
+    gateway_headers,
+    with_cloudflare_base_url,
+)
 from tempi.activities.llm.contract import (
     StreamOptions,
     output_token_limit,
@@ -250,8 +256,9 @@ async def stream_anthropic_messages(
     abort: AbortWatch,
 ) -> AsyncGenerator[AssistantMessageEvent, None]:
     api_key = require_api_key(model, options)
+    model = with_cloudflare_base_url(model)
     body = build_request(model, context, options)
-    oauth = is_oauth_token(api_key)
+    oauth = is_oauth_token(api_key) and model.provider != AI_GATEWAY
     settings: dict[str, Any] = dict(
         base_url=model.base_url or None,
         max_retries=options.sdk_retries,
@@ -263,6 +270,9 @@ async def stream_anthropic_messages(
         body = oauth_body(body)
         headers = {**oauth_headers(BETA_HEADERS["anthropic-beta"]), **request_headers(model, options)}
         client = OAuthAnthropic(api_key=None, auth_token=api_key, default_headers=headers, **settings)
+    elif model.provider == AI_GATEWAY:
+        headers = {**BETA_HEADERS, **request_headers(model, options, gateway_headers(model, api_key))}
+        client = GatewayAnthropic(api_key=None, auth_token=None, default_headers=headers, **settings)
     elif model.provider == COPILOT_PROVIDER:
         # Copilot takes its token as Bearer, as a login does, with its per-request headers.
         headers = {**BETA_HEADERS, **request_headers(model, options, context=context)}

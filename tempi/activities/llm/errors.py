@@ -99,6 +99,8 @@ def with_setup_hint(message: str, hint: str) -> str:
     if status is None or int(status.group(1)) not in _SETUP_STATUSES or _OVERFLOW.search(message):
         return message
     return f"{message} ({hint})"
+
+
 def is_overflow_text(text: str) -> bool:
     """Whether an error text says the context was too long for the model."""
     return _OVERFLOW.search(text) is not None

@@ -15,6 +15,12 @@ from openai.types.chat import ChatCompletion
 
 from tempi.activities.llm.abort import AbortWatch, relay_stream
 from tempi.activities.llm.assembler import MessageAssembler
+from tempi.activities.llm.cloudflare import (
+    AI_GATEWAY,
+    GatewayOpenAI,
+    gateway_headers,
+    with_cloudflare_base_url,
+)
 from tempi.activities.llm.contract import (
     StreamOptions,
     compat_flag,
@@ -213,13 +219,15 @@ async def stream_openai_completions(
 ) -> AsyncGenerator[AssistantMessageEvent, None]:
     api_key = require_api_key(model, options)
     body = build_request(model, context, options)
-    client = openai.AsyncOpenAI(
+    model = with_cloudflare_base_url(model)
+    client_type = GatewayOpenAI if model.provider == AI_GATEWAY else openai.AsyncOpenAI
+    client = client_type(
         api_key=api_key,
         base_url=model.base_url or None,
         max_retries=options.sdk_retries,
         timeout=options.timeout_s,
         http_client=shared_http_client(openai.DefaultAsyncHttpxClient),
-        default_headers=request_headers(model, options, context=context),
+        default_headers=request_headers(model, options, gateway_headers(model, api_key), context),
     )
     payload = CONVERSATIONS.encode((API, options.session_id), body, "messages")
     # Chunks come as the SDK's parsed JSON (`object`), not as its models: building a pydantic
