@@ -6,6 +6,7 @@ call differs, so each refuses a request its real service would refuse for its cr
 from __future__ import annotations
 
 from collections.abc import Mapping
+from urllib.parse import parse_qs, urlsplit
 
 from tempi.testing.scripted_llm.openai_errors import openai_error
 from tempi.testing.scripted_llm.openai_responses import OpenAIResponsesWire
@@ -15,7 +16,7 @@ from tempi.testing.scripted_llm.wire import ApiName, WireError
 class AzureResponsesWire(OpenAIResponsesWire):
     name: ApiName = "azure-openai-responses"
 
-    def reject(self, headers: Mapping[str, str], query: Mapping[str, str]) -> WireError | None:
+    def authorize(self, method: str, url: str, headers: Mapping[str, str], body: bytes) -> WireError | None:
         if not headers.get("api-key"):
             # Azure's own wording for a request without a valid key.
             message = (
@@ -24,7 +25,7 @@ class AzureResponsesWire(OpenAIResponsesWire):
                 "endpoint for your resource."
             )
             return openai_error(401, message, "invalid_request_error", "401")
-        if not query.get("api-version"):
+        if not parse_qs(urlsplit(url).query).get("api-version"):
             return openai_error(400, "Missing required query parameter: api-version", "invalid_request_error")
         return None
 
@@ -32,7 +33,7 @@ class AzureResponsesWire(OpenAIResponsesWire):
 class CodexResponsesWire(OpenAIResponsesWire):
     name: ApiName = "openai-codex-responses"
 
-    def reject(self, headers: Mapping[str, str], query: Mapping[str, str]) -> WireError | None:
+    def authorize(self, method: str, url: str, headers: Mapping[str, str], body: bytes) -> WireError | None:
         if not headers.get("authorization", "").startswith("Bearer ") or not headers.get(
             "chatgpt-account-id"
         ):

@@ -293,13 +293,12 @@ class ScriptedLLMServer:
             body={},
             query=dict(request.query),
         )
-        # A wire may refuse what its real service refuses for the credentials (`reject`).
-        reject = getattr(wire, "reject", None)
-        refusal: WireError | None = reject(record.headers, record.query) if reject is not None else None
+        # A wire may refuse what its real service refuses for the credentials.
         authorize = getattr(wire, "authorize", None)
         # The URL as sent: yarl would unescape `%3A`, which a signature covers.
         url = f"{request.scheme}://{request.host}{request.raw_path}"
-        if refusal is None and authorize is not None:
+        refusal: WireError | None = None
+        if authorize is not None:
             refusal = authorize(request.method, url, record.headers, raw)
         if refusal is not None:
             return self._error_response(record, refusal)
