@@ -102,7 +102,8 @@ class InteractiveApp:
         self.cwd = cwd
         self.session_dir = session_dir
         self.args: argparse.Namespace | None = None
-        self.skills: list[Skill] = planned.skills
+        # What /skill:name expands: none when settings turn skill commands off, as in pi.
+        self.skills: list[Skill] = planned.skills if planned.settings.enable_skill_commands else []
         self.display = Display(hide_thinking=planned.settings.hide_thinking_block)
         self.view = LiveView(display=self.display)
         self.footer = self._fresh_footer()
@@ -422,6 +423,11 @@ class InteractiveApp:
             self.view.last_full_output = outcome.full_output
         await self.show(outcome.block)
 
+    def set_completion_rows(self, rows: int) -> None:
+        menu = self.completions.content
+        assert isinstance(menu, Window)  # CompletionsMenu wraps one window
+        menu.height = Dimension(min=1, max=rows)
+
     def open_picker(self, picker: Picker) -> None:
         self.picker = picker
         self.application.invalidate()
@@ -514,6 +520,7 @@ class InteractiveApp:
             ),
             filter=picker_open,
         )
+        self.completions = CompletionsMenu(max_height=self.planned.settings.autocomplete_max_visible)
         editor = Window(
             BufferControl(self.input),
             get_line_prefix=lambda line, wrap: [("class:prompt", "❯ " if line == 0 and not wrap else "  ")],
@@ -530,7 +537,7 @@ class InteractiveApp:
                 Window(height=1, char="─", style="class:rule"),
                 picker,
                 editor,
-                CompletionsMenu(max_height=8),
+                self.completions,
                 Window(height=1, char="─", style="class:rule"),
                 footer,
             ]
@@ -621,6 +628,11 @@ class InteractiveApp:
         def _cancel(event: KeyPressEvent) -> None:
             self.picker = None
 
+        @kb.add("c-s", filter=picker_open)
+        def _save(event: KeyPressEvent) -> None:
+            if self.picker is not None and self.picker.on_save is not None:
+                self.spawn(self.picker.on_save())
+
         @kb.add("backspace", filter=picker_open)
         def _backspace(event: KeyPressEvent) -> None:
             if self.picker:
@@ -667,7 +679,7 @@ class InteractiveApp:
         listed = loaded_resources(
             cwd=self.cwd,
             context_files=self.planned.context_files,
-            skills=self.skills,
+            skills=self.planned.skills,
             templates=self.planned.templates,
             extensions=self.planned.options.extensions or [],
         )

@@ -26,7 +26,7 @@ from tempi.cli.html_export import default_export_path, export_session_html
 from tempi.cli.interactive import login_commands, notes_commands, session_copies, settings_commands
 from tempi.cli.interactive.footer import FooterInfo
 from tempi.cli.interactive.picker import Picker, PickerItem
-from tempi.cli.interactive.render import LiveView, notice
+from tempi.cli.interactive.render import Display, LiveView, notice
 from tempi.cli.interactive.tree_command import open_tree
 from tempi.cli.plan import PlannedRun
 from tempi.cli.session_choice import OpenSession
@@ -48,6 +48,7 @@ class CommandHost(Protocol):
     cwd: Path
     session_dir: Path | None
     footer: FooterInfo
+    display: Display
     view: LiveView
     input: Buffer
     opened: OpenSession
@@ -60,6 +61,8 @@ class CommandHost(Protocol):
     async def write_raw(self, text: str) -> None: ...
 
     def open_picker(self, picker: Picker) -> None: ...
+
+    def set_completion_rows(self, rows: int) -> None: ...
 
     async def refresh_footer(self, *, estimate_context: bool = False) -> None: ...
 
