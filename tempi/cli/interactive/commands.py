@@ -22,7 +22,7 @@ from tempi.agent.prompt_templates import PromptTemplate
 from tempi.agent.session_entries import MessageEntry
 from tempi.agent.skills import Skill
 from tempi.agent.thinking_levels import DEFAULT_THINKING_LEVEL, supported_levels
-from tempi.cli.html_export import default_export_path, export_session_html
+from tempi.cli.html_export import SessionSetup, default_export_path, export_session_html
 from tempi.cli.interactive import login_commands, notes_commands, session_copies, settings_commands
 from tempi.cli.interactive.footer import FooterInfo
 from tempi.cli.interactive.picker import Picker, PickerItem
@@ -283,7 +283,7 @@ async def cmd_export(app: CommandHost, arg: str) -> None:
         )
         return
     target = Path(arg).expanduser() if arg else app.cwd / default_export_path(source)
-    export_session_html(app.service.store, source, target)
+    export_session_html(app.service.store, source, target, await SessionSetup.of(app.session))
     await app.show(notice(f"Exported to {target}", "green"))
 
 
