@@ -55,6 +55,7 @@ from tempi.client.events import POLL_INTERVAL_S
 from tempi.client.transcript import context_messages, context_usage, load_at_leaf
 from tempi.extensions.commands import CommandOutcome, find_command
 from tempi.store.session_store import SessionStore
+from tempi.workers.temporal_connection import TemporalSettingsError
 
 CTRL_C_WINDOW_S = 2.0
 # How long leaving may wait for the server to say whether the session is still working.
@@ -67,6 +68,7 @@ ESCAPE_SEQUENCE_WAIT_S = 0.03
 # Statuses that say something is under way: gone as soon as it is done.
 ABORTING_TEXT = "Aborting…"
 CANCELLING_TEXT = "Cancelling the command…"
+STARTING_SERVER_TEXT = "Starting the tempi server again…"
 # How an extension command's ctx.ui.notify(message, type) looks in the transcript.
 NOTICE_STYLES = {"info": "cyan", "warning": "yellow", "error": "red"}
 # Room the editor, queue and footer need below the live area.
@@ -330,7 +332,7 @@ class InteractiveApp:
                 self.back_to_editor(text)
                 await self.show(notice(refused, "red"))
                 return
-        if self.link.lost:
+        if self.link.lost and not await self._server_back():
             # Sending would wait for the server; keep the text instead of losing it.
             self.back_to_editor(text)
             self.set_status(NOT_SENT_TEXT)
@@ -344,6 +346,21 @@ class InteractiveApp:
         await self.send(
             slash_input.expand_input(changed, self.planned.templates, self.skills), follow_up=follow_up
         )
+
+    async def _server_back(self) -> bool:
+        """The background server is gone (`tempi server stop --force`): a message starts it
+        again, as any tempi command would, and goes once the server answers."""
+        if not self.link.can_restart:
+            return False
+        self.set_status(STARTING_SERVER_TEXT)
+        try:
+            back = await self.link.bring_back()
+        except (RuntimeError, OSError, TemporalSettingsError) as err:  # its log's last words, a key mismatch
+            await self.show(notice(f"The tempi server did not start again: {err}", "red"))
+            return False
+        finally:
+            self.clear_status(STARTING_SERVER_TEXT)
+        return back
 
     def back_to_editor(self, text: str) -> None:
         """Put `text` back in the editor, unless the person has started typing something else."""
@@ -495,7 +512,8 @@ class InteractiveApp:
         if self.status and time.monotonic() - self.status_at < STATUS_SHOWN_S:
             return [("class:status", self.status)]
         if self.link.lost:
-            return [("class:status", "no server · reconnecting… · Ctrl+C twice quits")]
+            again = " · your next message starts it again" if self.link.can_restart else ""
+            return [("class:status", f"no server · reconnecting…{again} · Ctrl+C twice quits")]
         if self.bash_running is not None:
             return [("class:hint", f"running !{self.bash_running} … esc cancels")]
         if self.view.streaming:
