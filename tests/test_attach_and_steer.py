@@ -53,6 +53,7 @@ def test_attach_from_another_process_and_steer_from_a_third(
                 "tool_calls": [{"name": "bash", "arguments": {"command": "sleep 10; echo slow-done"}}],
             },
             {"text": "Steered: doing it your way."},
+            {"text": "Followed up."},
         ],
     )
     home = tmp_path / "home"
@@ -110,11 +111,22 @@ def test_attach_from_another_process_and_steer_from_a_third(
             ["steer", session_id, "Do it my way instead.", "--no-worker"], cwd=tmp_path, env=env
         )
         assert steer.returncode == 0, steer.stderr
+        # Each says what it did with the message, as `abort` and an idle session's steer do.
+        assert f"steering message queued for session {session_id[:8]}" in steer.stderr
+        follow = run_tempi(
+            ["follow-up", session_id[:8], "Then tidy up.", "--no-worker"], cwd=tmp_path, env=env
+        )
+        assert follow.returncode == 0, follow.stderr
+        assert f"follow-up queued for session {session_id[:8]}" in follow.stderr
+        missing = run_tempi(["steer", "nosuch", "hello", "--no-worker"], cwd=tmp_path, env=env)
+        assert missing.returncode != 0
+        assert missing.stderr.count("No session matches") == 1, missing.stderr
 
         final = main.wait_for(
             lambda e: e["type"] == "message_end" and "Steered" in json.dumps(e["message"]), timeout=40
         )
         assert final["message"]["stopReason"] == "stop"
+        main.wait_for(lambda e: e["type"] == "message_end" and "Followed up." in json.dumps(e["message"]))
         assert runner.wait(30) == 0
         # The watcher saw the steering message and the answer, live.
         watcher.wait_for(

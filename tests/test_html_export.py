@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from tempi.cli.export_entries import message_html
 from tests.chromium import chromium_bin, dump_dom, layout_difference, screenshot
 from tests.conftest import run_tempi, tempi_env
 
@@ -222,3 +223,15 @@ def test_choosing_an_entry_shows_its_newest_continuation(tmp_path: Path) -> None
     assert "off" not in _article_classes(dom, "q2")
     assert "off" in _article_classes(dom, "q3")
     assert "off" in _article_classes(dom, "a1b")
+
+
+def test_a_tool_result_counts_its_lines_as_printed() -> None:
+    call = {"type": "toolCall", "id": "c1", "name": "bash", "arguments": {"command": "seq 1 30"}}
+    answer = {"role": "assistant", "content": [call], "stopReason": "toolUse"}
+    printed = "".join(f"{n}\n" for n in range(1, 31))
+    result = {"role": "toolResult", "toolCallId": "c1", "toolName": "bash",
+              "content": [{"type": "text", "text": printed}], "isError": False}  # fmt: skip
+    _, shown = message_html(answer, {"c1": result})
+    assert "30 lines of output" in shown
+    one = dict(result, content=[{"type": "text", "text": "no newline at the end"}])
+    assert "1 line of output" in message_html(answer, {"c1": one})[1]

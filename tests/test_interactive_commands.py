@@ -80,8 +80,10 @@ def test_unknown_commands_are_refused_while_templates_skills_and_pis_commands_an
 
     _run(t, "/settingz")
     t.wait_for("Unknown command /settingz: nothing was sent to the model.")
+    t.keys("C-u")  # the refused line stays in the editor, to be corrected
     _run(t, "/skill:nope")
     t.wait_for("No skill named 'nope'")
+    t.keys("C-u")
     for command, answer in [
         ("/login", "tempi shares pi's logins"),
         ("/logout", "Usage: /logout <provider>"),
@@ -122,10 +124,11 @@ def test_settings_and_scoped_models_apply_and_are_saved(
     home, work = _setup(tmp_path, scripted_server, "cmds-settings", [{"text": "unused"}])
     t = _open(terminals, work, home, temporal_address)
     _run(t, "/settings")
-    t.wait_for("Auto-compact")
+    screen = t.wait_for("Auto-compact")
+    assert "21 in all" in screen  # pi's entries, not tempi's first five
     t.type("auto")
     t.keys("Enter")
-    t.wait_for("Auto-compact: compact the context")
+    t.wait_for("Auto-compact: Automatically compact context")
     t.type("false")
     t.keys("Enter")
     t.wait_for("Auto-compact: false (saved to")
@@ -137,15 +140,35 @@ def test_settings_and_scoped_models_apply_and_are_saved(
     t.type("all")
     t.keys("Enter")
     t.wait_for("Steering mode: all (saved to")
+    _run(t, "/settings")
+    t.wait_for("Autocomplete max items")
+    t.type("autocomplete")
+    t.keys("Enter")
+    t.wait_for("Autocomplete max items: Max visible")
+    t.type("3")
+    t.keys("Enter")
+    t.wait_for("Autocomplete max items: 3 (saved to")
+    # An entry tempi has no use for is shown, with a note, and saves nothing.
+    _run(t, "/settings")
+    t.wait_for("21 in all", after="Autocomplete max items: 3")
+    t.type("theme")
+    t.keys("Enter")
+    t.wait_for("Theme: dark. Not used by tempi: tempi uses the terminal's own colours.")
     saved = json.loads((home / "settings.json").read_text())
     assert saved["compaction"]["enabled"] is False
     assert saved["steeringMode"] == "all"
+    assert saved["autocompleteMaxVisible"] == 3
+    assert "theme" not in saved
 
+    # /scoped-models holds for this session until Ctrl+S saves it, as in pi.
     _run(t, "/scoped-models")
-    t.wait_for("Models Ctrl+P cycles")
+    t.wait_for("session-only")
     t.type("other")
     t.keys("Enter")
-    t.wait_for("Ctrl+P cycles: mock/mock-other (saved to")
+    t.wait_for("Ctrl+P cycles: mock/mock-other (this session; ctrl+s saves)")
+    assert "enabledModels" not in json.loads((home / "settings.json").read_text())
+    t.keys("C-s")
+    t.wait_for("Model selection saved to settings (saved to")
     t.keys("Escape")
     time.sleep(0.5)  # a key right after Esc would read as Alt+key
     assert json.loads((home / "settings.json").read_text())["enabledModels"] == ["mock/mock-other"]

@@ -3,9 +3,12 @@ compared with what pi 0.73.1 answered to the same commands."""
 
 from __future__ import annotations
 
+import base64
+import html
 import json
 import os
 import queue
+import re
 import subprocess
 import sys
 import threading
@@ -362,4 +365,37 @@ def test_sessions_can_be_forked_cloned_switched_and_exported(rpc_factory: Any, t
     assert fresh["sessionId"] not in (original["sessionId"], fork_state["sessionId"])
     assert rpc.call({"type": "get_messages"})["data"]["messages"] == []
     assert rpc.call({"type": "fork", "entryId": "00000000"})["success"] is False
+    assert rpc.close() == 0
+
+
+def test_export_shows_the_system_prompt_the_tools_and_carries_the_jsonl(
+    rpc_factory: Any, tmp_path: Path, scripted_server: ScriptedLLMServer
+) -> None:
+    rpc = rpc_factory(
+        "rpc-export-setup",
+        [{"tool_calls": [{"name": "bash", "arguments": {"command": "seq 1 30"}}]}, {"text": "Counted."}],
+        "--append-system-prompt",
+        "Always count <carefully>.",
+    )
+    rpc.call({"type": "prompt", "message": "count to thirty"})
+    rpc.event("agent_end")
+    state = rpc.call({"type": "get_state"})["data"]
+    out = tmp_path / "export.html"
+    assert rpc.call({"type": "export_html", "outputPath": str(out)})["success"] is True
+    page = out.read_text()
+    # pi's export of a live session: its system prompt and its tools, with their parameters.
+    sent = scripted_server.requests_for("rpc-export-setup")[0].body["messages"][0]["content"]
+    assert "System Prompt" in page and html.escape(sent) in page
+    assert "Always count &lt;carefully&gt;." in page and "<carefully>" not in page
+    assert "Available Tools" in page
+    for tool in ("read", "bash", "edit", "write"):
+        assert f'<span class="tool-name">{tool}</span>' in page
+    assert '<span class="param">command</span>' in page
+    # ... and pi's "↓ JSONL": the session file itself, byte for byte.
+    link = re.search(r'download="([^"]+)"[^>]*href="data:application/x-ndjson;base64,([^"]+)"', page)
+    assert link is not None
+    assert link.group(1) == f"{state['sessionId']}.jsonl"
+    assert base64.b64decode(link.group(2)) == Path(state["sessionFile"]).read_bytes()
+    # `seq 1 30` printed 30 lines, not 31.
+    assert "30 lines of output" in page and "31 lines" not in page
     assert rpc.close() == 0

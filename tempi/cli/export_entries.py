@@ -96,7 +96,7 @@ def tool_html(call: dict[str, Any], result: dict[str, Any] | None) -> str:
         if isinstance(details, dict) and isinstance(details.get("diff"), str):
             body.append(_diff(details["diff"]))
         text = blocks_text(result.get("content"))
-        lines = text.count("\n") + 1 if text else 0
+        lines = len(text.splitlines())  # `seq 1 30` printed 30 lines, its last ending in a newline
         status = "error" if is_error else "ok"
         label = "error" if is_error else f"{lines} line{'s' if lines != 1 else ''} of output"
         body.append(f'<pre class="output">{escape(text)}</pre>{_images(result.get("content"))}')

@@ -5,11 +5,13 @@ script (export_assets/) are inlined, and markdown is rendered here at export tim
 
 The page opens on the session's current branch; `#entry=ID` shows the branch through ID
 (up to its newest leaf) and `&q=TEXT` searches, so links (and headless browsers) can open
-any view.
+any view. A live session's export also shows its system prompt and tools, and every
+export carries the session file for pi's "↓ JSONL" download.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import dataclass
 from html import escape
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from tempi.agent.llm_context import ToolSpec
 from tempi.agent.session_entries import (
     CompactionEntry,
     ModelChangeEntry,
@@ -25,9 +28,11 @@ from tempi.agent.session_entries import (
     epoch_ms,
 )
 from tempi.agent.session_tree import entry_message
+from tempi.agent.tool_specs import TOOL_DEFINITIONS, tool_specs
 from tempi.cli.export_entries import local_time, message_html, preview
 from tempi.cli.export_markdown import render_markdown
 from tempi.cli.export_stats import Stats, message_usage, stats_table
+from tempi.client import SessionClient, SessionNotFound
 from tempi.store.loading import LoadedSession
 from tempi.store.session_store import SessionStore
 
@@ -197,7 +202,81 @@ def _script_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
 
 
-def render_session_html(loaded: LoadedSession) -> str:
+@dataclass
+class SessionSetup:
+    """What a live session runs with and its file does not hold: pi's export shows both."""
+
+    system_prompt: str
+    tools: list[ToolSpec]
+
+    @staticmethod
+    async def of(session: SessionClient) -> SessionSetup | None:
+        """The setup the session's workflow runs with (None when its history cannot say)."""
+        try:
+            config = await session.running_config()
+        except SessionNotFound:
+            return None
+        names = [
+            name for name in config.tools if name in TOOL_DEFINITIONS
+        ]  # MCP/extension tools: by name only
+        return SessionSetup(config.system_prompt, tool_specs(names))
+
+
+SYSTEM_PROMPT_PREVIEW_LINES = 10
+
+
+def _system_prompt_html(prompt: str) -> str:
+    lines = prompt.split("\n")
+    preview = "\n".join(lines[:SYSTEM_PROMPT_PREVIEW_LINES])
+    more = len(lines) - SYSTEM_PROMPT_PREVIEW_LINES
+    if more <= 0:
+        return f'<section class="system-prompt"><h2>System Prompt</h2><pre>{escape(prompt)}</pre></section>'
+    return (
+        f'<section class="system-prompt"><h2>System Prompt</h2><details><summary><pre>{escape(preview)}</pre>'
+        f'<span class="dim">… ({more} more lines, click to expand)</span></summary>'
+        f"<pre>{escape(prompt)}</pre></details></section>"
+    )
+
+
+def _tools_html(tools: list[ToolSpec]) -> str:
+    items = []
+    for tool in tools:
+        properties = tool.parameters.get("properties") or {}
+        required = set(tool.parameters.get("required") or [])
+        params = "".join(
+            f'<li><span class="param">{escape(name)}</span> <span class="dim">{escape(str(prop.get("type", "any")))} '
+            f"{'required' if name in required else 'optional'}</span>"
+            + (f"<div>{escape(str(prop['description']))}</div>" if prop.get("description") else "")
+            + "</li>"
+            for name, prop in properties.items()
+        )
+        summary = f'<span class="tool-name">{escape(tool.name)}</span> - {escape(tool.description)}'
+        items.append(f"<li><details><summary>{summary}</summary><ul>{params}</ul></details></li>" if params
+                     else f"<li>{summary}</li>")  # fmt: skip
+    return f'<section class="tools-list"><h2>Available Tools</h2><ul>{"".join(items)}</ul></section>'
+
+
+def _setup_html(setup: SessionSetup | None) -> str:
+    if setup is None:
+        return ""
+    prompt = _system_prompt_html(setup.system_prompt) if setup.system_prompt else ""
+    return prompt + (_tools_html(setup.tools) if setup.tools else "")
+
+
+def _download_link(session_id: str, jsonl: bytes | None) -> str:
+    """pi's "↓ JSONL": the session file itself, byte for byte, inside the page."""
+    if jsonl is None:
+        return ""
+    data = base64.b64encode(jsonl).decode("ascii")
+    return (
+        f'<a class="download" download="{escape(session_id)}.jsonl" title="Download the session as JSONL" '
+        f'href="data:application/x-ndjson;base64,{data}">↓ JSONL</a>'
+    )
+
+
+def render_session_html(
+    loaded: LoadedSession, *, setup: SessionSetup | None = None, jsonl: bytes | None = None
+) -> str:
     entries = loaded.tree.entries
     results: dict[str, dict[str, Any]] = {}
     for entry in entries:
@@ -249,15 +328,20 @@ def render_session_html(loaded: LoadedSession) -> str:
         f'<h1>{escape(title)}</h1><div class="dim meta">{escape(meta)}</div>'
         f"{stats_table(branch, session)}"
         '<div class="toolbar"><button type="button" data-toggle="tool">Expand tool calls</button>'
-        '<button type="button" data-toggle="thinking">Expand thinking</button></div></header>'
+        '<button type="button" data-toggle="thinking">Expand thinking</button>'
+        f"{_download_link(header.id, jsonl)}</div>{_setup_html(setup)}</header>"
         f'<div id="messages">{articles}</div></main></div>'
         f'<script id="tempi-nodes" type="application/json">{_script_json(nodes)}</script>'
         f"<script>{_asset('viewer.js')}</script></body></html>\n"
     )
 
 
-def export_session_html(store: SessionStore, source: Path, target: Path) -> Path:
-    html = render_session_html(store.load(source))
+def export_session_html(
+    store: SessionStore, source: Path, target: Path, setup: SessionSetup | None = None
+) -> Path:
+    """`setup`: the system prompt and tools of the live session being exported (an export
+    of a file alone has neither, as in pi)."""
+    html = render_session_html(store.load(source), setup=setup, jsonl=source.read_bytes())
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(html, encoding="utf-8")
     return target

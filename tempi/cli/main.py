@@ -134,7 +134,8 @@ async def cmd_server(argv: list[str]) -> int:
         prog="tempi server",
         description="Run Temporal's dev server with a tempi worker in the foreground (web UI included), "
         "or manage the shared background one that tempi starts on demand.",
-        epilog="examples:\n  tempi server status\n  tempi server stop         the next tempi command starts a fresh one\n"
+        epilog="examples:\n  tempi server status\n  tempi server start        (any tempi command also starts it when needed)\n"
+        "  tempi server stop         the next tempi command starts a fresh one\n"
         "  tempi server stop --force even while sessions run (they go on when it is back)\n"
         "  tempi server --port 7233  foreground; point others at it with TEMPORAL_ADDRESS=127.0.0.1:7233\n\n"
         "The foreground server listens on 127.0.0.1, where every local user can reach it and have\n"
@@ -142,7 +143,10 @@ async def cmd_server(argv: list[str]) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
-        "action", nargs="?", choices=["status", "stop"], help="status or stop the background server"
+        "action",
+        nargs="?",
+        choices=["status", "start", "stop"],
+        help="status, start or stop the background server",
     )
     p.add_argument(
         "--port", type=int, default=7233, help="gRPC port (default 7233; the UI listens on port+1000)"
@@ -161,6 +165,12 @@ async def cmd_server(argv: list[str]) -> int:
             return 0
         up = int(time.time() - info.started)
         print(f"tempi server: running at {info.address} (pid {info.pid}, up {up // 60} min {up % 60} s)")
+        return 0
+    if args.action == "start":
+        from tempi.workers.service import ensure_service
+
+        info = await asyncio.to_thread(ensure_service, home, quiet=True)
+        print(f"tempi server: running at {info.address} (pid {info.pid})")
         return 0
     if args.action == "stop":
         from tempi.cli.server_stop import stop_server

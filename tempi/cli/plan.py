@@ -64,6 +64,8 @@ class PlannedRun:
     skills: list[Skill] = field(default_factory=list)
     # --models: what Ctrl+P cycles through instead of every model with a key.
     scoped: list[ScopedModel] = field(default_factory=list)
+    # The AGENTS.md/CLAUDE.md files in the system prompt, in its order (the startup header lists them).
+    context_files: list[str] = field(default_factory=list)
     models_stamp: tuple[Path, float | None] | None = None
 
     @property
@@ -302,4 +304,5 @@ def plan_run(
             discover=not args.no_prompt_templates,
         ),
         scoped=scoped,
+        context_files=[c.path for c in context],
     )

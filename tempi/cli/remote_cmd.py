@@ -88,11 +88,19 @@ async def cmd_remote(argv: list[str], name: str) -> int:
                 await session.steer(args.message)
             else:
                 await session.follow_up(args.message)
+            short = session.session_id[:8]
             if was_idle:
-                short = session.session_id[:8]
                 print(
                     f"tempi: session {short} was idle, so the message started a run "
                     f"(watch it with `tempi attach {short}`)",
+                    file=sys.stderr,
+                )
+            else:
+                when = "after its current tool calls" if name == "steer" else "when it would otherwise stop"
+                what = "steering message" if name == "steer" else "follow-up"
+                print(
+                    f"tempi: {what} queued for session {short}; the model reads it {when} "
+                    f"(watch with `tempi attach {short}`)",
                     file=sys.stderr,
                 )
         elif name == "abort":

@@ -23,7 +23,7 @@ from tempi.cli.extension_commands import (
     outcome_of,
     rpc_command_list,
 )
-from tempi.cli.html_export import default_export_path, export_session_html
+from tempi.cli.html_export import SessionSetup, default_export_path, export_session_html
 from tempi.cli.plan import PlannedRun
 from tempi.cli.session_choice import OpenSession
 from tempi.cli.slash_input import expand_input
@@ -429,7 +429,7 @@ async def export_html(srv: RpcContext, cmd: dict[str, Any]) -> Any:
         if isinstance(wanted, str) and wanted
         else srv.cwd / default_export_path(source)
     )
-    export_session_html(srv.service.store, source, target)
+    export_session_html(srv.service.store, source, target, await SessionSetup.of(srv.session))
     return {"path": str(target)}
 
 

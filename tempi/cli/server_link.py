@@ -14,25 +14,46 @@ from temporalio.service import RPCError
 
 from tempi.client.events import POLL_INTERVAL_S, EventFollower
 from tempi.config.paths import tempi_home
-from tempi.workers.service import read_info
+from tempi.workers.service import ensure_service, read_info
 from tempi.workers.temporal_client import server_gone
 
 LOST_TEXT = (
-    "Lost the tempi server; reconnecting… (the session is kept; any tempi command starts the server again)"
+    "Lost the tempi server; reconnecting… (the session is kept; `tempi server start` or any tempi "
+    "command starts the server again)"
 )
 BACK_TEXT = "Reconnected to the tempi server."
 NOT_SENT_TEXT = (
-    "Not sent: the tempi server is gone. It is back in the editor; send it again once reconnected."
+    "Not sent: the Temporal server does not answer. It is back in the editor; send it again once reconnected."
 )
 CHECK_INTERVAL_S = 1.0
+# How long a message waits for the background server it started again to answer.
+RESTART_WAIT_S = 90.0
 
 
 class ServerLink:
-    def __init__(self, server_up: Callable[[], bool] | None = None) -> None:
+    def __init__(
+        self, server_up: Callable[[], bool] | None = None, start_server: Callable[[], object] | None = None
+    ) -> None:
         # Embedded service: whether it runs, asked locally and cheaply. Elsewhere unknown,
         # so the next RPC is the only way to find out.
         self._server_up = server_up
+        # Embedded service: starts it again (blocking). Elsewhere the server is someone else's.
+        self._start_server = start_server
         self.lost = False
+
+    @property
+    def can_restart(self) -> bool:
+        return self._start_server is not None
+
+    async def bring_back(self) -> bool:
+        """Start the background server again and wait until a call gets through (the SDK's
+        client reconnects by itself); False when it still does not answer."""
+        assert self._start_server is not None, "only the background server is started from here"
+        await asyncio.to_thread(self._start_server)
+        deadline = asyncio.get_running_loop().time() + RESTART_WAIT_S
+        while self.lost and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.1)  # the front end's own polling notes the first answer
+        return not self.lost
 
     def failed(self, err: RPCError) -> str | None:
         """Note a failed call; the text to show when this is news."""
@@ -61,7 +82,7 @@ def link_for(embedded: bool) -> ServerLink:
     if not embedded:
         return ServerLink()
     home = tempi_home()
-    return ServerLink(lambda: read_info(home) is not None)
+    return ServerLink(lambda: read_info(home) is not None, lambda: ensure_service(home, quiet=True))
 
 
 async def events_across_outages(

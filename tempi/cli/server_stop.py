@@ -25,8 +25,8 @@ WORKFLOW_PREFIX = "session-"
 
 WHAT_FORCE_DOES = (
     "`tempi server stop --force` stops it anyway. Nothing is lost: the sessions' workflows stay in "
-    "the server's database and go on by themselves when the server is back (the next tempi "
-    "command starts it). A model answer that was streaming is asked for again then; a tool that "
+    "the server's database and go on by themselves when the server is back (`tempi server "
+    "start`, the next tempi command or a message typed in an open terminal starts it). A model answer that was streaming is asked for again then; a tool that "
     "was running (a bash command, say) is stopped now and not run again, and the model is told "
     "it may not have completed. Terminals showing a session say the server is gone and "
     "reconnect when it is back."

@@ -16,7 +16,7 @@ from tempi.client.forking import fork_session_file
 from tempi.client.options import FindModel, SessionOptions, new_config, resumed_config
 from tempi.client.session import SessionClient
 from tempi.store.catalog import SessionSummary
-from tempi.store.errors import SessionFileError
+from tempi.store.errors import AmbiguousSessionError, SessionFileError, SessionNotFoundError
 from tempi.store.known_end import mark_all_known
 from tempi.store.session_store import SessionStore
 from tempi.workflows.session_types import DEFAULT_TASK_QUEUE, SessionConfig, SessionInput, workflow_id_for
@@ -124,8 +124,10 @@ class SessionService:
             try:
                 path = self.store.find_session(ref, session_dir)
                 session_id = self.store.load(path).header.id
+            except (SessionNotFoundError, AmbiguousSessionError) as err:
+                raise SessionNotFound(str(err)) from err  # it names the reference and where it looked
             except SessionFileError as err:
-                raise SessionNotFound(f"No session matches {ref!r}: {err}") from err
+                raise SessionNotFound(f"Cannot read session {ref!r}: {err}") from err
             session = self.get(session_id)
             if not await session.is_running():
                 raise SessionNotFound(

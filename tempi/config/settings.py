@@ -69,6 +69,8 @@ class Settings(PiModel):
     images: ImagesSettings = Field(default_factory=ImagesSettings)
     hide_thinking_block: bool = False
     quiet_startup: bool = False
+    enable_skill_commands: bool = True
+    autocomplete_max_visible: int = Field(default=5, ge=3, le=20)
 
     def session_dir_path(self, cwd: Path) -> Path | None:
         """`sessionDir` as a path (`~` expanded, relative to `cwd`), or None when unset."""

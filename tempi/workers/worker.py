@@ -44,7 +44,7 @@ WORKFLOWS = [
 # The SDK sends heartbeats at most every 0.8 × the heartbeat timeout (8 s for tools), and a
 # cancellation arrives only in a heartbeat's answer: an abort let a `sleep 3` finish. A short
 # throttle delivers it within a beat.
-HEARTBEAT_THROTTLE = timedelta(milliseconds=200)
+HEARTBEAT_THROTTLE = timedelta(milliseconds=100)
 
 
 GRACE_ENV = "TEMPI_WORKER_GRACE_SECONDS"

@@ -37,12 +37,14 @@ from tempi.agent.messages import ImageContent
 from tempi.agent.skills import Skill
 from tempi.cli import slash_input
 from tempi.cli.extension_commands import after_input_handlers, command_context, outcome_of
+from tempi.cli.git_branch import git_branch
 from tempi.cli.interactive import commands
 from tempi.cli.interactive.footer import FooterInfo, answers_in, usage_tokens
 from tempi.cli.interactive.input_editor import InputCompleter, build_input_buffer, history_for
 from tempi.cli.interactive.key_bindings import add_pi_keys, modified_keys
 from tempi.cli.interactive.picker import Picker
 from tempi.cli.interactive.render import Display, LiveView, bash_block, history_blocks, notice, to_ansi
+from tempi.cli.interactive.startup_header import loaded_resources
 from tempi.cli.open_clients import ClientMark
 from tempi.cli.plan import PlannedRun
 from tempi.cli.queued_messages import editor_text
@@ -53,11 +55,20 @@ from tempi.client.events import POLL_INTERVAL_S
 from tempi.client.transcript import context_messages, context_usage, load_at_leaf
 from tempi.extensions.commands import CommandOutcome, find_command
 from tempi.store.session_store import SessionStore
+from tempi.workers.temporal_connection import TemporalSettingsError
 
 CTRL_C_WINDOW_S = 2.0
 # How long leaving may wait for the server to say whether the session is still working.
 FAREWELL_WAIT_S = 3.0
 STATUS_SHOWN_S = 4.0
+ALT_KEY_WAIT_S = 0.01
+# How long a lone Esc byte waits for the rest of an escape sequence (which a terminal sends
+# in one write): this much of every abort by Esc.
+ESCAPE_SEQUENCE_WAIT_S = 0.03
+# Statuses that say something is under way: gone as soon as it is done.
+ABORTING_TEXT = "Aborting…"
+CANCELLING_TEXT = "Cancelling the command…"
+STARTING_SERVER_TEXT = "Starting the tempi server again…"
 # How an extension command's ctx.ui.notify(message, type) looks in the transcript.
 NOTICE_STYLES = {"info": "cyan", "warning": "yellow", "error": "red"}
 # Room the editor, queue and footer need below the live area.
@@ -93,7 +104,8 @@ class InteractiveApp:
         self.cwd = cwd
         self.session_dir = session_dir
         self.args: argparse.Namespace | None = None
-        self.skills: list[Skill] = planned.skills
+        # What /skill:name expands: none when settings turn skill commands off, as in pi.
+        self.skills: list[Skill] = planned.skills if planned.settings.enable_skill_commands else []
         self.display = Display(hide_thinking=planned.settings.hide_thinking_block)
         self.view = LiveView(display=self.display)
         self.footer = self._fresh_footer()
@@ -133,6 +145,7 @@ class InteractiveApp:
             model=config.model,
             thinking_level=config.thinking_level,
             session_id=config.session_id,
+            git_branch=git_branch(self.cwd),
         )
 
     async def use_session(self, opened: OpenSession, *, history: bool) -> None:
@@ -201,6 +214,12 @@ class InteractiveApp:
         self.status, self.status_at = text, time.monotonic()
         self.application.invalidate()
 
+    def clear_status(self, text: str) -> None:
+        """Take `text` off the status line if it is still there."""
+        if self.status == text:
+            self.status = ""
+            self.application.invalidate()
+
     def spawn(self, coro: Awaitable[Any]) -> None:
         task = asyncio.ensure_future(self._guarded(coro))
         self.tasks.add(task)
@@ -255,11 +274,14 @@ class InteractiveApp:
     def _note(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
         message = event.get("message") or {}
+        if kind == "message_end" and message.get("stopReason") == "aborted":
+            self.clear_status(ABORTING_TEXT)  # "Aborted." is printed now
         if kind == "message_end" and message.get("role") == "assistant":
             self.footer.saw_answer(message)
             if message.get("usage") and message.get("stopReason") not in ("error", "aborted"):
                 self.footer.context_tokens = usage_tokens(message["usage"])
         elif kind == "agent_end":
+            self.clear_status(ABORTING_TEXT)
             self.spawn(self.refresh_footer())
         elif kind == "compaction_end":
             self.spawn(self.refresh_footer(estimate_context=True))
@@ -269,6 +291,7 @@ class InteractiveApp:
     async def refresh_footer(self, *, estimate_context: bool = False) -> None:
         state = await self.session.state()
         self.footer.update_from_state(state)
+        self.footer.git_branch = git_branch(self.cwd)
         loaded, leaf = await load_at_leaf(self.service.store, state.session_file, state.leaf_id)
         self.footer.file_answers = answers_in(loaded.entries) if loaded else {}
         if estimate_context or self.footer.context_tokens is None:
@@ -276,7 +299,8 @@ class InteractiveApp:
             if estimate_context:
                 # After compaction the last answer's usage counts what was dropped.
                 messages = [{k: v for k, v in m.items() if k != "usage"} for m in messages]
-            usage = context_usage(messages, state.model) if messages else None
+            # An empty session uses none of the window: pi shows 0.0% there, not "?".
+            usage = context_usage(messages, state.model) if messages else {"tokens": 0}
             self.footer.context_tokens = int(usage["tokens"]) if usage else None
         self.application.invalidate()
 
@@ -304,13 +328,13 @@ class InteractiveApp:
                 stripped, self.planned.templates, self.skills, list(commands.BY_NAME)
             )
             if refused is not None:
+                # As a message that could not be sent: back in the editor to be corrected.
+                self.back_to_editor(text)
                 await self.show(notice(refused, "red"))
                 return
-        if self.link.lost:
+        if self.link.lost and not await self._server_back():
             # Sending would wait for the server; keep the text instead of losing it.
-            if not self.input.text:
-                self.input.text = text
-                self.input.cursor_position = len(text)
+            self.back_to_editor(text)
             self.set_status(NOT_SENT_TEXT)
             return
         if stripped.startswith("!") and len(stripped) > 1:
@@ -322,6 +346,27 @@ class InteractiveApp:
         await self.send(
             slash_input.expand_input(changed, self.planned.templates, self.skills), follow_up=follow_up
         )
+
+    async def _server_back(self) -> bool:
+        """The background server is gone (`tempi server stop --force`): a message starts it
+        again, as any tempi command would, and goes once the server answers."""
+        if not self.link.can_restart:
+            return False
+        self.set_status(STARTING_SERVER_TEXT)
+        try:
+            back = await self.link.bring_back()
+        except (RuntimeError, OSError, TemporalSettingsError) as err:  # its log's last words, a key mismatch
+            await self.show(notice(f"The tempi server did not start again: {err}", "red"))
+            return False
+        finally:
+            self.clear_status(STARTING_SERVER_TEXT)
+        return back
+
+    def back_to_editor(self, text: str) -> None:
+        """Put `text` back in the editor, unless the person has started typing something else."""
+        if not self.input.text:
+            self.input.text = text
+            self.input.cursor_position = len(text)
 
     async def _after_input_handlers(self, text: str) -> str | None:
         paths = self.planned.options.extensions or []
@@ -387,12 +432,18 @@ class InteractiveApp:
             result = await self.session.bash(command, exclude_from_context=private)
         finally:
             self.bash_running = None
+            self.clear_status(CANCELLING_TEXT)
         outcome = bash_block(
             command, result.output, result.exit_code, result.cancelled, expanded=self.display.expanded
         )
         if outcome.full_output is not None:
             self.view.last_full_output = outcome.full_output
         await self.show(outcome.block)
+
+    def set_completion_rows(self, rows: int) -> None:
+        menu = self.completions.content
+        assert isinstance(menu, Window)  # CompletionsMenu wraps one window
+        menu.height = Dimension(min=1, max=rows)
 
     def open_picker(self, picker: Picker) -> None:
         self.picker = picker
@@ -401,10 +452,10 @@ class InteractiveApp:
     def escape(self) -> None:
         if self.bash_running is not None:
             self.spawn(self.session.abort_bash())
-            self.set_status("Cancelling the command…")
+            self.set_status(CANCELLING_TEXT)
         elif self.view.streaming:
             self.spawn(self.restore_queue(abort=True))
-            self.set_status("Aborting…")
+            self.set_status(ABORTING_TEXT)
 
     async def restore_queue(self, *, abort: bool = False) -> None:
         """pi's Esc (with `abort`) and Alt+Up: the queued messages come back to the editor,
@@ -461,7 +512,8 @@ class InteractiveApp:
         if self.status and time.monotonic() - self.status_at < STATUS_SHOWN_S:
             return [("class:status", self.status)]
         if self.link.lost:
-            return [("class:status", "no server · reconnecting… · Ctrl+C twice quits")]
+            again = " · your next message starts it again" if self.link.can_restart else ""
+            return [("class:status", f"no server · reconnecting…{again} · Ctrl+C twice quits")]
         if self.bash_running is not None:
             return [("class:hint", f"running !{self.bash_running} … esc cancels")]
         if self.view.streaming:
@@ -486,6 +538,7 @@ class InteractiveApp:
             ),
             filter=picker_open,
         )
+        self.completions = CompletionsMenu(max_height=self.planned.settings.autocomplete_max_visible)
         editor = Window(
             BufferControl(self.input),
             get_line_prefix=lambda line, wrap: [("class:prompt", "❯ " if line == 0 and not wrap else "  ")],
@@ -502,7 +555,7 @@ class InteractiveApp:
                 Window(height=1, char="─", style="class:rule"),
                 picker,
                 editor,
-                CompletionsMenu(max_height=8),
+                self.completions,
                 Window(height=1, char="─", style="class:rule"),
                 footer,
             ]
@@ -516,9 +569,11 @@ class InteractiveApp:
             refresh_interval=0.1,
             erase_when_done=True,
         )
-        # A lone Esc aborts; Esc+key is Alt+key. Decide quickly which one it was.
-        app.ttimeoutlen = 0.05
-        app.timeoutlen = 0.3
+        # A lone Esc aborts; Esc+key is Alt+key. Decide quickly which one it was: a terminal
+        # sends Alt+key as one write, so both keys are read together and the wait for a second
+        # key (timeoutlen) only delays a lone Esc, by as much as it is long.
+        app.ttimeoutlen = ESCAPE_SEQUENCE_WAIT_S
+        app.timeoutlen = ALT_KEY_WAIT_S
         return app
 
     def _key_bindings(self, picker_open: Condition) -> KeyBindings:
@@ -591,6 +646,11 @@ class InteractiveApp:
         def _cancel(event: KeyPressEvent) -> None:
             self.picker = None
 
+        @kb.add("c-s", filter=picker_open)
+        def _save(event: KeyPressEvent) -> None:
+            if self.picker is not None and self.picker.on_save is not None:
+                self.spawn(self.picker.on_save())
+
         @kb.add("backspace", filter=picker_open)
         def _backspace(event: KeyPressEvent) -> None:
             if self.picker:
@@ -618,7 +678,8 @@ class InteractiveApp:
                 notice(
                     "tempi · Enter sends · Alt+Enter queues a follow-up · "
                     "Esc aborts · /hotkeys for more · Ctrl+C twice quits"
-                )
+                ),
+                *self._loaded_resources(),
             )
         await self.use_session(self.opened, history=history)
         if prompts[0]:
@@ -631,6 +692,16 @@ class InteractiveApp:
                 task.cancel()
             await asyncio.gather(*self.tasks, return_exceptions=True)
         await self._farewell()
+
+    def _loaded_resources(self) -> list[RenderableType]:
+        listed = loaded_resources(
+            cwd=self.cwd,
+            context_files=self.planned.context_files,
+            skills=self.planned.skills,
+            templates=self.planned.templates,
+            extensions=self.planned.options.extensions or [],
+        )
+        return [listed] if listed is not None else []
 
     async def _farewell(self) -> None:
         if self.opened.throwaway_dir is not None:

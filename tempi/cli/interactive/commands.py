@@ -22,11 +22,11 @@ from tempi.agent.prompt_templates import PromptTemplate
 from tempi.agent.session_entries import MessageEntry
 from tempi.agent.skills import Skill
 from tempi.agent.thinking_levels import DEFAULT_THINKING_LEVEL, supported_levels
-from tempi.cli.html_export import default_export_path, export_session_html
+from tempi.cli.html_export import SessionSetup, default_export_path, export_session_html
 from tempi.cli.interactive import login_commands, notes_commands, session_copies, settings_commands
 from tempi.cli.interactive.footer import FooterInfo
 from tempi.cli.interactive.picker import Picker, PickerItem
-from tempi.cli.interactive.render import LiveView, notice
+from tempi.cli.interactive.render import Display, LiveView, notice
 from tempi.cli.interactive.tree_command import open_tree
 from tempi.cli.plan import PlannedRun
 from tempi.cli.session_choice import OpenSession
@@ -48,6 +48,7 @@ class CommandHost(Protocol):
     cwd: Path
     session_dir: Path | None
     footer: FooterInfo
+    display: Display
     view: LiveView
     input: Buffer
     opened: OpenSession
@@ -60,6 +61,8 @@ class CommandHost(Protocol):
     async def write_raw(self, text: str) -> None: ...
 
     def open_picker(self, picker: Picker) -> None: ...
+
+    def set_completion_rows(self, rows: int) -> None: ...
 
     async def refresh_footer(self, *, estimate_context: bool = False) -> None: ...
 
@@ -280,7 +283,7 @@ async def cmd_export(app: CommandHost, arg: str) -> None:
         )
         return
     target = Path(arg).expanduser() if arg else app.cwd / default_export_path(source)
-    export_session_html(app.service.store, source, target)
+    export_session_html(app.service.store, source, target, await SessionSetup.of(app.session))
     await app.show(notice(f"Exported to {target}", "green"))
 
 

@@ -14,6 +14,7 @@ from rich.console import RenderableType
 from tempi.agent.skills import Skill
 from tempi.cli.interactive.footer import FooterInfo
 from tempi.cli.interactive.picker import Picker
+from tempi.cli.interactive.render import Display
 from tempi.cli.plan import PlannedRun
 from tempi.cli.session_choice import OpenSession
 from tempi.client import SessionClient, SessionService
@@ -28,6 +29,7 @@ class ExtrasHost(Protocol):
     cwd: Path
     session_dir: Path | None
     footer: FooterInfo
+    display: Display
 
     @property
     def session(self) -> SessionClient: ...
@@ -35,6 +37,8 @@ class ExtrasHost(Protocol):
     async def show(self, *blocks: RenderableType) -> None: ...
 
     def open_picker(self, picker: Picker) -> None: ...
+
+    def set_completion_rows(self, rows: int) -> None: ...
 
     async def refresh_footer(self, *, estimate_context: bool = False) -> None: ...
 

@@ -65,6 +65,8 @@ class FooterInfo:
     thinking_level: str = "off"
     session_id: str = ""
     session_name: str | None = None
+    # The checked-out git branch, shown after the directory as pi does (None: no repository).
+    git_branch: str | None = None
     context_tokens: int | None = None
     auto_compaction: bool = True
     # Answers in the session file, and answers seen in events that the file may not hold
@@ -130,7 +132,8 @@ class FooterInfo:
         home = os.path.expanduser("~")
         where = "~" + self.cwd[len(home) :] if home != "/" and self.cwd.startswith(home) else self.cwd
         session = self.session_name or (self.session_id[:8] if self.session_id else "new session")
-        first = f"{where} • {session}"
+        branch = f" ({self.git_branch})" if self.git_branch else ""
+        first = f"{where}{branch} • {session}"
         left = self.stats_text()
         right = f"{self.model.provider}/{self.model.id} • thinking {self.thinking_level}"
         gap = max(2, width - len(left) - len(right))

@@ -28,6 +28,8 @@ class Picker:
     _matches: list[PickerItem] = field(default_factory=list)
     # What Esc leads back to (pi's "Summarize branch?" returns to the tree); None: nothing.
     on_cancel: Callable[[], Awaitable[None]] | None = None
+    # What Ctrl+S does (pi's /scoped-models saves its choice); None: nothing.
+    on_save: Callable[[], Awaitable[None]] | None = None
 
     def __post_init__(self) -> None:
         self._filter()
