@@ -18,7 +18,6 @@ from tempi.activities.llm.anthropic_oauth import (
 from tempi.activities.llm.assembler import REDACTED_THINKING_TEXT, MessageAssembler
 from tempi.activities.llm.cloudflare import (
     AI_GATEWAY,
-    GatewayAnthropic,
     gateway_headers,
     with_cloudflare_base_url,
 )
@@ -75,6 +74,17 @@ class OAuthAnthropic(anthropic.AsyncAnthropic):
     @property
     def _api_key_auth(self) -> dict[str, str]:
         return {}
+
+
+class GatewayAnthropic(anthropic.AsyncAnthropic):
+    """The Anthropic client without `x-api-key` or `Authorization`, for AI Gateway."""
+
+    @property
+    def auth_headers(self) -> dict[str, str]:
+        return {}
+
+    def _validate_headers(self, headers: Any, omitted: Any) -> None:
+        return None
 
 
 _STOP_REASONS: dict[str, StopReason] = {

@@ -6,10 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any
-
-import anthropic
-import openai
 
 from tempi.activities.llm.errors import ProviderError
 from tempi.agent.model_spec import ModelSpec
@@ -40,28 +36,3 @@ def with_cloudflare_base_url(model: ModelSpec) -> ModelSpec:
 def gateway_headers(model: ModelSpec, api_key: str) -> dict[str, str]:
     """The gateway's own authorization header; the provider's key header is left out."""
     return {"cf-aig-authorization": f"Bearer {api_key}"} if model.provider == AI_GATEWAY else {}
-
-
-class GatewayOpenAI(openai.AsyncOpenAI):
-    """The OpenAI client without `Authorization`: AI Gateway reads cf-aig-authorization."""
-
-    @property
-    def auth_headers(self) -> dict[str, str]:
-        return {}
-
-    def _auth_headers(self, security: Any) -> dict[str, str]:
-        return {}
-
-    def _validate_headers(self, headers: Any, custom_headers: Any) -> None:
-        return None
-
-
-class GatewayAnthropic(anthropic.AsyncAnthropic):
-    """The Anthropic client without `x-api-key` or `Authorization`, for AI Gateway."""
-
-    @property
-    def auth_headers(self) -> dict[str, str]:
-        return {}
-
-    def _validate_headers(self, headers: Any, omitted: Any) -> None:
-        return None

@@ -14,10 +14,10 @@ from tempi.activities.llm.abort import AbortWatch, relay_stream
 from tempi.activities.llm.assembler import MessageAssembler
 from tempi.activities.llm.cloudflare import (
     AI_GATEWAY,
-    GatewayOpenAI,
     gateway_headers,
     with_cloudflare_base_url,
 )
+from tempi.activities.llm.cloudflare_openai import GatewayOpenAI
 from tempi.activities.llm.contract import (
     StreamOptions,
     compat_flag,
