@@ -205,7 +205,12 @@ def build_sandbox_worker(
     return Worker(
         client,
         task_queue=queue,
-        activities=[activities.run_tool, activities.run_user_bash, SandboxActivities().finish],
+        activities=[
+            activities.run_tool,
+            activities.run_user_bash,
+            ExtensionActivities(activities.store).call_extension_tool,
+            SandboxActivities().finish,
+        ],
         max_concurrent_activities=200,
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
