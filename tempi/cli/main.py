@@ -252,10 +252,13 @@ async def cmd_worker(argv: list[str]) -> int:
         # While the first task is awaited, so that it does not pay the SDK import (1-3 s of CPU
         # that a busy worker would take from every session it runs meanwhile).
         preload = asyncio.create_task(preload_default_provider())
+        adopt = asyncio.create_task(_first_build_current(client, deployment)) if deployment else None
         try:
             await stop.wait()
         finally:
             preload.cancel()
+            if adopt is not None:
+                adopt.cancel()
         print(
             f"tempi worker: stopping: no new work is taken; what runs has up to "
             f"{grace.total_seconds():g} s to finish ({GRACE_ENV}), then goes on elsewhere",
@@ -264,6 +267,33 @@ async def cmd_worker(argv: list[str]) -> int:
         )
     print("tempi worker: stopped", file=sys.stderr, flush=True)
     return 0
+
+
+async def _first_build_current(client: Client, deployment: str) -> None:
+    """A fresh deployment's first build made current, said on the worker's log."""
+    from temporalio.service import RPCError
+
+    from tempi.workers.first_build import adopt_if_first
+    from tempi.workers.worker import build_id
+
+    build = build_id()
+    try:
+        adopted = await adopt_if_first(client, deployment, build)
+    except RPCError as err:
+        print(
+            f"tempi worker: could not make build {build} current in deployment {deployment}, which "
+            f"has no current build ({err}): new sessions wait until one is. Run `temporal worker "
+            f"deployment set-current-version --deployment-name {deployment} --build-id {build} --yes`.",
+            file=sys.stderr,
+            flush=True,
+        )
+        return
+    if adopted:
+        print(
+            f"tempi worker: deployment {deployment} had no current build: made {build} current",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 async def connect_until_reached(address: str, stop: asyncio.Event) -> Client | None:
