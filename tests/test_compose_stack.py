@@ -82,6 +82,10 @@ def config_json(files: list[Path], env_file: Path, *profiles: str) -> dict[str, 
 def test_production_compose_config_passes_with_the_example_env(tmp_path: Path) -> None:
     env_file = tmp_path / ".env"
     shutil.copy(COMPOSE_DIR / ".env.example", env_file)
+    # The example names no password a stack could start with; the operator's .env does.
+    assert "\nPOSTGRES_PASSWORD=\n" in env_file.read_text()
+    with env_file.open("a") as env:
+        env.write("POSTGRES_PASSWORD=s3cret-from-the-operator\n")
     config = config_json([COMPOSE_DIR / "compose.yaml"], env_file, "slack", "codec", "otel")
     services = config["services"]
     assert set(services) == {
@@ -96,6 +100,7 @@ def test_production_compose_config_passes_with_the_example_env(tmp_path: Path) -
         assert wait == "service_completed_successfully"
     assert services["slack"]["depends_on"]["worker"]["condition"] == "service_healthy"
     assert services["worker"]["deploy"]["replicas"] == 2
+    assert all(services[name]["mem_limit"] == "2147483648" for name in ("worker", "sandbox-host", "slack"))
     assert any(v["source"] == "/var/run/docker.sock" for v in services["sandbox-host"]["volumes"])
     assert not any("docker.sock" in v["source"] for v in services["worker"]["volumes"])
     # Workers and clients see session files at one path.
@@ -120,6 +125,12 @@ def test_production_compose_refuses_to_start_without_a_database_password(tmp_pat
     )
     assert done.returncode != 0
     assert "set POSTGRES_PASSWORD in .env" in done.stderr
+    # Nor with the example as it is.
+    shutil.copy(COMPOSE_DIR / ".env.example", env_file)
+    done = compose(
+        [COMPOSE_DIR / "compose.yaml"], "--env-file", str(env_file), "config", env=compose_env(), check=False
+    )
+    assert done.returncode != 0 and "set POSTGRES_PASSWORD in .env" in done.stderr
 
 
 def test_offline_compose_config_puts_the_dev_server_image_in_place_of_temporal(tmp_path: Path) -> None:

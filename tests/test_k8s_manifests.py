@@ -144,3 +144,33 @@ def test_temporal_helm_values_point_at_an_external_database_and_the_codec() -> N
     )
     env = {e["name"]: e["value"] for e in values["web"]["additionalEnv"]}
     assert env["TEMPORAL_CODEC_ENDPOINT"].startswith("https://")
+
+
+def test_workers_read_model_keys_from_files_and_run_no_local_tools(rendered: list[dict[str, Any]]) -> None:
+    """A key in a container's environment is one `cat /proc/1/environ` away from any command
+    a session runs there: the workers get theirs as files, and refuse the local sandbox."""
+    [config] = named(rendered, "ConfigMap").values()
+    secrets_dir = config["data"]["TEMPI_SECRETS_DIR"]
+    allowed = config["data"]["TEMPI_ALLOWED_SANDBOXES"].split(",")
+    assert "local" not in allowed and "docker" in allowed
+    workers = [
+        (n, spec)
+        for n, _, spec in pod_specs(rendered)
+        if n.startswith(("tempi-worker", "tempi-sandbox-host"))
+    ]
+    assert workers
+    for name, spec in workers:
+        [container] = spec["containers"]
+        refs = [s["secretRef"]["name"] for s in container.get("envFrom", []) if "secretRef" in s]
+        assert "tempi-model-keys" not in refs, name
+        assert not [e for e in container.get("env", []) if "secretKeyRef" in e.get("valueFrom", {})], name
+        mounts = {m["name"]: m for m in container["volumeMounts"]}
+        volumes = {v["name"]: v for v in spec["volumes"]}
+        [mounted] = [
+            m for m in mounts.values()
+            if any(
+                s.get("secret", {}).get("name") == "tempi-model-keys"
+                for s in volumes[m["name"]].get("projected", {}).get("sources", [])
+            )
+        ]  # fmt: skip
+        assert mounted["mountPath"] == secrets_dir and mounted["readOnly"], name

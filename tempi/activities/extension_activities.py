@@ -6,23 +6,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from temporalio import activity
 
+from tempi.activities.sandbox import SandboxError
+from tempi.activities.sandbox_policy import refusal
 from tempi.activities.session_activities import (
     WORKER_STOPPED_TOOL_TEXT,
     Heartbeater,
     find_parked,
     for_history,
+    make_backend,
     park_result,
 )
 from tempi.activities.spans import traced_tool_call
-from tempi.agent.messages import ToolResultMessage
+from tempi.agent.messages import TextContent, ToolCall, ToolResultMessage
 from tempi.agent.session_entries import SessionEntry
 from tempi.agent.session_tree import UnknownEntryError, entry_message
 from tempi.agent.tool_specs import ToolOutcome
+from tempi.extensions.api import ExtensionContext
 from tempi.extensions.hooks import (
     BeforeAgentStartEvent,
     blocked_outcome,
@@ -52,6 +57,7 @@ from tempi.workflows.activity_payloads import (
     AgentStartResult,
     ExtensionCallInput,
     ExtensionSetupInput,
+    SessionFileRef,
     ToolCallResult,
 )
 
@@ -83,6 +89,28 @@ def setup_of(paths: list[str]) -> ExtensionSetup:
             for c in ext.commands.values()
         ]
     return setup
+
+
+async def _tool_context(ref: SessionFileRef) -> ExtensionContext:
+    """The context an extension's tool gets: the session's directory, and its sandbox where
+    this worker reaches it (the tool's call goes to the sandbox's host)."""
+    ctx = context_for(ref)
+    try:
+        backend, workdir = await make_backend(ref)
+    except SandboxError:
+        return replace(ctx, sandbox=ref.sandbox)
+    return replace(ctx, sandbox=ref.sandbox, backend=backend, workdir=workdir)
+
+
+def _error_message(call: ToolCall, timestamp_ms: int, text: str) -> ToolResultMessage:
+    return ToolResultMessage(
+        tool_call_id=call.id,
+        tool_name=call.name,
+        content=[TextContent(text=text)],
+        details={},
+        is_error=True,
+        timestamp=timestamp_ms,
+    )
 
 
 class ExtensionActivities:
@@ -142,6 +170,9 @@ class ExtensionActivities:
         if parked is not None:
             return ToolCallResult(message=for_history(ToolResultMessage.model_validate(parked["message"])))
         call = inp.tool_call
+        if (refused := refusal(inp.file.sandbox)) is not None:
+            return ToolCallResult(message=_error_message(call, inp.timestamp_ms, refused))
+        ctx = await _tool_context(inp.file)
         live = LiveWriter(
             live_path(inp.file.session_path, inp.file.session_id, call.id), activity.info().attempt
         )
@@ -154,12 +185,12 @@ class ExtensionActivities:
             extensions, problems = load_all([inp.tool.extension])
             if problems:
                 return blocked_outcome(f"The tool {call.name} cannot run on this worker: {problems[0].error}")
-            done = await run_registered_tool(extensions, call.name, args, update)
+            done = await run_registered_tool(extensions, call.name, args, update, ctx)
             return ToolOutcome.model_validate(
                 {"content": done.content, "details": done.details, "is_error": done.is_error}
             )
 
-        task = asyncio.create_task(hooked(inp.extensions, context_for(inp.file), call, run))
+        task = asyncio.create_task(hooked(inp.extensions, ctx, call, run))
         try:
             async with Heartbeater():
                 outcome, effects = await asyncio.shield(task)

@@ -22,6 +22,7 @@ from tempi.activities.sandbox import (
     workspace_patch,
 )
 from tempi.activities.sandbox.user_container import attach_user_container
+from tempi.activities.sandbox_policy import check_sandbox
 from tempi.store.sidecar import sidecar_dir
 from tempi.workflows import activity_names as names
 from tempi.workflows.activity_payloads import (
@@ -57,6 +58,7 @@ def copy_workspace(source: str, target: Path) -> str:
 class SandboxActivities:
     @activity.defn(name=names.CREATE_SANDBOX)
     async def create(self, inp: SandboxCreateInput) -> SandboxCreated:
+        check_sandbox("container" if inp.container else "docker")
         if inp.container:
             try:
                 found = await attach_user_container(inp.container, inp.workspace)

@@ -35,6 +35,7 @@ from tempi.activities.llm.contract import SDK_RETRIES
 from tempi.activities.llm.unicode_guard import holds_lone_surrogate
 from tempi.activities.sandbox import WORKSPACE_DIR, SandboxUnavailableError, open_backend
 from tempi.activities.sandbox.user_container import open_user_container
+from tempi.activities.sandbox_policy import check_sandbox, refusal
 from tempi.activities.spans import llm_span, record_usage, traced_tool_call
 from tempi.activities.tools import ExecutionBackend, LocalBackend, ToolContext, execute_tool
 from tempi.activities.tools.bash import run_command
@@ -142,7 +143,11 @@ def _sandbox_lost(
         text = f"Cannot run the tool: {err}"
     else:
         text = f"The sandbox is gone ({err}); a fresh one starts with the next tool call. Files changed in it may be lost."
-    message = ToolResultMessage(
+    return ToolCallResult(message=_error_result(call, timestamp_ms, text), sandbox_lost=True)
+
+
+def _error_result(call: ToolCall, timestamp_ms: int, text: str) -> ToolResultMessage:
+    return ToolResultMessage(
         tool_call_id=call.id,
         tool_name=call.name,
         content=[TextContent(text=text)],
@@ -150,7 +155,6 @@ def _sandbox_lost(
         is_error=True,
         timestamp=timestamp_ms,
     )
-    return ToolCallResult(message=message, sandbox_lost=True)
 
 
 def ensure_session_file(store: SessionStore, ref: SessionFileRef) -> None:
@@ -352,6 +356,9 @@ class SessionActivities:
             if isinstance(existing, MessageEntry) and isinstance(existing.message, AssistantMessage):
                 return _llm_result(existing.message)
 
+        if inp.tools or inp.extra_tools:
+            # Refused before the model is paid for a turn whose tools could not run here.
+            check_sandbox(inp.file.sandbox)
         settings = settings_at_call(Path(inp.file.cwd))
         context = build_llm_context(self.store, inp, settings.images.block_images)
         problems: list[ExtensionProblem] = []
@@ -406,6 +413,8 @@ class SessionActivities:
         if parked is not None:
             return ToolCallResult(message=for_history(ToolResultMessage.model_validate(parked["message"])))
         call = inp.tool_call
+        if (refused := refusal(inp.file.sandbox)) is not None:
+            return ToolCallResult(message=_error_result(call, inp.timestamp_ms, refused))
         try:
             backend, cwd = await make_backend(inp.file)
         except SandboxUnavailableError as err:
@@ -471,6 +480,7 @@ class SessionActivities:
 
     @activity.defn(name=names.RUN_USER_BASH)
     async def run_user_bash(self, inp: UserBashInput) -> BashResult:
+        check_sandbox(inp.file.sandbox)
         backend, cwd = await make_backend(inp.file)
         ctx = ToolContext(
             cwd=cwd,

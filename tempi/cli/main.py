@@ -196,7 +196,9 @@ def foreground_server_warning(port: int) -> str:
 
 
 async def cmd_worker(argv: list[str]) -> int:
+    from tempi.activities.sandbox_policy import KINDS, allowed_sandboxes
     from tempi.workers.provider_preload import preload_default_provider
+    from tempi.workers.secret_guard import forbid_inspection, withhold_secrets
     from tempi.workers.temporal_client import configured_address
     from tempi.workers.worker import GRACE_ENV, build_id, deployment_name, running_workers, shutdown_grace
     from tempi.workflows.session_types import DEFAULT_TASK_QUEUE
@@ -216,9 +218,14 @@ async def cmd_worker(argv: list[str]) -> int:
     args = p.parse_args(argv)
     try:
         grace = shutdown_grace()
-    except ValueError as err:
+        sandboxes = allowed_sandboxes()
+        # Before anything else runs: no command this worker starts may inherit its secrets,
+        # nor read them from its /proc files.
+        withhold_secrets()
+    except (ValueError, ConfigError) as err:
         print(f"tempi worker: {err}", file=sys.stderr)
         return EXIT_CONFIG
+    forbid_inspection()
     telemetry.serve_metrics()
     address = configured_address()
     if address is None:
@@ -246,14 +253,22 @@ async def cmd_worker(argv: list[str]) -> int:
     ) as workers:
         queues = ", ".join(w.task_queue for w in workers)
         build = f" as build {build_id()} of deployment {deployment}" if deployment else ""
-        print(f"tempi worker: polling {queues} on {address}{build}", file=sys.stderr, flush=True)
+        tools = ", ".join(k for k in KINDS if k in sandboxes)
+        print(
+            f"tempi worker: polling {queues} on {address}{build}; tools run in: {tools}",
+            file=sys.stderr,
+            flush=True,
+        )
         # While the first task is awaited, so that it does not pay the SDK import (1-3 s of CPU
         # that a busy worker would take from every session it runs meanwhile).
         preload = asyncio.create_task(preload_default_provider())
+        adopt = asyncio.create_task(_first_build_current(client, deployment)) if deployment else None
         try:
             await stop.wait()
         finally:
             preload.cancel()
+            if adopt is not None:
+                adopt.cancel()
         print(
             f"tempi worker: stopping: no new work is taken; what runs has up to "
             f"{grace.total_seconds():g} s to finish ({GRACE_ENV}), then goes on elsewhere",
@@ -262,6 +277,33 @@ async def cmd_worker(argv: list[str]) -> int:
         )
     print("tempi worker: stopped", file=sys.stderr, flush=True)
     return 0
+
+
+async def _first_build_current(client: Client, deployment: str) -> None:
+    """A fresh deployment's first build made current, said on the worker's log."""
+    from temporalio.service import RPCError
+
+    from tempi.workers.first_build import adopt_if_first
+    from tempi.workers.worker import build_id
+
+    build = build_id()
+    try:
+        adopted = await adopt_if_first(client, deployment, build)
+    except RPCError as err:
+        print(
+            f"tempi worker: could not make build {build} current in deployment {deployment}, which "
+            f"has no current build ({err}): new sessions wait until one is. Run `temporal worker "
+            f"deployment set-current-version --deployment-name {deployment} --build-id {build} --yes`.",
+            file=sys.stderr,
+            flush=True,
+        )
+        return
+    if adopted:
+        print(
+            f"tempi worker: deployment {deployment} had no current build: made {build} current",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 async def connect_until_reached(address: str, stop: asyncio.Event) -> Client | None:

@@ -8,7 +8,11 @@ import time
 
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
-from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from temporalio.api.workflowservice.v1 import (
+    DescribeTaskQueueRequest,
+    DescribeWorkerDeploymentVersionRequest,
+    ListWorkerDeploymentsRequest,
+)
 from temporalio.client import Client
 
 from tempi.workflows.session_types import DEFAULT_TASK_QUEUE
@@ -55,3 +59,25 @@ async def other_workers(
         and now - poller.last_access_time.ToSeconds() < LIVE_POLLER_S
         and not _is_dead_local_process(poller.identity)
     ]
+
+
+async def deployments_polling(client: Client, task_queue: str) -> tuple[list[str], list[str]]:
+    """The Worker Deployments whose workers poll `task_queue`, which the server does not list
+    among its pollers (they take only their build's work): those with a current build there,
+    and those with none, whose latest build polls it, on which a new session cannot start."""
+    listed = await client.workflow_service.list_worker_deployments(
+        ListWorkerDeploymentsRequest(namespace=client.namespace)
+    )
+    routed: list[str] = []
+    unrouted: list[str] = []
+    for summary in listed.worker_deployments:
+        current = summary.routing_config.current_deployment_version
+        version = current if current.build_id else summary.latest_version_summary.deployment_version
+        if not version.build_id:
+            continue
+        described = await client.workflow_service.describe_worker_deployment_version(
+            DescribeWorkerDeploymentVersionRequest(namespace=client.namespace, deployment_version=version)
+        )
+        if any(q.name == task_queue for q in described.worker_deployment_version_info.task_queue_infos):
+            (routed if current.build_id else unrouted).append(summary.name)
+    return routed, unrouted

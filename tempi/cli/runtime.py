@@ -83,18 +83,31 @@ def _named_by(settings: TemporalSettings) -> str:
     return settings.origin
 
 
-async def _say_if_no_worker(client: Client, address: str) -> None:
-    """A session on a queue nobody polls waits forever without a word: say so at once."""
-    from tempi.cli.queue_pollers import other_workers
+async def _say_if_no_worker(client: Client, address: str, queue: str = DEFAULT_TASK_QUEUE) -> None:
+    """A session on a queue no worker can take waits forever without a word: say so at once."""
+    from tempi.cli.queue_pollers import deployments_polling, other_workers
 
     try:
-        pollers = await other_workers(client, DEFAULT_TASK_QUEUE, TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW)
+        if await other_workers(client, queue, TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW):
+            return
+        routed, unrouted = await deployments_polling(client, queue)
     except RPCError:
         return  # a server that cannot describe the queue says nothing about its workers
-    if not pollers:
+    if routed:
+        return
+    if not unrouted:
         print(
-            f"tempi: no worker polls task queue {DEFAULT_TASK_QUEUE} on {address}, so a session waits "
+            f"tempi: no worker polls task queue {queue} on {address}, so a session waits "
             f"until one does: start `tempi worker` where the projects and keys are, or set "
             f"{CLIENT_WORKER_ENV}=1 to run one in this process (it then also runs other users' sessions).",
+            file=sys.stderr,
+        )
+    else:
+        names = ", ".join(unrouted)
+        print(
+            f"tempi: the workers polling task queue {queue} on {address} belong to Worker Deployment "
+            f"{names}, which has no current build, so a new session waits until one is made current: "
+            f"`temporal worker deployment set-current-version --deployment-name {unrouted[0]} "
+            f'--build-id BUILD --yes` (docs/operations.md, "Upgrading workers").',
             file=sys.stderr,
         )

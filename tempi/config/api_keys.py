@@ -15,7 +15,6 @@ A configured value (auth.json `key`, models.json `apiKey` and headers) is resolv
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import subprocess
@@ -29,6 +28,7 @@ from tempi.config.auth_json import auth_json_path, read_auth
 from tempi.config.env_api_keys import env_api_key
 from tempi.config.errors import ConfigError
 from tempi.config.oauth_refresh import oauth_api_key
+from tempi.config.secret_files import secret_value
 
 COMMAND_TIMEOUT_SECONDS = 10
 
@@ -36,6 +36,7 @@ _command_results: dict[str, str] = {}
 _command_lock = threading.Lock()
 
 
+_VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 
 
@@ -111,8 +112,9 @@ def resolve_config_value(
     `setting` is the key it came from ("apiKey", "header", "key") in the file `source`."""
     if value.startswith("!"):
         return _run_command(value[1:], description, setting, source)
-    environment = os.environ if env is None else env
-    return environment.get(value) or value
+    # A variable's name (or NAME_FILE's file); anything else is the value itself.
+    found = secret_value(value, env) if _VARIABLE_NAME.fullmatch(value) else None
+    return found or value
 
 
 _runtime_keys: dict[str, str] = {}

@@ -13,6 +13,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from tempi.config.secret_files import secret_value
+
 AUTHENTICATED = "<authenticated>"
 
 ENV_KEY_VARIABLES: dict[str, tuple[str, ...]] = {
@@ -60,8 +62,7 @@ _BEDROCK_SIGNS: tuple[tuple[str, ...], ...] = (
 
 def find_env_keys(provider: str, env: Mapping[str, str] | None = None) -> list[str]:
     """The provider's key variables that are set, in pi's order."""
-    environment = os.environ if env is None else env
-    return [name for name in ENV_KEY_VARIABLES.get(provider, ()) if environment.get(name)]
+    return [name for name in ENV_KEY_VARIABLES.get(provider, ()) if secret_value(name, env)]
 
 
 def _vertex_adc_configured(environment: Mapping[str, str]) -> bool:
@@ -79,9 +80,9 @@ def env_api_key(provider: str, env: Mapping[str, str] | None = None) -> str | No
     """The key the environment gives `provider`, AUTHENTICATED for configured Bedrock or
     Vertex ADC credentials, else None."""
     environment = os.environ if env is None else env
-    found = find_env_keys(provider, environment)
-    if found:
-        return environment[found[0]]
+    for name in ENV_KEY_VARIABLES.get(provider, ()):
+        if value := secret_value(name, env):
+            return value
     if provider == "google-vertex" and _vertex_adc_configured(environment):
         return AUTHENTICATED
     if provider == "amazon-bedrock" and any(

@@ -7,11 +7,11 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, Protocol, get_args
 
 from pydantic import BaseModel
 
@@ -44,13 +44,70 @@ class ExtensionError(Exception):
     """An extension used the API wrongly; the message says what to change."""
 
 
+class SessionBackend(Protocol):
+    """Where the session's tools act (activities/tools/backend.py's ExecutionBackend): this
+    machine, a bubblewrap sandbox, or the session's container."""
+
+    async def read_bytes(self, path: str) -> bytes: ...
+
+    async def exec(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str,
+        on_output: Callable[[bytes], None],
+        timeout: float | None = None,
+    ) -> Any: ...
+
+    def shell_argv(self, command: str) -> list[str]: ...
+
+
+@dataclass(frozen=True)
+class CommandRun:
+    exit_code: int | None  # None when the command was killed (its timeout)
+    output: str  # stdout and stderr, interleaved
+
+
 @dataclass(frozen=True)
 class ExtensionContext:
-    """The session a hook or tool runs for."""
+    """The session a hook or tool runs for. `cwd` is the session's directory (the worker's own
+    is another project's, or none): a tool reads and runs through `read_text` and `run`, which
+    act where the session's builtin tools do, in its sandbox (`sandbox`) at `workdir`."""
 
     cwd: str
     session_id: str
     session_file: str
+    sandbox: str = "local"
+    backend: SessionBackend | None = field(default=None, repr=False, compare=False)
+    workdir: str | None = None  # the cwd as the backend sees it (/workspace in a container)
+
+    def path(self, path: str) -> str:
+        """`path` as the session's tools resolve it: relative to the session's directory."""
+        if path.startswith("/"):
+            return path
+        return f"{(self.workdir or self.cwd).rstrip('/')}/{path}"
+
+    async def read_text(self, path: str) -> str:
+        """A file of the session's workspace, read in its sandbox."""
+        if self.backend is None:
+            return Path(self.path(path)).read_text(encoding="utf-8")
+        return (await self.backend.read_bytes(self.path(path))).decode("utf-8", errors="replace")
+
+    async def run(self, command: str, timeout: float | None = 120) -> CommandRun:
+        """A shell command in the session's sandbox and directory, as its bash tool runs one."""
+        if self.backend is None:
+            raise ExtensionError(
+                "ctx.run needs the session's sandbox, which this call cannot reach: it works in a "
+                "tool's execute, on a worker that serves the sandbox"
+            )
+        chunks: list[bytes] = []
+        done = await self.backend.exec(
+            self.backend.shell_argv(command),
+            cwd=self.workdir or self.cwd,
+            on_output=chunks.append,
+            timeout=timeout,
+        )
+        return CommandRun(done.exit_code, b"".join(chunks).decode("utf-8", errors="replace"))
 
     def entries(self, custom_type: str | None = None) -> list[CustomEntry]:
         """The session's `custom` entries (of `custom_type`, if given) in file order: what

@@ -253,9 +253,14 @@ class ToolRun:
 
 
 async def run_registered_tool(
-    extensions: list[ExtensionAPI], name: str, args: dict[str, Any], update: Update
+    extensions: list[ExtensionAPI],
+    name: str,
+    args: dict[str, Any],
+    update: Update,
+    ctx: ExtensionContext | None = None,
 ) -> ToolRun:
-    """Run an extension's tool; an error it raises is the model's error result."""
+    """Run an extension's tool; an error it raises is the model's error result. An execute
+    that takes a third parameter gets `ctx`, the session's directory and sandbox."""
     tool = next((e.tools[name] for e in extensions if name in e.tools), None)
     if tool is None:
         return ToolRun(
@@ -268,7 +273,8 @@ async def run_registered_tool(
         except ValidationError as err:
             return ToolRun(blocks_of(f"Invalid arguments for {name}: {err}"), None, True)
     try:
-        result = await call_handler(tool.execute, value, update)
+        extra = (ctx,) if ctx is not None and _takes_context(tool.execute) else ()
+        result = await call_handler(tool.execute, value, update, *extra)
     except Exception as err:
         return ToolRun(blocks_of(f"{name} failed: {type(err).__name__}: {err}"), None, True)
     if isinstance(result, BaseModel):
@@ -280,6 +286,15 @@ async def run_registered_tool(
             bool(result.get("isError", result.get("is_error", False))),
         )
     return ToolRun(blocks_of("" if result is None else result), None, False)
+
+
+def _takes_context(execute: Any) -> bool:
+    try:
+        parameters = inspect.signature(execute).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 3 or any(p.kind is p.VAR_POSITIONAL for p in parameters)
 
 
 async def hooked(

@@ -3,7 +3,8 @@ results, events, failures. AES-GCM with a key ring, so keys rotate without losin
 histories: payloads are encrypted with the newest key and carry its id, and any key of the
 ring decrypts.
 
-Keys come from TEMPI_CODEC_KEYS or the file TEMPI_CODEC_KEYS_FILE names: entries
+Keys come from TEMPI_CODEC_KEYS, the file TEMPI_CODEC_KEYS_FILE names, or the file
+TEMPI_CODEC_KEYS in TEMPI_SECRETS_DIR (config/secret_files.py): entries
 `ID:BASE64KEY` (16, 24 or 32 bytes), separated by commas or lines, oldest first. Without
 either, payloads stay as they are, and a client that meets an encrypted one says which key
 it needs instead of failing on an unknown encoding."""
@@ -23,6 +24,7 @@ from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter, DefaultFailureConverterWithEncodedAttributes, PayloadCodec
 
+from tempi.config.secret_files import held_secret, secret_in_dir
 from tempi.workers.temporal_connection import TemporalSettingsError
 
 KEYS_VARIABLE = "TEMPI_CODEC_KEYS"
@@ -88,6 +90,11 @@ def load_key_ring(environ: Mapping[str, str] | None = None) -> KeyRing | None:
     """The ring the environment configures, or None when encryption is off."""
     env = os.environ if environ is None else environ
     inline, path = env.get(KEYS_VARIABLE), env.get(KEYS_FILE_VARIABLE)
+    if not inline and not path:
+        # What `tempi worker` took out of its environment, or TEMPI_SECRETS_DIR's file.
+        inline = (held_secret(KEYS_VARIABLE) if environ is None else None) or secret_in_dir(
+            KEYS_VARIABLE, environ
+        )
     if inline and path:
         raise CodecKeyError(f"set {KEYS_VARIABLE} or {KEYS_FILE_VARIABLE}, not both.")
     if path:

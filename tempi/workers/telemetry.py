@@ -3,7 +3,10 @@
 Tracing: OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) sends spans over
 OTLP/HTTP; TEMPI_OTEL_FILE=PATH appends them to a file, one JSON object a line. The
 Temporal SDK's TracingInterceptor makes the workflow, update and activity spans; the
-activities add their own (tempi/activities/spans.py).
+activities add their own (tempi/activities/spans.py). Queries (a watcher reads a session's
+events with one every few hundred milliseconds) are traced only with TEMPI_TRACE_QUERIES=1.
+Spans leave in the background; a collector that is down costs a command at most
+FLUSH_BUDGET_S at its end.
 
 Metrics: TEMPI_METRICS_ADDRESS=HOST:PORT serves the SDK's metrics (temporal_*) for
 Prometheus from the processes that run workers (`tempi worker`, `tempi server`, the
@@ -21,8 +24,16 @@ if TYPE_CHECKING:
     from temporalio.client import Interceptor
 
 FILE_VARIABLE = "TEMPI_OTEL_FILE"
+QUERIES_VARIABLE = "TEMPI_TRACE_QUERIES"
 METRICS_VARIABLE = "TEMPI_METRICS_ADDRESS"
 OTLP_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+
+# How long a command waits at its end for its last spans to leave. A collector that answers
+# takes milliseconds; one that does not costs the command no more than this.
+FLUSH_BUDGET_S = 1.0
+# Each export's own bound (OTEL_EXPORTER_OTLP_TIMEOUT overrides): the batch thread retries
+# within it, so a hung collector delays only spans, never the process.
+EXPORT_TIMEOUT_S = 5.0
 
 _setup_lock = threading.Lock()
 _installed = False
@@ -37,10 +48,10 @@ def tracing_interceptors() -> list[Interceptor]:
     them from its client), after installing the exporters; none when tracing is off."""
     if not tracing_enabled():
         return []
-    from temporalio.contrib.opentelemetry import TracingInterceptor
+    from tempi.workers.query_tracing import QuietQueriesTracingInterceptor
 
     _install_tracer_provider()
-    return [TracingInterceptor()]
+    return [QuietQueriesTracingInterceptor(trace_queries=os.environ.get(QUERIES_VARIABLE, "") == "1")]
 
 
 def _install_tracer_provider() -> None:
@@ -60,7 +71,8 @@ def _install_tracer_provider() -> None:
         if any(os.environ.get(v) for v in OTLP_VARIABLES):
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-            provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+            timeout = None if os.environ.get("OTEL_EXPORTER_OTLP_TIMEOUT") else EXPORT_TIMEOUT_S
+            provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(timeout=timeout)))
         if path := os.environ.get(FILE_VARIABLE):
             from tempi.workers.span_file import JsonLinesExporter
 
@@ -79,15 +91,23 @@ def _install_tracer_provider() -> None:
         _installed = True
 
 
-def flush() -> None:
-    """Send the spans still batched; called before the process exits."""
-    if _installed:
-        from opentelemetry import trace
+def flush(budget_s: float = FLUSH_BUDGET_S) -> None:
+    """Send the spans still batched, for at most `budget_s`; called before the process exits.
 
-        provider = trace.get_tracer_provider()
-        force_flush = getattr(provider, "force_flush", None)
-        if force_flush is not None:
-            force_flush(5_000)
+    The SDK's force_flush exports in the calling thread and ignores its own timeout: with the
+    collector down, the exporter's retries held every command for 8-11 s. The flush runs in a
+    thread of its own instead, left behind (with the spans it could not send) when the budget
+    is spent."""
+    if not _installed:
+        return
+    from opentelemetry import trace
+
+    force_flush = getattr(trace.get_tracer_provider(), "force_flush", None)
+    if force_flush is None:
+        return
+    sender = threading.Thread(target=force_flush, name="tempi-span-flush", daemon=True)
+    sender.start()
+    sender.join(budget_s)
 
 
 def serve_metrics() -> None:

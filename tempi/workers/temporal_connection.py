@@ -15,12 +15,16 @@ from pathlib import Path
 from temporalio.envconfig import ClientConfigProfile
 from temporalio.service import TLSConfig
 
+from tempi.config.errors import ConfigError
+from tempi.config.secret_files import secret_value
+
 # tempi's names before envconfig, kept so existing deployments go on working.
 ALIASES = {
     "TEMPORAL_TLS_CERT": "TEMPORAL_TLS_CLIENT_CERT_PATH",
     "TEMPORAL_TLS_KEY": "TEMPORAL_TLS_CLIENT_KEY_PATH",
 }
 DEFAULT_NAMESPACE = "default"
+API_KEY_VARIABLE = "TEMPORAL_API_KEY"
 
 
 class TemporalSettingsError(ValueError):
@@ -42,6 +46,14 @@ class TemporalSettings:
 
 def load_settings(environ: Mapping[str, str] | None = None) -> TemporalSettings:
     env = dict(os.environ if environ is None else environ)
+    if not env.get(API_KEY_VARIABLE):
+        # What `tempi worker` took out of its environment, or TEMPORAL_API_KEY_FILE's file.
+        try:
+            key = secret_value(API_KEY_VARIABLE, environ)
+        except ConfigError as err:
+            raise TemporalSettingsError(str(err)) from None
+        if key:
+            env[API_KEY_VARIABLE] = key
     for old, new in ALIASES.items():
         if env.get(old) and not env.get(new):
             env[new] = env[old]

@@ -27,7 +27,7 @@ from tempi.workers.orphans import sweep_orphan_sandboxes
 from tempi.workers.workflow_runner import workflow_runner
 from tempi.workflows.pipeline_shard_workflow import PipelineShardWorkflow
 from tempi.workflows.pipeline_workflow import PipelineWorkflow
-from tempi.workflows.session_types import DEFAULT_TASK_QUEUE
+from tempi.workflows.session_types import DEFAULT_TASK_QUEUE, sandbox_creation_queue
 from tempi.workflows.session_workflow import AgentSessionWorkflow
 from tempi.workflows.slack_conversation_workflow import SlackConversationWorkflow
 from tempi.workflows.slack_event_workflow import SlackEventWorkflow
@@ -116,7 +116,10 @@ def build_worker(
     activity_hook: Interceptor | None = None,
     deployment: str | None = None,
     grace: timedelta = timedelta(0),
+    creates_sandboxes: bool = False,
 ) -> Worker:
+    """The main queue's worker. `creates_sandboxes` (a Docker engine answers here) also takes
+    the sandbox creations of sessions that began before they had a queue of their own."""
     activities = SessionActivities(SessionStore(sessions_root), credentials or owner_credentials())
     return Worker(
         client,
@@ -127,7 +130,7 @@ def build_worker(
             *activities.all(),
             *McpActivities().all(),
             *ExtensionActivities(activities.store).all(),
-            SandboxActivities().create,
+            *([SandboxActivities().create] if creates_sandboxes else []),
             *PIPELINE_ACTIVITIES,
         ],
         workflow_runner=workflow_runner(client.data_converter),
@@ -170,6 +173,23 @@ def docker_host_queue() -> str | None:
         return None
 
 
+def build_sandbox_creator(
+    client: Client, queue: str, activity_hook: Interceptor | None, grace: timedelta
+) -> Worker:
+    """Creates the docker sandboxes of the main queue's sessions, on this host's engine; a
+    worker without one never polls this queue, so never fails the work for want of it.
+    Unversioned, as the sandbox host's worker is."""
+    return Worker(
+        client,
+        task_queue=queue,
+        activities=[SandboxActivities().create],
+        max_concurrent_activities=20,
+        interceptors=[activity_hook] if activity_hook else [],
+        graceful_shutdown_timeout=grace,
+        build_id=build_id(),
+    )
+
+
 def build_sandbox_worker(
     client: Client,
     queue: str,
@@ -185,7 +205,12 @@ def build_sandbox_worker(
     return Worker(
         client,
         task_queue=queue,
-        activities=[activities.run_tool, activities.run_user_bash, SandboxActivities().finish],
+        activities=[
+            activities.run_tool,
+            activities.run_user_bash,
+            ExtensionActivities(activities.store).call_extension_tool,
+            SandboxActivities().finish,
+        ],
         max_concurrent_activities=200,
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
@@ -209,7 +234,9 @@ async def running_workers(
 ) -> AsyncIterator[list[Worker]]:
     """The workers of this process, shut down on leaving: they stop taking work, and what
     runs has `grace` to finish before it is cancelled (and retried elsewhere, as its
-    retry policy allows)."""
+    retry policy allows). Where a Docker engine answers, also the sandbox creations of the
+    main queue's sessions and the tools of this host's sandboxes."""
+    queue = docker_host_queue() if host_sandboxes else None
     workers = [
         build_worker(
             client,
@@ -219,12 +246,13 @@ async def running_workers(
             activity_hook=activity_hook,
             deployment=deployment,
             grace=grace,
+            creates_sandboxes=queue is not None,
         )
     ]
-    queue = docker_host_queue() if host_sandboxes else None
     if queue:
         await sweep_orphan_sandboxes(client)
-        workers.append(
+        workers += [
+            build_sandbox_creator(client, sandbox_creation_queue(task_queue), activity_hook, grace),
             build_sandbox_worker(
                 client,
                 queue,
@@ -232,8 +260,8 @@ async def running_workers(
                 credentials=credentials,
                 activity_hook=activity_hook,
                 grace=grace,
-            )
-        )
+            ),
+        ]
     async with contextlib.AsyncExitStack() as stack:
         for worker in workers:
             await stack.enter_async_context(worker)

@@ -28,6 +28,12 @@ SESSION_WORKFLOW = "AgentSessionWorkflow"
 DEFAULT_TASK_QUEUE = "tempi"
 
 
+def sandbox_creation_queue(task_queue: str) -> str:
+    """The queue on which a session of `task_queue` asks for its docker sandbox: only workers
+    that reach a Docker engine poll it (workers/worker.py)."""
+    return f"{task_queue}-sandboxes"
+
+
 def workflow_id_for(session_id: str) -> str:
     return f"session-{session_id}"
 

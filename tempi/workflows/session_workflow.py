@@ -108,7 +108,8 @@ class AgentSessionWorkflow:
         mcp = McpTools(cfg, self.state, activities)
         routes.register(McpToolRoute(mcp, self.control, self.entries, activities, extensions), own_tools=True)
         routes.register(
-            ExtensionToolRoute(extensions, self.control, self.entries, activities), own_tools=True
+            ExtensionToolRoute(extensions, self.control, self.entries, activities, self.sandbox),
+            own_tools=True,
         )
         port = WorkflowPort(
             config=cfg,

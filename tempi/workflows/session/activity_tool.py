@@ -36,10 +36,13 @@ async def run_tool_activity(
     effect: ToolEffect,
     lost_text: str,
     failure: str,
+    task_queue: str | None = None,
 ) -> RouteResult:
     """Run the tool's activity (abortable); `lost_text` is what the model reads when a tool
     that may not run twice lost its worker, `failure` what starts any other error's text."""
-    task = asyncio.ensure_future(activities.execute(name, inp, ToolCallResult, options=options))
+    task = asyncio.ensure_future(
+        activities.execute(name, inp, ToolCallResult, task_queue=task_queue, options=options)
+    )
     try:
         result: ToolCallResult = await control.track(task)
     except (ActivityError, CancelledError, asyncio.CancelledError) as err:

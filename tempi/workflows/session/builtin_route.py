@@ -15,7 +15,7 @@ with workflow.unsafe.imports_passed_through():
     from tempi.agent.tools.definition import ToolEffect
     from tempi.workflows import activity_names as act
     from tempi.workflows.activity_payloads import ToolCallInput, ToolCallResult
-    from tempi.workflows.session.activity_errors import cause, never_started, tool_failure_text
+    from tempi.workflows.session.activity_errors import never_started, tool_failure_text
     from tempi.workflows.session.activity_options import Activities, tool_options
     from tempi.workflows.session.entries import EntryWriter, now_ms
     from tempi.workflows.session.extension_route import ExtensionTools
@@ -73,7 +73,7 @@ class BuiltinToolRoute:
         try:
             self.queue = await self.sandbox.queue()
         except ActivityError as err:
-            return sandbox_unavailable(cause(err), self.sandbox.user_container())
+            return sandbox_unavailable(self.sandbox.unavailable(err), self.sandbox.user_container())
         return None
 
     async def run(self, call: ToolCall, slot: ToolSlot) -> RouteResult:

@@ -36,10 +36,14 @@ with workflow.unsafe.imports_passed_through():
     from tempi.workflows.session.event_log import EventLog
     from tempi.workflows.session.queues import MessageQueues
     from tempi.workflows.session.run_control import RunControl
-    from tempi.workflows.session.texts import ABORTED_TEXT
+    from tempi.workflows.session.sandbox_lease import SandboxLease
+    from tempi.workflows.session.texts import ABORTED_TEXT, sandbox_unavailable
     from tempi.workflows.session.tool_routes import RouteResult, ToolSlot
     from tempi.workflows.session_types import CarriedState, SessionConfig
 
+# An extension's tool ran on the main queue's worker, away from the session's docker
+# sandbox; now it runs on the sandbox's host, where its context reaches the container.
+EXTENSION_TOOLS_IN_SANDBOX = "extension-tools-in-sandbox"
 LOST_EXTENSION_TEXT = (
     "The worker running this extension tool stopped before it reported back, and the extension "
     "does not declare the tool read-only or idempotent, so it was not run again; it may or may not have run."
@@ -218,17 +222,35 @@ class ExtensionTools:
 
 class ExtensionToolRoute:
     def __init__(
-        self, tools: ExtensionTools, control: RunControl, entries: EntryWriter, activities: Activities
+        self,
+        tools: ExtensionTools,
+        control: RunControl,
+        entries: EntryWriter,
+        activities: Activities,
+        sandbox: SandboxLease | None = None,
     ) -> None:
         self.tools = tools
         self.control = control
         self.entries = entries
         self.activities = activities
+        self.sandbox = sandbox
+        self.queue: str | None = None
 
     def handles(self, tool_name: str) -> bool:
         return self.tools.find(tool_name) is not None
 
     async def prepare(self) -> str | None:
+        self.queue = None
+        if (
+            self.sandbox is None
+            or self.sandbox.config.sandbox not in ("docker", "container")
+            or not workflow.patched(EXTENSION_TOOLS_IN_SANDBOX)
+        ):
+            return None
+        try:
+            self.queue = await self.sandbox.queue()
+        except ActivityError as err:
+            return sandbox_unavailable(self.sandbox.unavailable(err), self.sandbox.user_container())
         return None
 
     async def run(self, call: ToolCall, slot: ToolSlot) -> RouteResult:
@@ -257,4 +279,5 @@ class ExtensionToolRoute:
             effect=tool.effect,
             lost_text=LOST_EXTENSION_TEXT,
             failure="The extension tool failed",
+            task_queue=self.queue,
         )

@@ -17,8 +17,14 @@ with workflow.unsafe.imports_passed_through():
         SandboxFinishInput,
         SessionFileRef,
     )
+    from tempi.workflows.session.activity_errors import cause, never_started
     from tempi.workflows.session.activity_options import Activities
-    from tempi.workflows.session_types import CarriedState, SandboxRef, SessionConfig
+    from tempi.workflows.session_types import CarriedState, SandboxRef, SessionConfig, sandbox_creation_queue
+
+# Sandboxes were created on the main queue, where workers without a Docker engine picked the
+# work up and failed it (a tool error, or retries until an engine's worker got it). Now they
+# are asked for on a queue only workers with an engine poll.
+SANDBOX_CREATION_QUEUE = "sandbox-creation-queue"
 
 
 class SandboxLease:
@@ -29,6 +35,7 @@ class SandboxLease:
         self.state = state
         self.file_ref = file_ref
         self.activities = activities
+        self.creation_queue: str | None = None
         if state.sandbox is not None:
             file_ref.container_id = state.sandbox.container_id
 
@@ -42,6 +49,11 @@ class SandboxLease:
         if self.config.sandbox not in ("docker", "container"):
             return None
         if self.state.sandbox is None:
+            self.creation_queue = (
+                sandbox_creation_queue(workflow.info().task_queue)
+                if workflow.patched(SANDBOX_CREATION_QUEUE)
+                else None
+            )
             created: SandboxCreated = await self.activities.execute(
                 act.CREATE_SANDBOX,
                 SandboxCreateInput(
@@ -56,10 +68,21 @@ class SandboxLease:
                     container=self.user_container(),
                 ),
                 SandboxCreated,
+                task_queue=self.creation_queue,
             )
             self.state.sandbox = SandboxRef(container_id=created.container_id, task_queue=created.task_queue)
         self.file_ref.container_id = self.state.sandbox.container_id
         return self.state.sandbox.task_queue
+
+    def unavailable(self, err: BaseException) -> str:
+        """Why the sandbox could not be had, from the creating activity's failure."""
+        if never_started(err) and self.creation_queue is not None:
+            return (
+                f"no worker that can create sandboxes took the request within "
+                f"{self.config.sandbox_pickup_s:g} s: a `tempi worker` that reaches a Docker engine "
+                f'polls {self.creation_queue} (docs/operations.md, "Topologies")'
+            )
+        return cause(err)
 
     def forget(self) -> None:
         self.state.sandbox = None

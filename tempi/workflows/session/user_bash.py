@@ -44,7 +44,8 @@ class UserBash:
             queue = await self.sandbox.queue()
         except ActivityError as err:
             raise ApplicationError(
-                sandbox_unavailable(cause(err), self.sandbox.user_container()), non_retryable=True
+                sandbox_unavailable(self.sandbox.unavailable(err), self.sandbox.user_container()),
+                non_retryable=True,
             ) from err
         self.running = asyncio.ensure_future(
             self.activities.execute(
