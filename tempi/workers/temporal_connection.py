@@ -2,8 +2,9 @@
 (`temporalio.envconfig`): TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY,
 TEMPORAL_TLS*, TEMPORAL_GRPC_META_*, and the profiles of temporal.toml chosen with
 TEMPORAL_PROFILE and TEMPORAL_CONFIG_FILE. Unlike the Temporal CLI, tempi does not follow
-temporal.toml's default profile unless one of those two variables chooses the file. tempi's older TEMPORAL_TLS_CERT and
-TEMPORAL_TLS_KEY still work, as aliases of the *_PATH variables."""
+temporal.toml's default profile unless one of those two variables chooses the file.
+tempi's older TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY still work, as aliases of the *_PATH
+variables."""
 
 from __future__ import annotations
 
