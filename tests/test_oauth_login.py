@@ -207,7 +207,9 @@ async def test_copilot_login_fails_on_an_expired_code_or_a_bad_domain_and_stores
     async def no_wait(seconds: float) -> None:
         pass
 
-    with pytest.raises(LoginFailed, match="Device flow failed: expired_token: The device code has expired."):
+    with pytest.raises(
+        LoginFailed, match=r"Device flow failed: expired_token: The device code has expired\."
+    ):
         await login_github_copilot(Seen(answers=[""]).callbacks, sleep=no_wait)
     with pytest.raises(LoginFailed, match="Invalid GitHub Enterprise URL/domain"):
         await login("github-copilot", Seen(answers=["not a domain!"]).callbacks)
