@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
 import stat
 import time
@@ -17,6 +18,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import httpx
 import pytest
+from temporalio.client import Client
 
 from tempi.agent.model_registry import builtin_registry
 from tempi.config.auth_json import auth_json_path
@@ -26,7 +28,10 @@ from tempi.config.oauth_login.anthropic import exchange_code
 from tempi.config.oauth_login.common import parse_authorization_input
 from tempi.config.oauth_login.copilot import github_urls, login_github_copilot
 from tempi.testing.scripted_llm import ScriptedLLMServer
+from tempi.workflows.session_types import workflow_id_for
+from tests.conftest import run_tempi, tempi_env
 from tests.test_auth_keys import codex_jwt
+from tests.test_auth_keys_e2e import _payload_texts
 
 COPILOT_CLIENT_ID = "Iv1.b507a08c87ecfe98"
 ANTHROPIC_CLIENT_ID = "9d1c250a-e61b-44d9-88ed-5944d1962f5e"
@@ -381,3 +386,68 @@ def test_a_login_replaces_only_its_own_entry(tmp_path: Path) -> None:
         "openai": {"type": "api_key", "key": "K"},
         "anthropic": {"type": "oauth", "refresh": "r", "access": "a", "expires": 1},
     }
+
+
+# -- a login, then the model ------------------------------------------------------------
+
+
+async def test_logins_made_here_are_the_keys_of_the_next_runs_and_stay_out_of_history(
+    endpoints: ScriptedLLMServer, tmp_path: Path, temporal_address: str, temporal_client: Client
+) -> None:
+    """Claude and ChatGPT logins made by the flows; `tempi -p` then sends each login's token
+    as the model's key, and neither token reaches the workflow history, the session file or
+    the output."""
+    oauth = endpoints.oauth
+    scenario = "login-then-model"
+    endpoints.add_scenario(
+        scenario, {"select": "sequential", "turns": [{"text": "claude ok"}, {"text": "codex ok"}]}
+    )
+    claude_access, claude_refresh = "sk-ant-oat01-e2e-login-3c1d", "sk-ant-ort01-e2e-login-9a0b"
+    codex_access, codex_refresh = codex_jwt("acct-e2e"), "codex-e2e-refresh-71fe"
+    oauth.issue("anthropic", claude_access, refresh=claude_refresh)
+    oauth.issue("openai-codex", codex_access, refresh=codex_refresh)
+    seen = Seen()
+    browser = asyncio.create_task(_browser(endpoints, "anthropic", seen))
+    await login("anthropic", seen.callbacks)
+    await browser
+    seen = Seen()
+    browser = asyncio.create_task(_browser(endpoints, "openai-codex", seen))
+    await login("openai-codex", seen.callbacks)
+    await browser
+
+    home, work = Path(os.environ["TEMPI_HOME"]), tmp_path / "work"
+    work.mkdir()
+    (home / "models.json").write_text(
+        json.dumps(
+            {
+                "providers": {
+                    "anthropic": {"baseUrl": endpoints.url_for(scenario, "anthropic-messages")},
+                    "openai-codex": {"baseUrl": endpoints.url_for(scenario, "openai-codex-responses")},
+                }
+            }
+        )
+    )
+    env = tempi_env(home, temporal_address)
+    outputs = []
+    for model in ("anthropic/claude-sonnet-4-5", "openai-codex/gpt-5.1"):
+        proc = await asyncio.to_thread(
+            run_tempi, ["--mode", "json", "--model", model, "-p", "hi"], cwd=work, env=env
+        )
+        assert proc.returncode == 0, proc.stderr
+        outputs.append(proc.stdout + proc.stderr)
+    claude, codex = endpoints.requests_for(scenario)
+    assert claude.headers["authorization"] == f"Bearer {claude_access}"
+    assert codex.headers["authorization"] == f"Bearer {codex_access}"
+    assert codex.headers["chatgpt-account-id"] == "acct-e2e"
+    assert "claude ok" in outputs[0] and "codex ok" in outputs[1]
+
+    searched: list[str] = []
+    for output in outputs:
+        session_id = json.loads(output.splitlines()[0])["id"]
+        history = await temporal_client.get_workflow_handle(workflow_id_for(session_id)).fetch_history()
+        exported = history.to_json()
+        (session_file,) = (home / "sessions").rglob(f"*{session_id}*.jsonl")
+        searched += [exported, *_payload_texts(json.loads(exported)), session_file.read_text(), output]
+    assert any("codex ok" in text for text in searched)  # the payloads really were decoded
+    for secret in (claude_access, claude_refresh, codex_access, codex_refresh):
+        assert not any(secret in text for text in searched)

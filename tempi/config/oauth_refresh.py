@@ -227,7 +227,7 @@ def _fresh(credential: object) -> bool:
 def _login_again(provider: str, path: Path, why: str) -> ConfigError:
     return ConfigError(
         f'The {OAUTH_PROVIDER_NAMES[provider]} login for provider "{provider}" in {path} has expired and '
-        f"could not be refreshed: {why}. Log in again with `pi /login` (tempi shares pi's logins), or "
+        f"could not be refreshed: {why}. Log in again with /login (tempi's or pi's: they share logins), or "
         f"remove the entry with /logout {provider} and use an API key."
     )
 

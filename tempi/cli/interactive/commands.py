@@ -7,10 +7,10 @@ import base64
 import contextlib
 import shutil
 import subprocess
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from prompt_toolkit.buffer import Buffer
 from rich.console import RenderableType
@@ -60,6 +60,12 @@ class CommandHost(Protocol):
     async def write_raw(self, text: str) -> None: ...
 
     def open_picker(self, picker: Picker) -> None: ...
+
+    def spawn(self, coro: Awaitable[Any]) -> None: ...
+
+    async def ask(self, message: str, placeholder: str | None = None) -> str: ...
+
+    async def run_dialog(self, work: Coroutine[Any, Any, Any]) -> bool: ...
 
     async def refresh_footer(self, *, estimate_context: bool = False) -> None: ...
 
@@ -372,7 +378,11 @@ COMMANDS: list[Command] = [
     Command("clone", "duplicate the session as it is now into a new session", session_copies.cmd_clone),
     Command("import", "continue a session file from elsewhere <path.jsonl>", session_copies.cmd_import),
     Command("changelog", "what's new in tempi", notes_commands.cmd_changelog),
-    Command("login", "(pi) logins are pi's: `pi /login`, shared through auth.json", login_commands.cmd_login),
+    Command(
+        "login",
+        "log in to Claude Pro/Max, GitHub Copilot or ChatGPT (shared with pi)",
+        login_commands.cmd_login,
+    ),
     Command("logout", "remove a provider's login or key from auth.json", login_commands.cmd_logout),
     Command("share", "(pi) why there is no gist upload; /export instead", notes_commands.cmd_share),
     Command("quit", "leave (the session is kept; tempi --continue reopens it)", cmd_quit),
