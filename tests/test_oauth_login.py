@@ -23,19 +23,22 @@ from temporalio.client import Client
 from tempi.agent.model_registry import builtin_registry
 from tempi.config.auth_json import auth_json_path
 from tempi.config.file_lock import lock_path
-from tempi.config.oauth_login import LoginCallbacks, LoginFailed, Prompt, login
+from tempi.config.oauth_login import FLOWS, LoginCallbacks, LoginFailed, Prompt, login
 from tempi.config.oauth_login.anthropic import exchange_code
 from tempi.config.oauth_login.common import parse_authorization_input
 from tempi.config.oauth_login.copilot import github_urls, login_github_copilot
 from tempi.testing.scripted_llm import ScriptedLLMServer
+from tempi.testing.scripted_llm.oauth_logins import login_requests
 from tempi.workflows.session_types import workflow_id_for
 from tests.conftest import run_tempi, tempi_env
+from tests.fixture_paths import PI_FIXTURES
 from tests.test_auth_keys import codex_jwt
 from tests.test_auth_keys_e2e import _payload_texts
 
 COPILOT_CLIENT_ID = "Iv1.b507a08c87ecfe98"
 ANTHROPIC_CLIENT_ID = "9d1c250a-e61b-44d9-88ed-5944d1962f5e"
 CODEX_CLIENT_ID = "app_EMoamEEZ73f0CkXaXp7hrann"
+LOGIN_FIXTURES = PI_FIXTURES / "oauth-logins"
 COPILOT_TOKEN = "tid=login-test;exp=99;proxy-ep=proxy.individual.githubcopilot.com;sku=x"
 
 
@@ -451,3 +454,37 @@ async def test_logins_made_here_are_the_keys_of_the_next_runs_and_stay_out_of_hi
     assert any("codex ok" in text for text in searched)  # the payloads really were decoded
     for secret in (claude_access, claude_refresh, codex_access, codex_refresh):
         assert not any(secret in text for text in searched)
+
+
+# -- as pi sends them ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("provider", ["github-copilot", "anthropic", "openai-codex"])
+async def test_each_login_sends_what_pi_sends(endpoints: ScriptedLLMServer, provider: str) -> None:
+    """The same endpoints' answers as in pi 0.73.1's recorded login
+    (scripts/record_pi_oauth_logins.py): the same requests, in the same order, with the same
+    headers and bodies (random values and the callback port aside), and the same credentials."""
+    recorded = json.loads((LOGIN_FIXTURES / f"{provider}.json").read_text())
+    scripted = recorded["scripted"]
+    oauth = endpoints.oauth
+    oauth.issue(provider, **scripted["token"])
+    seen = Seen(answers=[""])
+    if provider == "github-copilot":
+        oauth.login.device_flow(scripted["device"], scripted["polls"])
+
+        async def no_wait(seconds: float) -> None:
+            pass
+
+        credentials = await login_github_copilot(seen.callbacks, sleep=no_wait)
+    else:
+        browser = asyncio.create_task(_browser(endpoints, provider, seen))
+        credentials = await FLOWS[provider](seen.callbacks)
+        await browser
+    sent = login_requests(oauth, provider)
+    assert [(r["kind"], r["method"]) for r in sent] == [
+        (r["kind"], r["method"]) for r in recorded["requests"]
+    ]
+    for ours, pis in zip(sent, recorded["requests"], strict=True):
+        assert ours["headers"] == pis["headers"], ours["kind"]
+        assert list(ours["body"].items()) == list(pis["body"].items()), ours["kind"]
+    assert list(credentials) == recorded["credential_fields"]

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
 import secrets
 import threading
 from collections import deque
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from aiohttp import web
@@ -25,6 +26,14 @@ DEVICE_CODE_PATH = "/oauth/github-copilot/login/device/code"
 ACCESS_TOKEN_PATH = "/oauth/github-copilot/login/oauth/access_token"
 AUTHORIZE_PATH = "/oauth/{provider}/authorize"
 POLICY_PATH = "/s/{scenario}/v1/models/{model}/policy"
+
+
+class OAuthTokenEndpointsLike(Protocol):
+    """oauth_tokens.OAuthTokenEndpoints (which imports this module)."""
+
+    login: OAuthLoginEndpoints
+
+    def requests_for(self, provider: str) -> list[Any]: ...
 
 
 class LoginRequest(BaseModel):
@@ -156,3 +165,51 @@ class OAuthLoginEndpoints:
     async def _policy(self, request: web.Request) -> web.Response:
         await self._record("policy", request)
         return web.json_response({"state": "enabled"})
+
+
+# Values that differ on every login (random, or a port); a comparison with pi's recording
+# keeps their presence, not their value.
+_VOLATILE_FIELDS = {"code", "code_verifier", "code_challenge", "state"}
+# Headers every client sets its own way; the rest are what the flow chose to send.
+_TRANSPORT_HEADERS = {
+    "host",
+    "content-length",
+    "connection",
+    "accept-encoding",
+    "accept-language",
+    "sec-fetch-mode",
+}
+_CLIENT_DEFAULT_AGENTS = ("node", "python-httpx/")
+
+
+def _normalized(record: dict[str, Any]) -> dict[str, Any]:
+    headers = {
+        k: v
+        for k, v in record["headers"].items()
+        if k not in _TRANSPORT_HEADERS and not (k == "user-agent" and v.startswith(_CLIENT_DEFAULT_AGENTS))
+    }
+    if headers.get("accept") == "*/*":
+        del headers["accept"]  # a client's default, not the flow's
+    body = {
+        k: ("<volatile>" if k in _VOLATILE_FIELDS else re.sub(r"localhost:\d+", "localhost:<port>", str(v)))
+        for k, v in record["body"].items()
+    }
+    return {"kind": record["kind"], "method": record["method"], "headers": headers, "body": body}
+
+
+def login_requests(endpoints: OAuthTokenEndpointsLike, provider: str) -> list[dict[str, Any]]:
+    """What a login of `provider` asked of the endpoints, in the flow's order, normalized for a
+    comparison with pi's (tests/fixtures/pi-0.73.1/oauth-logins/)."""
+    login = endpoints.login
+    records: list[dict[str, Any]] = []
+    if provider == "github-copilot":
+        records += [r.model_dump() for r in login.requests("device_code") + login.requests("access_token")]
+    else:
+        records += [
+            r.model_dump() for r in login.requests("authorize") if r.path == f"/oauth/{provider}/authorize"
+        ]
+    records += [{**r.model_dump(), "kind": "token"} for r in endpoints.requests_for(provider)]
+    if provider == "github-copilot":
+        policies = sorted(login.requests("policy"), key=lambda r: r.path)
+        records += [{**r.model_dump(), "kind": "policy " + r.path.rsplit("/", 2)[-2]} for r in policies]
+    return [_normalized(r) for r in records]
