@@ -80,7 +80,7 @@ HOTKEYS = [
     ("Enter", "send; while the agent works, queue a steering message"),
     ("Alt+Enter", "while the agent works, queue a follow-up for when it is done"),
     ("Shift+Enter, Ctrl+J, or \\ then Enter", "new line"),
-    ("Esc", "abort the run (or a running !command); queued messages come back to the editor"),
+    ("Esc", "abort the run (or a running !command, or a /login); queued messages come back to the editor"),
     ("Alt+Up", "take the queued messages back into the editor"),
     ("Ctrl+C", "clear the input; twice: quit (the session keeps its state)"),
     ("Ctrl+D", "quit, on an empty input"),

@@ -62,8 +62,8 @@ async def login_anthropic(callbacks: LoginCallbacks) -> Entries:
         )
     except OSError as exc:
         raise LoginFailed(
-            f"Cannot listen on port {port} for the browser's redirect ({exc.strerror}); "
-            "is another login running? Set PI_OAUTH_CALLBACK_HOST to listen on another address."
+            f"Cannot listen on port {port} for the browser's redirect ({exc.strerror}). Is another "
+            "login (pi's or tempi's) waiting there? Finish or cancel it, then run /login again."
         ) from None
     try:
         query = urlencode(
