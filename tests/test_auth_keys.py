@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tempi.agent.model_registry import builtin_registry
-from tempi.cli.interactive.login_commands import login_text, logout_text
+from tempi.cli.interactive.login_commands import logout_text
 from tempi.config.api_keys import (
     clear_runtime_api_keys,
     has_configured_key,
@@ -305,7 +305,7 @@ def test_a_failed_refresh_leaves_the_provider_keyless_and_says_to_log_in_again(
     with pytest.raises(ConfigError) as raised:
         resolve_api_key("anthropic", builtin_registry(), {"ANTHROPIC_API_KEY": "sk-env-is-not-used"})
     message = str(raised.value)
-    assert "pi /login" in message and str(tempi_auth()) in message and "HTTP 400" in message
+    assert "Log in again with /login" in message and str(tempi_auth()) in message and "HTTP 400" in message
     assert "rt-revoked" not in message and "sk-ant-oat01-expired" not in message
     # The login stays in the file, for a retry or a new /login.
     assert read_auth()["anthropic"]["refresh"] == "rt-revoked"
@@ -319,8 +319,9 @@ def test_logout_removes_the_entry_for_pi_too() -> None:
             "openai": {"type": "api_key", "key": "sk-openai-secret"},
         },
     )
-    assert "anthropic (login), openai (API key)" in login_text()
-    assert "sk-openai-secret" not in login_text() and "sk-ant-oat-x" not in login_text()
+    listed = logout_text("")[0]
+    assert "anthropic (login), openai (API key)" in listed
+    assert "sk-openai-secret" not in listed and "sk-ant-oat-x" not in listed
     text, _ = logout_text("anthropic")
     assert "Logged out of anthropic" in text
     assert list(json.loads(pi_auth().read_text())) == ["openai"]

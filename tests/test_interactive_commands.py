@@ -85,7 +85,7 @@ def test_unknown_commands_are_refused_while_templates_skills_and_pis_commands_an
     t.wait_for("No skill named 'nope'")
     t.keys("C-u")
     for command, answer in [
-        ("/login", "tempi shares pi's logins"),
+        ("/login nobody", "No login for 'nobody'"),
         ("/logout", "Usage: /logout <provider>"),
         ("/share", "/export writes the session"),
         ("/changelog", "what's new"),

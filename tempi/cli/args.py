@@ -48,7 +48,7 @@ and AGENTS.md; those it lacks (sessions aside) are read from pi's
 $PI_CODING_AGENT_DIR (default ~/.pi/agent). AGENTS.md or CLAUDE.md files from there and from
 every directory between / and the working directory are added to the system prompt.
 
-API keys, in pi's order: --api-key; auth.json (an API key, or a login made with `pi /login`:
+API keys, in pi's order: --api-key; auth.json (an API key, or a login made with /login, tempi's or pi's:
 Claude Pro/Max, GitHub Copilot, ChatGPT Codex; shared with pi, refreshed by whichever program
 finds it expired; /logout PROVIDER removes one); the provider's variable (ANTHROPIC_API_KEY,
 OPENAI_API_KEY, GEMINI_API_KEY, ... as pi reads them; AWS_PROFILE etc. for Bedrock); then

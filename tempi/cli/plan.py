@@ -31,7 +31,7 @@ from tempi.config.auth_json import auth_json_path
 from tempi.config.enabled_models import enabled_patterns
 from tempi.config.errors import ConfigError
 from tempi.config.mcp_json import load_mcp_servers
-from tempi.config.models_json import load_model_registry
+from tempi.config.models_json import load_model_registry, registry_stamp
 from tempi.config.paths import models_json_path, pi_agent_dir, tempi_home
 from tempi.config.resources import load_prompt_templates, load_skills
 from tempi.config.settings import Settings, merged_settings
@@ -45,12 +45,10 @@ from tempi.workflows.session_types import (
 )
 
 
-def _models_stamp() -> tuple[Path, float | None]:
+def _models_stamp() -> tuple[Path, tuple[float | None, float | None]]:
+    # auth.json too: a Copilot login (a /login made meanwhile) says where its models are.
     path = models_json_path()
-    try:
-        return path, path.stat().st_mtime
-    except OSError:
-        return path, None
+    return path, registry_stamp(path)
 
 
 @dataclass
@@ -66,12 +64,12 @@ class PlannedRun:
     scoped: list[ScopedModel] = field(default_factory=list)
     # The AGENTS.md/CLAUDE.md files in the system prompt, in its order (the startup header lists them).
     context_files: list[str] = field(default_factory=list)
-    models_stamp: tuple[Path, float | None] | None = None
+    models_stamp: tuple[Path, tuple[float | None, float | None]] | None = None
 
     @property
     def registry(self) -> ModelRegistry:
-        """The models as models.json says now: like pi, a long-lived front end re-reads the
-        file when it changed (a broken edit keeps the last good models until it is fixed)."""
+        """The models as models.json (and auth.json) say now: like pi, a long-lived front end
+        re-reads them when they changed (a broken edit keeps the last good models until it is fixed)."""
         stamp = _models_stamp()
         if stamp != self.models_stamp:
             try:

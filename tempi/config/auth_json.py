@@ -2,7 +2,7 @@
 
 One JSON object keyed by provider id; each entry is `{"type": "api_key", "key": ...}` (the key
 a literal, an environment variable's name or a `!command`) or `{"type": "oauth", "access",
-"refresh", "expires" (ms since the epoch), ...}` as `pi /login` writes it. tempi reads its own
+"refresh", "expires" (ms since the epoch), ...}` as `/login` (pi's or tempi's) writes it. tempi reads its own
 `$TEMPI_HOME/auth.json`, or pi's `$PI_CODING_AGENT_DIR/auth.json` when it has none, so a login
 made in pi works here and a refresh made here is seen by pi. Changes are written under the lock
 pi takes (see file_lock.py), in a file of mode 0600 in a directory of mode 0700.

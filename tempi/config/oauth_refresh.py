@@ -7,7 +7,8 @@ written and the lock released. A failed refresh leaves the provider without a ke
 to log in again.
 
 Runs on the worker at call time (and in the CLI for `/logout`), never in workflow code.
-The token endpoints can be moved for tests only, through TEMPI_TEST_OAUTH_TOKEN_URL_<PROVIDER>.
+The token endpoints can be moved for tests only, through TEMPI_TEST_OAUTH_TOKEN_URL_<PROVIDER>
+(and Copilot's API through TEMPI_TEST_OAUTH_API_URL_GITHUB_COPILOT).
 """
 
 from __future__ import annotations
@@ -33,10 +34,10 @@ TIMEOUT_S = 30.0
 FIVE_MINUTES_MS = 5 * 60 * 1000
 
 # pi's public OAuth client ids (pi keeps the Anthropic and Copilot ones base64-encoded too).
-_ANTHROPIC_CLIENT_ID = base64.b64decode("OWQxYzI1MGEtZTYxYi00NGQ5LTg4ZWQtNTk0NGQxOTYyZjVl").decode()
-_CODEX_CLIENT_ID = "app_EMoamEEZ73f0CkXaXp7hrann"
-_ANTHROPIC_TOKEN_URL = "https://platform.claude.com/v1/oauth/token"
-_CODEX_TOKEN_URL = "https://auth.openai.com/oauth/token"
+ANTHROPIC_CLIENT_ID = base64.b64decode("OWQxYzI1MGEtZTYxYi00NGQ5LTg4ZWQtNTk0NGQxOTYyZjVl").decode()
+CODEX_CLIENT_ID = "app_EMoamEEZ73f0CkXaXp7hrann"
+ANTHROPIC_TOKEN_URL = "https://platform.claude.com/v1/oauth/token"
+CODEX_TOKEN_URL = "https://auth.openai.com/oauth/token"
 _CODEX_CLAIM = "https://api.openai.com/auth"
 COPILOT_HEADERS = {
     "User-Agent": "GitHubCopilotChat/0.35.0",
@@ -45,6 +46,8 @@ COPILOT_HEADERS = {
     "Copilot-Integration-Id": "vscode-chat",
 }
 COPILOT_DEFAULT_BASE_URL = "https://api.individual.githubcopilot.com"
+# What a URL's host may hold (WHATWG's URL parser, which pi uses, refuses spaces and the like).
+_HOST = re.compile(r"[A-Za-z0-9.-]+|[0-9A-Fa-f:.]+")
 
 OAUTH_PROVIDER_NAMES = {
     "anthropic": "Anthropic (Claude Pro/Max)",
@@ -57,9 +60,13 @@ class RefreshFailed(Exception):
     """The token endpoint refused or could not be reached; the message holds no token."""
 
 
+def test_url(kind: str, provider: str) -> str | None:
+    """An endpoint a test put in place of the provider's real one: TEMPI_TEST_OAUTH_<KIND>_<PROVIDER>."""
+    return os.environ.get(f"TEMPI_TEST_OAUTH_{kind}_" + provider.upper().replace("-", "_")) or None
+
+
 def test_token_url(provider: str) -> str | None:
-    """A token endpoint a test put in place of the provider's real one."""
-    return os.environ.get("TEMPI_TEST_OAUTH_TOKEN_URL_" + provider.upper().replace("-", "_")) or None
+    return test_url("TOKEN_URL", provider)
 
 
 def _now_ms() -> int:
@@ -91,12 +98,12 @@ def _answer(url: str, send: Callable[[httpx.Client], httpx.Response]) -> dict[st
 
 
 def _refresh_anthropic(credential: Entries) -> Entries:
-    url = test_token_url("anthropic") or _ANTHROPIC_TOKEN_URL
+    url = test_token_url("anthropic") or ANTHROPIC_TOKEN_URL
     data = _post(
         url,
         json={
             "grant_type": "refresh_token",
-            "client_id": _ANTHROPIC_CLIENT_ID,
+            "client_id": ANTHROPIC_CLIENT_ID,
             "refresh_token": credential["refresh"],
         },
         headers={"Content-Type": "application/json", "Accept": "application/json"},
@@ -126,13 +133,13 @@ def codex_account_id(access_token: str) -> str | None:
 
 
 def _refresh_openai_codex(credential: Entries) -> Entries:
-    url = test_token_url("openai-codex") or _CODEX_TOKEN_URL
+    url = test_token_url("openai-codex") or CODEX_TOKEN_URL
     data = _post(
         url,
         data={
             "grant_type": "refresh_token",
             "refresh_token": credential["refresh"],
-            "client_id": _CODEX_CLIENT_ID,
+            "client_id": CODEX_CLIENT_ID,
         },
     )
     access, refresh, expires_in = data.get("access_token"), data.get("refresh_token"), data.get("expires_in")
@@ -153,19 +160,24 @@ def _refresh_openai_codex(credential: Entries) -> Entries:
     }
 
 
-def _copilot_domain(enterprise: object) -> str | None:
+def copilot_domain(enterprise: object) -> str | None:
+    """The host a GitHub Enterprise URL or domain names (pi's normalizeDomain); None if blank
+    or not a host."""
     if not isinstance(enterprise, str) or not enterprise.strip():
         return None
     text = enterprise.strip()
     try:
-        return urlsplit(text if "://" in text else f"https://{text}").hostname or None
+        host = urlsplit(text if "://" in text else f"https://{text}").hostname
     except ValueError:
         return None
+    return host if host and _HOST.fullmatch(host) else None
 
 
-def _refresh_github_copilot(credential: Entries) -> Entries:
+def refresh_github_copilot(credential: Entries) -> Entries:
+    """The Copilot token a GitHub token (the login's `refresh`) gets: also the last step of
+    the login."""
     enterprise = credential.get("enterpriseUrl")
-    domain = _copilot_domain(enterprise) or "github.com"
+    domain = copilot_domain(enterprise) or "github.com"
     url = test_token_url("github-copilot") or f"https://api.{domain}/copilot_internal/v2/token"
     headers = {
         "Accept": "application/json",
@@ -186,17 +198,20 @@ def _refresh_github_copilot(credential: Entries) -> Entries:
 _REFRESHERS: dict[str, Callable[[Entries], Entries]] = {
     "anthropic": _refresh_anthropic,
     "openai-codex": _refresh_openai_codex,
-    "github-copilot": _refresh_github_copilot,
+    "github-copilot": refresh_github_copilot,
 }
 
 
 def copilot_base_url(credential: Entries) -> str:
     """Where Copilot's API is for this login: its token's `proxy-ep` (`proxy.X` becomes
     `https://api.X`), else the enterprise's `copilot-api.` host, else the individual one."""
+    moved = test_url("API_URL", "github-copilot")
+    if moved:
+        return moved
     match = re.search(r"proxy-ep=([^;]+)", str(credential.get("access", "")))
     if match:
         return "https://" + re.sub(r"^proxy\.", "api.", match.group(1))
-    domain = _copilot_domain(credential.get("enterpriseUrl"))
+    domain = copilot_domain(credential.get("enterpriseUrl"))
     return f"https://copilot-api.{domain}" if domain else COPILOT_DEFAULT_BASE_URL
 
 
@@ -212,7 +227,7 @@ def _fresh(credential: object) -> bool:
 def _login_again(provider: str, path: Path, why: str) -> ConfigError:
     return ConfigError(
         f'The {OAUTH_PROVIDER_NAMES[provider]} login for provider "{provider}" in {path} has expired and '
-        f"could not be refreshed: {why}. Log in again with `pi /login` (tempi shares pi's logins), or "
+        f"could not be refreshed: {why}. Log in again with /login (tempi's or pi's: they share logins), or "
         f"remove the entry with /logout {provider} and use an API key."
     )
 

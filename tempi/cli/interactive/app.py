@@ -9,7 +9,8 @@ import asyncio
 import contextlib
 import sys
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Coroutine
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +90,22 @@ STYLE = Style.from_dict(
 )
 
 
+@dataclass
+class Question:
+    """A question above the editor (a login's); the next Enter answers it."""
+
+    message: str
+    placeholder: str | None
+    answer: asyncio.Future[str]
+
+    def lines(self) -> StyleAndTextTuples:
+        out: StyleAndTextTuples = [("class:picker.title", self.message + "\n")]
+        if self.placeholder:
+            out.append(("class:picker.hint", f"e.g., {self.placeholder}\n"))
+        out.append(("class:picker.hint", "(enter submits, esc cancels)\n"))
+        return out
+
+
 class InteractiveApp:
     def __init__(
         self,
@@ -110,6 +127,9 @@ class InteractiveApp:
         self.view = LiveView(display=self.display)
         self.footer = self._fresh_footer()
         self.picker: Picker | None = None
+        # A login going on (Esc cancels it), and the question it asks, if any.
+        self.dialog: asyncio.Future[Any] | None = None
+        self.question: Question | None = None
         self.status = ""
         self.status_at = 0.0
         self.ctrl_c_at: float | None = None
@@ -308,6 +328,14 @@ class InteractiveApp:
 
     def submit(self, *, follow_up: bool) -> None:
         text = self.input.text
+        if self.question is not None:
+            # An answer (perhaps a pasted code) goes to the question, not to the history.
+            question, self.question = self.question, None
+            self.input.reset()
+            if not question.answer.done():
+                question.answer.set_result(text)
+            self.application.invalidate()
+            return
         if not text.strip():
             return
         self.input.reset(append_to_history=True)
@@ -449,7 +477,43 @@ class InteractiveApp:
         self.picker = picker
         self.application.invalidate()
 
+    async def ask(self, message: str, placeholder: str | None = None) -> str:
+        """Ask above the editor; the text of the next Enter."""
+        question = Question(message, placeholder, asyncio.get_running_loop().create_future())
+        self.question = question
+        self.application.invalidate()
+        try:
+            return await question.answer
+        finally:
+            if self.question is question:
+                self.question = None
+            self.application.invalidate()
+
+    async def run_dialog(self, work: Coroutine[Any, Any, Any]) -> bool:
+        """Run `work` so that Esc (or Ctrl+C) cancels it; whether it ran to its end. Its
+        errors are raised here."""
+        task = asyncio.ensure_future(work)
+        self.dialog = task
+        try:
+            await asyncio.wait({task})
+        finally:
+            self.dialog = None
+            if not task.done():
+                task.cancel()
+        if task.cancelled():
+            return False
+        task.result()
+        return True
+
+    def _cancel_dialog(self) -> bool:
+        if self.dialog is None:
+            return False
+        self.dialog.cancel()
+        return True
+
     def escape(self) -> None:
+        if self._cancel_dialog():
+            return
         if self.bash_running is not None:
             self.spawn(self.session.abort_bash())
             self.set_status(CANCELLING_TEXT)
@@ -478,6 +542,8 @@ class InteractiveApp:
         now = time.monotonic()
         if self.picker is not None:
             self.picker = None
+            return
+        if self._cancel_dialog():
             return
         if self.ctrl_c_at is not None and now - self.ctrl_c_at < CTRL_C_WINDOW_S:
             self.quit()
@@ -539,6 +605,13 @@ class InteractiveApp:
             filter=picker_open,
         )
         self.completions = CompletionsMenu(max_height=self.planned.settings.autocomplete_max_visible)
+        question = ConditionalContainer(
+            Window(
+                FormattedTextControl(lambda: self.question.lines() if self.question else []),
+                dont_extend_height=True,
+            ),
+            filter=Condition(lambda: self.question is not None),
+        )
         editor = Window(
             BufferControl(self.input),
             get_line_prefix=lambda line, wrap: [("class:prompt", "❯ " if line == 0 and not wrap else "  ")],
@@ -554,6 +627,7 @@ class InteractiveApp:
                 status,
                 Window(height=1, char="─", style="class:rule"),
                 picker,
+                question,
                 editor,
                 self.completions,
                 Window(height=1, char="─", style="class:rule"),

@@ -7,10 +7,10 @@ import base64
 import contextlib
 import shutil
 import subprocess
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from prompt_toolkit.buffer import Buffer
 from rich.console import RenderableType
@@ -64,6 +64,12 @@ class CommandHost(Protocol):
 
     def set_completion_rows(self, rows: int) -> None: ...
 
+    def spawn(self, coro: Awaitable[Any]) -> None: ...
+
+    async def ask(self, message: str, placeholder: str | None = None) -> str: ...
+
+    async def run_dialog(self, work: Coroutine[Any, Any, Any]) -> bool: ...
+
     async def refresh_footer(self, *, estimate_context: bool = False) -> None: ...
 
     async def use_session(self, opened: OpenSession, *, history: bool) -> None: ...
@@ -77,7 +83,7 @@ HOTKEYS = [
     ("Enter", "send; while the agent works, queue a steering message"),
     ("Alt+Enter", "while the agent works, queue a follow-up for when it is done"),
     ("Shift+Enter, Ctrl+J, or \\ then Enter", "new line"),
-    ("Esc", "abort the run (or a running !command); queued messages come back to the editor"),
+    ("Esc", "abort the run (or a running !command, or a /login); queued messages come back to the editor"),
     ("Alt+Up", "take the queued messages back into the editor"),
     ("Ctrl+C", "clear the input; twice: quit (the session keeps its state)"),
     ("Ctrl+D", "quit, on an empty input"),
@@ -375,7 +381,11 @@ COMMANDS: list[Command] = [
     Command("clone", "duplicate the session as it is now into a new session", session_copies.cmd_clone),
     Command("import", "continue a session file from elsewhere <path.jsonl>", session_copies.cmd_import),
     Command("changelog", "what's new in tempi", notes_commands.cmd_changelog),
-    Command("login", "(pi) logins are pi's: `pi /login`, shared through auth.json", login_commands.cmd_login),
+    Command(
+        "login",
+        "log in to Claude Pro/Max, GitHub Copilot or ChatGPT (shared with pi)",
+        login_commands.cmd_login,
+    ),
     Command("logout", "remove a provider's login or key from auth.json", login_commands.cmd_logout),
     Command("share", "(pi) why there is no gist upload; /export instead", notes_commands.cmd_share),
     Command("quit", "leave (the session is kept; tempi --continue reopens it)", cmd_quit),

@@ -5,9 +5,9 @@ commands.py, which lists them."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from rich.console import RenderableType
 
@@ -39,6 +39,12 @@ class ExtrasHost(Protocol):
     def open_picker(self, picker: Picker) -> None: ...
 
     def set_completion_rows(self, rows: int) -> None: ...
+
+    def spawn(self, coro: Awaitable[Any]) -> None: ...
+
+    async def ask(self, message: str, placeholder: str | None = None) -> str: ...
+
+    async def run_dialog(self, work: Coroutine[Any, Any, Any]) -> bool: ...
 
     async def refresh_footer(self, *, estimate_context: bool = False) -> None: ...
 

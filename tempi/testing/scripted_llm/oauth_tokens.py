@@ -1,11 +1,13 @@
-"""Token endpoints of pi's three OAuth providers, answering refreshes from scripted tokens.
+"""Token endpoints of pi's three OAuth providers, answering refreshes and logins' code
+exchanges from scripted tokens.
 
 As the real ones speak (pi 0.73.1's utils/oauth/*.js): Anthropic takes a JSON body, OpenAI
 (Codex) a form, both answering `{access_token, refresh_token, expires_in}`; GitHub Copilot's
 is a GET with the GitHub token as Bearer, answering `{token, expires_at}`. Each refresh token
 is good once, as with real rotation, so two programs refreshing the same login without a
 shared lock show up as a refused second refresh. A test can hold answers back (`hold()`) to
-keep a refreshing program inside its lock.
+keep a refreshing program inside its lock. A code exchange (`grant_type=authorization_code`)
+is answered only when the login endpoints (oauth_logins.py) issued that code for the verifier.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from typing import Any, Literal
 
 from aiohttp import web
 from pydantic import BaseModel
+
+from tempi.testing.scripted_llm.oauth_logins import OAuthLoginEndpoints
 
 OAuthProvider = Literal["anthropic", "openai-codex", "github-copilot"]
 
@@ -51,6 +55,7 @@ class OAuthTokenEndpoints:
         self._open = threading.Event()
         self._open.set()
         self._arrived = threading.Condition()
+        self.login = OAuthLoginEndpoints()
 
     # -- what tests use ----------------------------------------------------------------
 
@@ -84,6 +89,7 @@ class OAuthTokenEndpoints:
             self._queued.clear()
             self._valid_refresh.clear()
             self._requests.clear()
+        self.login.reset()
         self._open.set()
 
     def hold(self) -> None:
@@ -100,6 +106,7 @@ class OAuthTokenEndpoints:
     # -- serving -----------------------------------------------------------------------
 
     def register(self, app: web.Application) -> None:
+        self.login.register(app)
         for provider, path in _PATHS.items():
             method = "GET" if provider == "github-copilot" else "POST"
             app.router.add_route(method, path, self._handler(provider))
@@ -132,7 +139,11 @@ class OAuthTokenEndpoints:
         )
         expected = self._valid_refresh.get(provider)
         queued = self._queued[provider]
-        if (expected is not None and presented != expected) or not queued:
+        if body.get("grant_type") == "authorization_code":
+            refused = not self.login.redeem(body)
+        else:
+            refused = expected is not None and presented != expected
+        if refused or not queued:
             record.status = 400
             return web.json_response({"error": "invalid_grant"}, status=400)
         issue = queued.popleft()
