@@ -81,19 +81,26 @@ def build_request(model: ModelSpec, context: LlmContext, options: StreamOptions)
         "stream": True,
         "store": False,
         "max_output_tokens": output_token_limit(model, options),
+        **sampling_fields(model, context, options),
     }
-    if options.temperature is not None:
-        body["temperature"] = options.temperature
-    if context.tools:
-        body["tools"] = convert_tools(context.tools)
-    reasoning = responses_reasoning(model, options.thinking_level)
-    if reasoning is not None:
-        body["reasoning"] = reasoning
-        # With store=false, reasoning can only be replayed from its encrypted form.
-        body["include"] = ["reasoning.encrypted_content"]
     if options.session_id:
         body["prompt_cache_key"] = options.session_id
     return body
+
+
+def sampling_fields(model: ModelSpec, context: LlmContext, options: StreamOptions) -> dict[str, Any]:
+    """`temperature`, `tools` and `reasoning` of a store=false Responses body (OpenAI's, Azure's)."""
+    fields: dict[str, Any] = {}
+    if options.temperature is not None:
+        fields["temperature"] = options.temperature
+    if context.tools:
+        fields["tools"] = convert_tools(context.tools)
+    reasoning = responses_reasoning(model, options.thinking_level)
+    if reasoning is not None:
+        fields["reasoning"] = reasoning
+        # With store=false, reasoning can only be replayed from its encrypted form.
+        fields["include"] = ["reasoning.encrypted_content"]
+    return fields
 
 
 def session_headers(model: ModelSpec, options: StreamOptions) -> dict[str, str]:
