@@ -5,7 +5,6 @@ they are asked with, and the helpers that stream a call and read its outcome."""
 from __future__ import annotations
 
 import asyncio
-import socket
 from typing import Any
 
 from tempi.activities.llm import StreamOptions, stream_assistant
@@ -122,10 +121,3 @@ def ok_results(calls: list[ToolCall]) -> list[LlmMessage]:
         )
         for c in calls
     ]
-
-
-def unused_port() -> int:
-    """A local port nothing listens on (closed again at once)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])

@@ -33,6 +33,7 @@ from tempi.testing.scripted_llm.bedrock_auth import (
     SCRIPTED_AWS_SECRET_ACCESS_KEY,
     parse_sigv4,
 )
+from tempi.workers.dev_server import free_port
 from tests.provider_streams import (
     CONTEXT,
     LONG_TEXT,
@@ -42,7 +43,6 @@ from tests.provider_streams import (
     collect,
     final_message,
     ok_results,
-    unused_port,
 )
 
 API = "bedrock-converse-stream"
@@ -388,9 +388,7 @@ async def test_a_dropped_connection_is_retryable(server: ScriptedLLMServer) -> N
 
 
 async def test_an_unreachable_endpoint_is_a_retryable_connection_error() -> None:
-    model = ModelSpec(
-        id="m", api=API, provider="amazon-bedrock", base_url=f"http://127.0.0.1:{unused_port()}"
-    )
+    model = ModelSpec(id="m", api=API, provider="amazon-bedrock", base_url=f"http://127.0.0.1:{free_port()}")
     failed = await complete(model, CONTEXT, OPTIONS.model_copy(update={"sdk_retries": 0}))
     assert (failed.error_message or "").startswith("Connection error")
     assert classify_error(failed) == "retryable"

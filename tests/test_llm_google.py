@@ -32,6 +32,7 @@ from tempi.agent.model_registry import builtin_registry
 from tempi.agent.model_spec import ModelCost, ModelSpec, ThinkingLevel
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tempi.testing.scripted_llm.gemini import thought_signature
+from tempi.workers.dev_server import free_port
 from tests.provider_streams import (
     CONTEXT,
     LONG_TEXT,
@@ -45,7 +46,6 @@ from tests.provider_streams import (
     final_message,
     per_api,
     scenario,
-    unused_port,
 )
 
 APIS = ["google-generative-ai", "google-vertex"]
@@ -277,7 +277,7 @@ async def test_a_dropped_connection_is_retryable(server: ScriptedLLMServer, api:
 @pytest.mark.parametrize("api", APIS)
 async def test_an_unreachable_server_is_a_retryable_connection_error(api: str) -> None:
     model = ModelSpec(
-        id="gemini-2.5-flash", api=api, provider="p", base_url=f"http://127.0.0.1:{unused_port()}/v1beta"
+        id="gemini-2.5-flash", api=api, provider="p", base_url=f"http://127.0.0.1:{free_port()}/v1beta"
     )
     failed = await complete(model, CONTEXT, OPTIONS)
     assert (failed.error_message or "").startswith("Connection error"), failed.error_message

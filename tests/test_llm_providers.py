@@ -22,6 +22,7 @@ from tempi.agent.messages import (
 )
 from tempi.agent.model_spec import ModelCost, ModelSpec
 from tempi.testing.scripted_llm import ScriptedLLMServer
+from tempi.workers.dev_server import free_port
 from tests.provider_streams import (
     CONTEXT,
     LONG_TEXT,
@@ -35,7 +36,6 @@ from tests.provider_streams import (
     ok_results,
     per_api,
     scenario,
-    unused_port,
 )
 
 APIS = ["anthropic-messages", "openai-completions", "openai-responses"]
@@ -217,7 +217,7 @@ async def test_missing_api_key_fails_before_any_request(server: ScriptedLLMServe
 
 @pytest.mark.parametrize("api", APIS)
 async def test_an_unreachable_server_is_a_retryable_connection_error(api: str) -> None:
-    base = f"http://127.0.0.1:{unused_port()}" + ("" if api == "anthropic-messages" else "/v1")
+    base = f"http://127.0.0.1:{free_port()}" + ("" if api == "anthropic-messages" else "/v1")
     model = ModelSpec(id="m", api=api, provider="mock", base_url=base)
     failed = await complete(model, CONTEXT, OPTIONS)
     assert (failed.error_message or "").startswith("Connection error")
