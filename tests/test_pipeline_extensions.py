@@ -49,7 +49,9 @@ def test_a_pipeline_shard_runs_the_specs_extension_and_its_guard_blocks_rm_rf(
         write("src/mods/alpha.py", module("alpha", "new_api", 1)),
         {"text": "Done."},
     ]
-    home = scripted_home(tmp_path, scripted_server, "pipeline-ext", {"routes": {"alpha.py": {"turns": turns}}})
+    home = scripted_home(
+        tmp_path, scripted_server, "pipeline-ext", {"routes": {"alpha.py": {"turns": turns}}}
+    )
     repo = _repo(tmp_path, SPEC)
 
     proc = run_tempi(

@@ -220,7 +220,9 @@ def test_a_step_stops_at_its_max_turns_with_the_reason(
     tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
 ) -> None:
     looping = [write("src/mods/alpha.py", module("alpha", "new_api", n)) for n in range(10)]
-    home = scripted_home(tmp_path, scripted_server, "pipeline-turns", {"routes": {"alpha.py": {"turns": looping}}})
+    home = scripted_home(
+        tmp_path, scripted_server, "pipeline-turns", {"routes": {"alpha.py": {"turns": looping}}}
+    )
     repo = make_fixture(tmp_path / "repo")
     (repo / "turns.yaml").write_text(
         SPEC.replace('glob: "src/mods/*.py"', 'glob: "src/mods/alpha.py"').replace(

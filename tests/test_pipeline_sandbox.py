@@ -33,7 +33,9 @@ def test_a_bwrap_shard_writes_its_worktree_and_nothing_outside_it(
     new_alpha = module("alpha", "new_api", 1).replace("\n", "\\n")
     command = f"printf '{new_alpha}' > src/mods/alpha.py; echo escaped > {outside}"
     turns = [{"tool_calls": [{"name": "bash", "arguments": {"command": command}}]}, {"text": "Done."}]
-    home = scripted_home(tmp_path, scripted_server, "pipeline-bwrap", {"routes": {"alpha.py": {"turns": turns}}})
+    home = scripted_home(
+        tmp_path, scripted_server, "pipeline-bwrap", {"routes": {"alpha.py": {"turns": turns}}}
+    )
     repo = make_fixture(tmp_path / "repo")
     (repo / "boxed.yaml").write_text(SPEC)
     git(repo, "add", "-A")
