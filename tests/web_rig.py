@@ -18,6 +18,7 @@ import pytest
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tests.conftest import run_tempi, tempi_env, write_models_json
+from tests.processes import stop_process
 
 SECRET = "sk-mock-secret-key-12345"  # the API key tempi_env gives the mock provider
 
@@ -33,11 +34,7 @@ class Console:
         return self.base
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        stop_process(self.proc)
 
 
 @dataclass
@@ -94,11 +91,7 @@ class Rig:
     def close(self) -> None:
         for console in self.consoles:
             console.stop()
-        self.worker.terminate()
-        try:
-            self.worker.wait(15)
-        except subprocess.TimeoutExpired:
-            self.worker.kill()
+        stop_process(self.worker, 15)
 
 
 @contextmanager

@@ -16,7 +16,6 @@ import argparse
 import asyncio
 import json
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,6 +45,7 @@ from tests.docker_support import SANDBOX_IMAGE, open_host_dir
 from tests.fixture_paths import PI_FIXTURES
 from tests.full_disk import full_disk_at
 from tests.history_payloads import payload_texts
+from tests.processes import stop_process
 from tests.session_harness import API_KEY, Session, running_worker, scripted_model, start_session
 
 HISTORIES = Path(__file__).resolve().parent
@@ -637,11 +637,7 @@ async def main(names: list[str]) -> None:
             print(f"{name}: {count} histories in {time.monotonic() - started:.1f} s", flush=True)
     finally:
         server.stop_thread()
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_process(proc)
         shutil.rmtree(tmp, ignore_errors=True)
 
 
