@@ -23,6 +23,8 @@ import aiohttp
 import pytest
 from PIL import Image, ImageChops, ImageOps
 
+from tests.processes import stop_process
+
 REQUIRE_CHROMIUM_ENV = "TEMPI_REQUIRE_CHROMIUM"
 
 
@@ -121,11 +123,7 @@ class DevToolsPage:
                 async with http.ws_connect(target["webSocketDebuggerUrl"], max_msg_size=0) as ws:
                     yield cls(ws)
         finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop_process(proc)
 
     async def call(self, method: str, **params: Any) -> dict[str, Any]:
         call_id = next(self._ids)

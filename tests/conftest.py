@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 from tests import hermetic_home
 
@@ -21,6 +22,7 @@ from tempi.testing.scripted_llm import ScriptedLLMServer  # noqa: E402
 from tempi.workers.dev_server import free_port, start_dev_server  # noqa: E402
 from tempi.workers.temporal_client import connect  # noqa: E402
 from tests.fixture_paths import PI_FIXTURES as FIXTURES  # noqa: E402
+from tests.processes import stop_process  # noqa: E402
 
 # The slow end-to-end groups (many real `tempi` processes, a terminal, the background
 # service, chaos, a 300-turn session) run in CI and on request; a plain `uv run pytest`
@@ -102,11 +104,7 @@ def temporal_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     try:
         yield f"127.0.0.1:{port}"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_process(proc)
 
 
 @pytest.fixture(scope="session")
@@ -133,32 +131,41 @@ def write_models_json(
     provider: str = "mock",
     model_id: str = "mock-model",
     context_window: int = 128_000,
+    more_models: tuple[str, ...] = (),
+    reasoning: bool = False,
+    cost: dict[str, float] | None = None,
 ) -> None:
+    """A models.json whose `provider` serves `model_id` (and `more_models`, alike) from
+    `scenario` on the scripted server."""
     home.mkdir(parents=True, exist_ok=True)
-    (home / "models.json").write_text(
-        json.dumps(
-            {
-                "providers": {
-                    provider: {
-                        "baseUrl": server.url_for(scenario, api),
-                        "api": api,
-                        "apiKey": "MOCK_API_KEY",
-                        "models": [
-                            {
-                                "id": model_id,
-                                "name": model_id,
-                                "reasoning": False,
-                                "input": ["text"],
-                                "cost": {"input": 3, "output": 15, "cacheRead": 0.3, "cacheWrite": 3.75},
-                                "contextWindow": context_window,
-                                "maxTokens": 16384,
-                            }
-                        ],
-                    }
-                }
-            }
-        )
-    )
+    models = [
+        {
+            "id": model,
+            "name": model,
+            "reasoning": reasoning,
+            "input": ["text"],
+            "cost": cost or {"input": 3, "output": 15, "cacheRead": 0.3, "cacheWrite": 3.75},
+            "contextWindow": context_window,
+            "maxTokens": 16384,
+        }
+        for model in (model_id, *more_models)
+    ]
+    provider_config = {
+        "baseUrl": server.url_for(scenario, api),
+        "api": api,
+        "apiKey": "MOCK_API_KEY",
+        "models": models,
+    }
+    (home / "models.json").write_text(json.dumps({"providers": {provider: provider_config}}))
+
+
+def scripted_home(tmp_path: Path, server: ScriptedLLMServer, name: str, scenario: Any) -> Path:
+    """`tmp_path/home`, its models.json naming the scripted model that answers from
+    `scenario` (added to `server` as `name`)."""
+    server.add_scenario(name, scenario)
+    home = tmp_path / "home"
+    write_models_json(home, server, name)
+    return home
 
 
 def trust_project_as(home: Path, project: Path) -> None:

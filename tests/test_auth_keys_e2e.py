@@ -6,7 +6,6 @@ refreshes and tempi uses its token, tempi refreshes and pi uses its token."""
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import os
 import subprocess
@@ -20,6 +19,7 @@ from temporalio.client import Client
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tempi.workflows.session_types import workflow_id_for
 from tests.conftest import run_tempi, tempi_env, write_models_json
+from tests.history_payloads import payload_texts
 from tests.pi_bin import pi_bin
 
 DAY_MS = 24 * 3600 * 1000
@@ -46,19 +46,6 @@ def _claude_provider(server: ScriptedLLMServer, scenario: str) -> dict[str, Any]
 
 def _login(access: str, refresh: str, expires: int) -> dict[str, Any]:
     return {"type": "oauth", "access": access, "refresh": refresh, "expires": expires}
-
-
-def _payload_texts(node: object) -> list[str]:
-    out: list[str] = []
-    if isinstance(node, dict):
-        if "data" in node and "metadata" in node and isinstance(node["data"], str):
-            out.append(base64.b64decode(node["data"]).decode("utf-8", "replace"))
-        for value in node.values():
-            out.extend(_payload_texts(value))
-    elif isinstance(node, list):
-        for value in node:
-            out.extend(_payload_texts(value))
-    return out
 
 
 @pytest.mark.slow
@@ -178,7 +165,7 @@ async def test_expired_login_is_refreshed_on_the_worker_and_no_secret_reaches_hi
     session_id = json.loads(proc.stdout.splitlines()[0])["id"]
     history = await temporal_client.get_workflow_handle(workflow_id_for(session_id)).fetch_history()
     exported = history.to_json()
-    searched = exported + "\n".join(_payload_texts(json.loads(exported)))
+    searched = exported + "\n".join(payload_texts(json.loads(exported)))
     assert "ran-by-bash" in searched  # the payloads really were decoded
     (session_file,) = (home / "sessions").rglob(f"*{session_id}*.jsonl")
     session_text = session_file.read_text()

@@ -5,10 +5,8 @@ workflow's history."""
 
 from __future__ import annotations
 
-import base64
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 from temporalio.client import Client
@@ -16,22 +14,10 @@ from temporalio.client import Client
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tempi.workflows.session_types import workflow_id_for
 from tests.conftest import run_tempi, tempi_env
+from tests.history_payloads import payload_texts
 from tests.test_azure_codex_mistral_requests import FAKE_JWT
 
 MOCK_KEY = "sk-mock-secret-key-12345"  # what tempi_env puts in MOCK_API_KEY
-
-
-def _payloads(node: Any, out: list[str]) -> list[str]:
-    """Every payload of a history, decoded from base64, plus the rest of the JSON."""
-    if isinstance(node, dict):
-        if "metadata" in node and isinstance(node.get("data"), str):
-            out.append(base64.b64decode(node["data"]).decode("utf-8", "replace"))
-        for value in node.values():
-            _payloads(value, out)
-    elif isinstance(node, list):
-        for value in node:
-            _payloads(value, out)
-    return out
 
 
 @pytest.mark.parametrize(
@@ -86,6 +72,6 @@ async def test_tempi_p_runs_a_tool_call_and_keeps_the_key_out_of_history(
     assert "Look at the file." in session and key not in session
     session_id = json.loads(session.splitlines()[0])["id"]
     history = await temporal_client.get_workflow_handle(workflow_id_for(session_id)).fetch_history()
-    text = json.dumps(_payloads(history.to_json_dict(), []))
+    text = json.dumps(payload_texts(history.to_json_dict()))
     assert "Look at the file." in text and "hello.txt" in text
     assert key not in text

@@ -8,7 +8,6 @@ prompt and tools, so the bodies must be equal: the session id pi used is the ses
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -25,40 +24,17 @@ from tempi.agent.messages import (
     ToolCall,
     ToolResultMessage,
     UserMessage,
-    parse_message,
 )
 from tempi.agent.model_registry import CATALOG_MODELS
 from tempi.agent.model_spec import ModelSpec
 from tempi.testing.scripted_llm import ScriptedLLMServer
-from tests.fixture_paths import PI_FIXTURES
+from tests.pi_recordings import pi_request, pi_session
 
 FAKE_JWT = (
     "eyJhbGciOiAibm9uZSIsICJ0eXAiOiAiSldUIn0."
     "eyJodHRwczovL2FwaS5vcGVuYWkuY29tL2F1dGgiOiB7ImNoYXRncHRfYWNjb3VudF9pZCI6ICJhY2MtMTIzNCJ9LCAiZXhwIjogNDEwMjQ0NDgwMH0."
     "c2lnbmF0dXJl"
 )
-
-
-def recording(name: str) -> dict[str, Any]:
-    recorded: dict[str, Any] = json.loads((PI_FIXTURES / "llm-requests" / f"{name}.json").read_text())
-    return recorded
-
-
-def pi_session(name: str) -> tuple[str, list[LlmMessage]]:
-    """pi's session id and the messages it had when it sent its tool-result turn."""
-    session_id = ""
-    messages: list[LlmMessage] = []
-    for line in (PI_FIXTURES / "sessions" / f"{name}.jsonl").read_text().splitlines():
-        entry = json.loads(line)
-        if entry.get("type") == "session":
-            session_id = entry["id"]
-        elif entry.get("type") == "message":
-            message = parse_message(entry["message"])
-            assert isinstance(message, (UserMessage, AssistantMessage, ToolResultMessage))
-            messages.append(message)
-    while not isinstance(messages[-1], ToolResultMessage):
-        messages.pop()
-    return session_id, messages
 
 
 def catalog_model(provider: str, model_id: str, **updates: Any) -> ModelSpec:
@@ -76,7 +52,7 @@ def pi_context(name: str, system_prompt: str, tools: list[dict[str, Any]]) -> tu
 
 
 def test_azure_body_is_pis() -> None:
-    expected = recording("azure-openai-responses")["body"]
+    expected = pi_request("azure-openai-responses")["body"]
     context, session_id = pi_context(
         "azure-openai-responses", expected["input"][0]["content"], expected["tools"]
     )
@@ -91,7 +67,7 @@ def test_azure_body_is_pis() -> None:
 
 
 def test_codex_body_is_pis() -> None:
-    expected = recording("openai-codex-responses")["body"]
+    expected = pi_request("openai-codex-responses")["body"]
     context, session_id = pi_context("openai-codex-responses", expected["instructions"], expected["tools"])
     model = catalog_model("openai-codex", "gpt-5.5")
     options = StreamOptions(api_key=FAKE_JWT, session_id=session_id, thinking_level="medium")
@@ -109,7 +85,7 @@ def test_codex_body_is_pis() -> None:
     ],
 )
 def test_mistral_body_is_pis(name: str, model_id: str, level: Any) -> None:
-    expected = recording(name)["body"]
+    expected = pi_request(name)["body"]
     context, session_id = pi_context(name, expected["messages"][0]["content"], expected["tools"])
     options = StreamOptions(api_key="k", session_id=session_id, thinking_level=level)
 
@@ -162,11 +138,11 @@ async def sent(
 
 
 def _headers(name: str) -> dict[str, str]:
-    return {key.lower(): value for key, value in recording(name)["headers"].items()}
+    return {key.lower(): value for key, value in pi_request(name)["headers"].items()}
 
 
 async def test_azure_sends_the_key_and_api_version_as_pi() -> None:
-    pi = recording("azure-openai-responses")
+    pi = pi_request("azure-openai-responses")
     model = catalog_model("azure-openai-responses", "gpt-5.4")
     headers, query = await sent(
         "azure-openai-responses", model, StreamOptions(api_key="mock-key", session_id="s")

@@ -5,7 +5,6 @@ session file or the workflow history."""
 
 from __future__ import annotations
 
-import base64
 import json
 from pathlib import Path
 from typing import Any
@@ -22,22 +21,10 @@ from tempi.testing.scripted_llm.bedrock_auth import (
 from tempi.workflows.session_types import workflow_id_for
 from tests.conftest import run_tempi, tempi_env
 from tests.fixture_paths import PI_FIXTURES
+from tests.history_payloads import payload_texts
 
 MODEL = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
 PROMPT = "Write notes.txt saying hello, then show it and list the directory."
-
-
-def _payload_texts(node: Any, out: list[str]) -> list[str]:
-    """Every payload of a history, decoded from base64, plus the rest of the JSON."""
-    if isinstance(node, dict):
-        if "metadata" in node and isinstance(node.get("data"), str):
-            out.append(base64.b64decode(node["data"]).decode("utf-8", "replace"))
-        for value in node.values():
-            _payload_texts(value, out)
-    elif isinstance(node, list):
-        for value in node:
-            _payload_texts(value, out)
-    return out
 
 
 def _messages(session_file: Path) -> list[dict[str, Any]]:
@@ -103,7 +90,7 @@ async def test_a_tool_calling_session_on_bedrock_completes_without_leaking_crede
     session_text = session_file.read_text()
     session_id = json.loads(session_text.splitlines()[0])["id"]
     handle = temporal_client.get_workflow_handle(workflow_id_for(session_id))
-    history = json.dumps(_payload_texts((await handle.fetch_history()).to_json_dict(), []))
+    history = json.dumps(payload_texts((await handle.fetch_history()).to_json_dict()))
     assert "notes.txt says hello" in history
     secrets = [SCRIPTED_AWS_SECRET_ACCESS_KEY, "session-token-kept-out-of-history"]
     secrets += [a.rsplit("Signature=", 1)[1] for a in signatures]

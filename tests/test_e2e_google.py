@@ -4,7 +4,6 @@ nor the access token in the session file or the workflow history."""
 
 from __future__ import annotations
 
-import base64
 import json
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from temporalio.client import Client
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tempi.testing.scripted_llm.gemini import thought_signature
 from tests.conftest import run_tempi, tempi_env
+from tests.history_payloads import payload_texts
 from tests.test_llm_google import write_external_account
 
 GEMINI_KEY = "AIza-e2e-gemini-secret-0123456789"
@@ -44,19 +44,6 @@ def _models_json(home: Path, provider: str, base_url: str, api: str) -> None:
         # pi's built-in provider, only pointed elsewhere.
         config = {"google-vertex": {"baseUrl": base_url}}
     (home / "models.json").write_text(json.dumps({"providers": config}))
-
-
-def _payload_texts(node: object) -> list[str]:
-    out: list[str] = []
-    if isinstance(node, dict):
-        if "data" in node and "metadata" in node and isinstance(node["data"], str):
-            out.append(base64.b64decode(node["data"]).decode("utf-8", "replace"))
-        for value in node.values():
-            out.extend(_payload_texts(value))
-    elif isinstance(node, list):
-        for item in node:
-            out.extend(_payload_texts(item))
-    return out
 
 
 @pytest.mark.parametrize("api", ["google-generative-ai", "google-vertex"])
@@ -128,7 +115,7 @@ async def test_tool_calling_session_on_google_keeps_secrets_out(
             execution.id, run_id=execution.run_id
         ).fetch_history()
         exported = history.to_json()
-        histories.append(exported + "\n".join(_payload_texts(json.loads(exported))))
+        histories.append(exported + "\n".join(payload_texts(json.loads(exported))))
     searched = [h for h in histories if session_id in h]
     assert searched and any("hello-from-bash" in h for h in searched)  # the payloads really were searched
     assert all(secret not in h for h in histories)

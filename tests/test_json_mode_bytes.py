@@ -14,7 +14,7 @@ import pytest
 
 from tempi.cli.pi_json import dumps
 from tempi.testing.scripted_llm import ScriptedLLMServer
-from tests.conftest import run_tempi, tempi_env
+from tests.conftest import run_tempi, tempi_env, write_models_json
 from tests.fixture_paths import PI_FIXTURES
 
 PROMPT = "Create hello.py that prints hello, run it, then change the greeting to hi."
@@ -45,27 +45,6 @@ def _keys(value: Any) -> Any:
     return None
 
 
-def _zero_cost_models(home: Path, server: ScriptedLLMServer, scenario: str) -> None:
-    """The model pi's recording ran on (its cost is 0, so the usage lines can match)."""
-    home.mkdir(parents=True, exist_ok=True)
-    model = {
-        "id": "mock-model",
-        "name": "mock-model",
-        "reasoning": False,
-        "input": ["text"],
-        "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
-        "contextWindow": 128_000,
-        "maxTokens": 16384,
-    }
-    provider = {
-        "baseUrl": server.url_for(scenario, "openai-completions"),
-        "api": "openai-completions",
-        "apiKey": "MOCK_API_KEY",
-        "models": [model],
-    }
-    (home / "models.json").write_text(json.dumps({"providers": {"mock": provider}}))
-
-
 def test_json_mode_lines_are_pis_bytes(
     tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
 ) -> None:
@@ -74,7 +53,9 @@ def test_json_mode_lines_are_pis_bytes(
     )
     home, work = tmp_path / "home", tmp_path / "project"
     work.mkdir()
-    _zero_cost_models(home, scripted_server, "json-bytes")
+    # The model pi's recording ran on (its cost is 0, so the usage lines can match).
+    zero = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0}
+    write_models_json(home, scripted_server, "json-bytes", cost=zero)
     proc = run_tempi(
         ["--mode", "json", "--model", "mock/mock-model", "--tools", "read,bash,edit,write", "-p", PROMPT],
         cwd=work,

@@ -4,10 +4,8 @@ with the scripted key pair."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import socket
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,9 +14,8 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
-from tempi.activities.llm import StreamOptions, classify_error, complete, stream_assistant
+from tempi.activities.llm import StreamOptions, classify_error, complete
 from tempi.activities.llm.bedrock_access import resolve_target
-from tempi.agent.llm_context import LlmContext, ToolSpec
 from tempi.agent.messages import (
     AssistantMessage,
     LlmMessage,
@@ -29,7 +26,6 @@ from tempi.agent.messages import (
     UserMessage,
 )
 from tempi.agent.model_spec import ModelCost, ModelSpec
-from tempi.agent.stream_events import AssistantMessageEvent, DoneEvent, ErrorEvent
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tempi.testing.scripted_llm.bedrock_auth import (
     REVOKED_AWS_ACCESS_KEY_ID,
@@ -37,61 +33,32 @@ from tempi.testing.scripted_llm.bedrock_auth import (
     SCRIPTED_AWS_SECRET_ACCESS_KEY,
     parse_sigv4,
 )
+from tempi.workers.dev_server import free_port
+from tests.provider_streams import (
+    CONTEXT,
+    LONG_TEXT,
+    SCRIPTED_CALLS,
+    STREAM_SCENARIOS,
+    aborted_after_three_deltas,
+    collect,
+    final_message,
+    ok_results,
+)
 
 API = "bedrock-converse-stream"
 CLAUDE = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
 PRICES = ModelCost(input=3, output=15, cache_read=0.3, cache_write=3.75)
-LONG_TEXT = "streaming text in small pieces " * 8
 SCENARIOS: dict[str, list[dict[str, Any]]] = {
-    "text": [
-        {
-            "text": "The quick brown fox jumps over the lazy dog.",
-            "chunk_size": 5,
-            "usage": {"input": 1200, "output": 300, "cacheRead": 100, "cacheWrite": 40},
-        }
-    ],
-    "tools": [
-        {
-            "thinking": "I need the file and the listing.",
-            "text": "Checking two things.",
-            "tool_calls": [
-                {"name": "read", "arguments": {"path": "src/main.py", "limit": 20}},
-                {"name": "bash", "arguments": {"command": "ls -la && echo 'done'"}},
-            ],
-            "chunk_size": 5,
-        },
-        {"text": "Both checked."},
-    ],
-    "length": [{"text": "cut short", "stop_reason": "length"}],
+    **STREAM_SCENARIOS,
     "throttled": [{"text": "after the wait", "fail_times": 3, "fail_status": 429}],
     "unavailable": [{"text": "back again", "fail_times": 1, "fail_status": 503}],
     "denied": [{"text": "never", "fail_times": 5, "fail_status": 403}],
     "stream-error": [{"text": "half an answer", "stream_exception": "modelStreamErrorException"}],
     "stream-throttled": [{"text": "", "stream_exception": "throttlingException"}],
-    "overflow": [{"overflow": True}],
     "malformed": [{"text": "never", "fail_times": 5, "fail_status": 400}],
     # Its request already holds one assistant turn (from Anthropic).
     "cross": [{"text": "unused"}, {"text": "continued"}],
-    "slow": [{"text": LONG_TEXT, "chunk_size": 4, "chunk_delay_ms": 15}],
-    "dropped": [{"text": LONG_TEXT, "chunk_size": 4, "drop_after_chunks": 8}],
 }
-TOOLS = [
-    ToolSpec(
-        name="read",
-        description="Read a file.",
-        parameters={"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
-    ),
-    ToolSpec(
-        name="bash",
-        description="Run a command.",
-        parameters={"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
-    ),
-]
-CONTEXT = LlmContext(
-    system_prompt="You are a test assistant.",
-    messages=[UserMessage(content="Please help.", timestamp=1)],
-    tools=TOOLS,
-)
 # What tempi's key resolution passes for Bedrock: nothing, or pi's marker.
 OPTIONS = StreamOptions(api_key="<authenticated>")
 
@@ -130,28 +97,16 @@ def model_for(server: ScriptedLLMServer, scenario: str, **updates: Any) -> Model
     return spec.model_copy(update=updates)
 
 
-async def collect(
-    model: ModelSpec, context: LlmContext = CONTEXT, options: StreamOptions = OPTIONS
-) -> list[AssistantMessageEvent]:
-    return [event async for event in stream_assistant(model, context, options, asyncio.Event())]
-
-
-def final(events: list[AssistantMessageEvent]) -> AssistantMessage:
-    last = events[-1]
-    assert isinstance(last, (DoneEvent, ErrorEvent))
-    return last.message if isinstance(last, DoneEvent) else last.error
-
-
 def last_request(server: ScriptedLLMServer, scenario: str) -> Any:
     return server.requests_for(scenario)[-1]
 
 
 async def test_text_streams_with_usage_and_a_verified_signature(server: ScriptedLLMServer) -> None:
-    events = await collect(model_for(server, "text"))
+    events = await collect(model_for(server, "text"), options=OPTIONS)
     kinds = [event.type for event in events]
     assert kinds[:2] == ["start", "text_start"] and kinds[-2:] == ["text_end", "done"]
     assert kinds.count("text_delta") > 3
-    message = final(events)
+    message = final_message(events)
     assert (message.stop_reason, message.text()) == ("stop", "The quick brown fox jumps over the lazy dog.")
     usage = message.usage
     assert (usage.input, usage.output, usage.cache_read, usage.cache_write) == (1200, 300, 100, 40)
@@ -174,25 +129,16 @@ async def test_two_turns_of_tool_calls_replay_reasoning_and_group_results(server
     model = model_for(server, "tools")
     options = OPTIONS.model_copy(update={"thinking_level": "low"})
     events = await collect(model, options=options)
-    first = final(events)
+    first = final_message(events)
     assert first.stop_reason == "toolUse"
     thinking = first.content[0]
     assert isinstance(thinking, ThinkingContent) and thinking.thinking == "I need the file and the listing."
     assert thinking.thinking_signature
     calls = first.tool_calls()
-    assert [(c.name, c.arguments) for c in calls] == [
-        ("read", {"path": "src/main.py", "limit": 20}),
-        ("bash", {"command": "ls -la && echo 'done'"}),
-    ]
+    assert [(c.name, c.arguments) for c in calls] == SCRIPTED_CALLS
     assert [e.type for e in events].count("toolcall_delta") >= 4
 
-    results: list[LlmMessage] = [
-        ToolResultMessage(
-            tool_call_id=c.id, tool_name=c.name, content=[TextContent(text=f"{c.name} ok")], timestamp=5
-        )
-        for c in calls
-    ]
-    follow_up = CONTEXT.model_copy(update={"messages": [*CONTEXT.messages, first, *results]})
+    follow_up = CONTEXT.model_copy(update={"messages": [*CONTEXT.messages, first, *ok_results(calls)]})
     second = await complete(model, follow_up, options)
     assert (second.stop_reason, second.text()) == ("stop", "Both checked.")
 
@@ -220,7 +166,7 @@ async def test_two_turns_of_tool_calls_replay_reasoning_and_group_results(server
 
 
 async def test_max_tokens_stop_is_length(server: ScriptedLLMServer) -> None:
-    message = final(await collect(model_for(server, "length")))
+    message = final_message(await collect(model_for(server, "length"), options=OPTIONS))
     assert (message.stop_reason, message.text()) == ("length", "cut short")
 
 
@@ -431,14 +377,7 @@ def test_region_and_endpoint_follow_pis_rules(monkeypatch: pytest.MonkeyPatch) -
 
 
 async def test_abort_mid_stream_keeps_the_partial_text(server: ScriptedLLMServer) -> None:
-    abort = asyncio.Event()
-    events: list[AssistantMessageEvent] = []
-    async for event in stream_assistant(model_for(server, "slow"), CONTEXT, OPTIONS, abort):
-        events.append(event)
-        if [e.type for e in events].count("text_delta") == 3:
-            abort.set()
-    last = events[-1]
-    assert last.type == "error" and last.reason == "aborted"
+    last = await aborted_after_three_deltas(model_for(server, "slow"), OPTIONS)
     assert LONG_TEXT.startswith(last.error.text()) and 0 < len(last.error.text()) < len(LONG_TEXT)
 
 
@@ -449,10 +388,7 @@ async def test_a_dropped_connection_is_retryable(server: ScriptedLLMServer) -> N
 
 
 async def test_an_unreachable_endpoint_is_a_retryable_connection_error() -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    model = ModelSpec(id="m", api=API, provider="amazon-bedrock", base_url=f"http://127.0.0.1:{port}")
+    model = ModelSpec(id="m", api=API, provider="amazon-bedrock", base_url=f"http://127.0.0.1:{free_port()}")
     failed = await complete(model, CONTEXT, OPTIONS.model_copy(update={"sdk_retries": 0}))
     assert (failed.error_message or "").startswith("Connection error")
     assert classify_error(failed) == "retryable"

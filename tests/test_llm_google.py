@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, cast
@@ -13,13 +11,13 @@ from typing import Any, cast
 import pytest
 import pytest_asyncio
 
-from tempi.activities.llm import StreamOptions, classify_error, complete, retry_after_ms, stream_assistant
+from tempi.activities.llm import StreamOptions, classify_error, complete, retry_after_ms
 from tempi.activities.llm.assembler import MessageAssembler
 from tempi.activities.llm.errors import IncompleteStreamError, ProviderError
 from tempi.activities.llm.google_shared import _StreamReader, build_request, describe_http_error
 from tempi.activities.llm.google_thinking import GoogleApi, thinking_config
 from tempi.activities.llm.google_vertex import request_url as vertex_request_url
-from tempi.agent.llm_context import LlmContext, ToolSpec
+from tempi.agent.llm_context import LlmContext
 from tempi.agent.messages import (
     AssistantMessage,
     ImageContent,
@@ -32,16 +30,29 @@ from tempi.agent.messages import (
 )
 from tempi.agent.model_registry import builtin_registry
 from tempi.agent.model_spec import ModelCost, ModelSpec, ThinkingLevel
-from tempi.agent.stream_events import AssistantMessageEvent
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tempi.testing.scripted_llm.gemini import thought_signature
+from tempi.workers.dev_server import free_port
+from tests.provider_streams import (
+    CONTEXT,
+    LONG_TEXT,
+    OPTIONS,
+    SCRIPTED_CALLS,
+    STREAM_SCENARIOS,
+    TOOL_THOUGHT,
+    TOOLS,
+    aborted_after_three_deltas,
+    collect,
+    final_message,
+    per_api,
+    scenario,
+)
 
 APIS = ["google-generative-ai", "google-vertex"]
 PRICES = ModelCost(input=0.3, output=2.5, cache_read=0.075)
-LONG_TEXT = "streaming text in small pieces " * 8
-THOUGHT = "I need the file and the listing."
-
 SCENARIOS: dict[str, list[dict[str, Any]] | dict[str, Any]] = {
+    **STREAM_SCENARIOS,
+    # Gemini reports no cache writes.
     "text": [
         {
             "text": "The quick brown fox jumps over the lazy dog.",
@@ -49,58 +60,18 @@ SCENARIOS: dict[str, list[dict[str, Any]] | dict[str, Any]] = {
             "usage": {"input": 1200, "output": 300, "cacheRead": 100},
         }
     ],
-    "thinking": [{"thinking": "Weighing both options carefully.", "text": "Option B.", "chunk_size": 6}],
-    "tools": [
-        {
-            "thinking": THOUGHT,
-            "text": "Checking two things.",
-            "tool_calls": [
-                {"name": "read", "arguments": {"path": "src/main.py", "limit": 20}},
-                {"name": "bash", "arguments": {"command": "ls -la && echo 'done'"}},
-            ],
-            "chunk_size": 5,
-        },
-        {"text": "Both checked."},
-    ],
-    "length": [{"text": "cut short", "stop_reason": "length"}],
     "rate-limited": [{"text": "after the wait", "fail_times": 1, "fail_status": 429, "retry_after": 2}],
     "unavailable": [{"text": "back again", "fail_times": 1, "fail_status": 503}],
     "unauthenticated": [{"text": "never", "fail_times": 1, "fail_status": 401}],
     "forbidden": [{"text": "never", "fail_times": 1, "fail_status": 403}],
-    "overflow": [{"overflow": True}],
-    "slow": [{"text": LONG_TEXT, "chunk_size": 4, "chunk_delay_ms": 15}],
-    "dropped": [{"text": LONG_TEXT, "chunk_size": 4, "drop_after_chunks": 8}],
     "handoff": {"turns": [{"text": "Gemini carries on."}], "select": "sequential"},
     "adc": {"turns": [{"text": "first"}, {"text": "second"}], "select": "sequential"},
 }
-TOOLS = [
-    ToolSpec(
-        name="read",
-        description="Read a file.",
-        parameters={
-            "type": "object",
-            "properties": {"path": {"type": "string"}, "limit": {"type": "number"}},
-            "required": ["path"],
-        },
-    ),
-    ToolSpec(
-        name="bash",
-        description="Run a command.",
-        parameters={"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
-    ),
-]
-CONTEXT = LlmContext(
-    system_prompt="You are a test assistant.",
-    messages=[UserMessage(content="Please help.", timestamp=1)],
-    tools=TOOLS,
-)
-OPTIONS = StreamOptions(api_key="test-key")
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def server() -> AsyncIterator[ScriptedLLMServer]:
-    scenarios = {f"{name}-{api}": turns for name, turns in SCENARIOS.items() for api in APIS}
-    async with ScriptedLLMServer(scenarios=scenarios) as running:
+    async with ScriptedLLMServer(scenarios=per_api(SCENARIOS, APIS)) as running:
         yield running
 
 
@@ -118,10 +89,6 @@ def _no_google_settings(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
-def scenario(name: str, api: str) -> str:
-    return f"{name}-{api}"
-
-
 def model_for(server: ScriptedLLMServer, name: str, api: str, **updates: Any) -> ModelSpec:
     spec = ModelSpec(
         id="gemini-2.5-flash",
@@ -134,18 +101,6 @@ def model_for(server: ScriptedLLMServer, name: str, api: str, **updates: Any) ->
         max_tokens=65536,
     )
     return spec.model_copy(update=updates)
-
-
-async def collect(
-    model: ModelSpec, context: LlmContext = CONTEXT, options: StreamOptions = OPTIONS
-) -> list[AssistantMessageEvent]:
-    return [event async for event in stream_assistant(model, context, options, asyncio.Event())]
-
-
-def final_message(events: list[AssistantMessageEvent]) -> AssistantMessage:
-    last = events[-1]
-    assert last.type in ("done", "error")
-    return last.message if last.type == "done" else last.error
 
 
 @pytest.mark.parametrize("api", APIS)
@@ -197,12 +152,9 @@ async def test_two_turn_tool_calls_replay_thoughts_and_signatures_verbatim(
     first = final_message(events)
     assert first.stop_reason == "toolUse"
     calls = first.tool_calls()
-    assert [(c.name, c.arguments) for c in calls] == [
-        ("read", {"path": "src/main.py", "limit": 20}),
-        ("bash", {"command": "ls -la && echo 'done'"}),
-    ]
+    assert [(c.name, c.arguments) for c in calls] == SCRIPTED_CALLS
     assert len({c.id for c in calls}) == 2 and all(c.id.startswith(f"{c.name}_") for c in calls)
-    assert calls[0].thought_signature == thought_signature(f"call:read:{THOUGHT}")
+    assert calls[0].thought_signature == thought_signature(f"call:read:{TOOL_THOUGHT}")
     assert calls[1].thought_signature is None
     kinds = [e.type for e in events]
     assert kinds.count("toolcall_start") == kinds.count("toolcall_end") == 2
@@ -230,14 +182,14 @@ async def test_two_turn_tool_calls_replay_thoughts_and_signatures_verbatim(
             "parts": [
                 {
                     "thought": True,
-                    "text": THOUGHT,
-                    "thoughtSignature": thought_signature("thought:" + THOUGHT),
+                    "text": TOOL_THOUGHT,
+                    "thoughtSignature": thought_signature("thought:" + TOOL_THOUGHT),
                 },
                 {"text": "Checking two things."},
                 # The signature goes back exactly as Gemini sent it (standard base64, padded).
                 {
                     "functionCall": {"name": "read", "args": {"path": "src/main.py", "limit": 20}},
-                    "thoughtSignature": thought_signature(f"call:read:{THOUGHT}"),
+                    "thoughtSignature": thought_signature(f"call:read:{TOOL_THOUGHT}"),
                 },
                 {"functionCall": {"name": "bash", "args": {"command": "ls -la && echo 'done'"}}},
             ],
@@ -311,14 +263,7 @@ async def test_context_overflow_is_classified_as_overflow(server: ScriptedLLMSer
 
 @pytest.mark.parametrize("api", APIS)
 async def test_abort_mid_stream_keeps_the_partial_text(server: ScriptedLLMServer, api: str) -> None:
-    abort = asyncio.Event()
-    events: list[AssistantMessageEvent] = []
-    async for event in stream_assistant(model_for(server, "slow", api), CONTEXT, OPTIONS, abort):
-        events.append(event)
-        if [e.type for e in events].count("text_delta") == 3:
-            abort.set()
-    last = events[-1]
-    assert last.type == "error" and last.reason == "aborted"
+    last = await aborted_after_three_deltas(model_for(server, "slow", api))
     assert LONG_TEXT.startswith(last.error.text()) and 0 < len(last.error.text()) < len(LONG_TEXT)
 
 
@@ -331,11 +276,8 @@ async def test_a_dropped_connection_is_retryable(server: ScriptedLLMServer, api:
 
 @pytest.mark.parametrize("api", APIS)
 async def test_an_unreachable_server_is_a_retryable_connection_error(api: str) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
     model = ModelSpec(
-        id="gemini-2.5-flash", api=api, provider="p", base_url=f"http://127.0.0.1:{port}/v1beta"
+        id="gemini-2.5-flash", api=api, provider="p", base_url=f"http://127.0.0.1:{free_port()}/v1beta"
     )
     failed = await complete(model, CONTEXT, OPTIONS)
     assert (failed.error_message or "").startswith("Connection error"), failed.error_message

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -11,11 +10,10 @@ import pytest
 import pytest_asyncio
 
 from tempi.activities.llm import StreamOptions, classify_error, complete, retry_after_ms, stream_assistant
-from tempi.agent.llm_context import LlmContext, ToolSpec
+from tempi.agent.llm_context import LlmContext
 from tempi.agent.messages import (
     AssistantMessage,
     ImageContent,
-    LlmMessage,
     TextContent,
     ThinkingContent,
     ToolCall,
@@ -23,76 +21,37 @@ from tempi.agent.messages import (
     UserMessage,
 )
 from tempi.agent.model_spec import ModelCost, ModelSpec
-from tempi.agent.stream_events import AssistantMessageEvent
 from tempi.testing.scripted_llm import ScriptedLLMServer
+from tempi.workers.dev_server import free_port
+from tests.provider_streams import (
+    CONTEXT,
+    LONG_TEXT,
+    OPTIONS,
+    SCRIPTED_CALLS,
+    STREAM_SCENARIOS,
+    TOOLS,
+    aborted_after_three_deltas,
+    collect,
+    final_message,
+    ok_results,
+    per_api,
+    scenario,
+)
 
 APIS = ["anthropic-messages", "openai-completions", "openai-responses"]
 PRICES = ModelCost(input=3, output=15, cache_read=0.3, cache_write=3.75)
-LONG_TEXT = "streaming text in small pieces " * 8
-
 SCENARIOS: dict[str, list[dict[str, Any]]] = {
-    "text": [
-        {
-            "text": "The quick brown fox jumps over the lazy dog.",
-            "chunk_size": 5,
-            "usage": {"input": 1200, "output": 300, "cacheRead": 100, "cacheWrite": 40},
-        }
-    ],
-    "thinking": [{"thinking": "Weighing both options carefully.", "text": "Option B.", "chunk_size": 6}],
-    "tools": [
-        {
-            "thinking": "I need the file and the listing.",
-            "text": "Checking two things.",
-            "tool_calls": [
-                {"name": "read", "arguments": {"path": "src/main.py", "limit": 20}},
-                {"name": "bash", "arguments": {"command": "ls -la && echo 'done'"}},
-            ],
-            "chunk_size": 5,
-        },
-        {"text": "Both checked."},
-    ],
-    "length": [{"text": "cut short", "stop_reason": "length"}],
+    **STREAM_SCENARIOS,
     # Three failures: the SDK's own two retries (as pi-ai's) do not hide them.
     "rate-limited": [{"text": "after the wait", "fail_times": 3, "fail_status": 429, "retry_after": 1}],
     "unavailable": [{"text": "back again", "fail_times": 3, "fail_status": 503}],
-    "overflow": [{"overflow": True}],
-    "slow": [{"text": LONG_TEXT, "chunk_size": 4, "chunk_delay_ms": 15}],
-    "dropped": [{"text": LONG_TEXT, "chunk_size": 4, "drop_after_chunks": 8}],
 }
-TOOLS = [
-    ToolSpec(
-        name="read",
-        description="Read a file.",
-        parameters={
-            "type": "object",
-            "properties": {"path": {"type": "string"}, "limit": {"type": "number"}},
-            "required": ["path"],
-        },
-    ),
-    ToolSpec(
-        name="bash",
-        description="Run a command.",
-        parameters={"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
-    ),
-]
-CONTEXT = LlmContext(
-    system_prompt="You are a test assistant.",
-    messages=[UserMessage(content="Please help.", timestamp=1)],
-    tools=TOOLS,
-)
-OPTIONS = StreamOptions(api_key="test-key")
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def server() -> AsyncIterator[ScriptedLLMServer]:
-    # One scenario per (name, api): the server counts failures per scenario and turn.
-    scenarios = {f"{name}-{api}": turns for name, turns in SCENARIOS.items() for api in APIS}
-    async with ScriptedLLMServer(scenarios=scenarios) as running:
+    async with ScriptedLLMServer(scenarios=per_api(SCENARIOS, APIS)) as running:
         yield running
-
-
-def scenario(name: str, api: str) -> str:
-    return f"{name}-{api}"
 
 
 def model_for(server: ScriptedLLMServer, name: str, api: str, **updates: Any) -> ModelSpec:
@@ -106,23 +65,6 @@ def model_for(server: ScriptedLLMServer, name: str, api: str, **updates: Any) ->
         max_tokens=16384,
     )
     return spec.model_copy(update=updates)
-
-
-async def collect(
-    model: ModelSpec,
-    context: LlmContext = CONTEXT,
-    options: StreamOptions = OPTIONS,
-    abort: asyncio.Event | None = None,
-) -> list[AssistantMessageEvent]:
-    # The lead always passes an abort event; an unset one must change nothing.
-    signal = abort if abort is not None else asyncio.Event()
-    return [event async for event in stream_assistant(model, context, options, signal)]
-
-
-def final_message(events: list[AssistantMessageEvent]) -> AssistantMessage:
-    last = events[-1]
-    assert last.type in ("done", "error")
-    return last.message if last.type == "done" else last.error
 
 
 @pytest.mark.parametrize("api", APIS)
@@ -168,21 +110,12 @@ async def test_parallel_tool_calls_and_their_results_round_trip(server: Scripted
     first = final_message(events)
     assert first.stop_reason == "toolUse"
     calls = first.tool_calls()
-    assert [(c.name, c.arguments) for c in calls] == [
-        ("read", {"path": "src/main.py", "limit": 20}),
-        ("bash", {"command": "ls -la && echo 'done'"}),
-    ]
+    assert [(c.name, c.arguments) for c in calls] == SCRIPTED_CALLS
     assert len({c.id for c in calls}) == 2
     # Arguments arrive in several pieces, and the partial view grows with them.
     assert [e.type for e in events].count("toolcall_delta") >= 4
 
-    results: list[LlmMessage] = [
-        ToolResultMessage(
-            tool_call_id=c.id, tool_name=c.name, content=[TextContent(text=f"{c.name} ok")], timestamp=5
-        )
-        for c in calls
-    ]
-    follow_up = CONTEXT.model_copy(update={"messages": [*CONTEXT.messages, first, *results]})
+    follow_up = CONTEXT.model_copy(update={"messages": [*CONTEXT.messages, first, *ok_results(calls)]})
     second = await complete(model, follow_up, OPTIONS.model_copy(update={"thinking_level": "low"}))
     assert (second.stop_reason, second.text()) == ("stop", "Both checked.")
 
@@ -260,14 +193,7 @@ async def test_context_overflow_is_classified_as_overflow(server: ScriptedLLMSer
 
 @pytest.mark.parametrize("api", APIS)
 async def test_abort_mid_stream_keeps_the_partial_text(server: ScriptedLLMServer, api: str) -> None:
-    abort = asyncio.Event()
-    events: list[AssistantMessageEvent] = []
-    async for event in stream_assistant(model_for(server, "slow", api), CONTEXT, OPTIONS, abort):
-        events.append(event)
-        if [e.type for e in events].count("text_delta") == 3:
-            abort.set()
-    last = events[-1]
-    assert last.type == "error" and last.reason == "aborted"
+    last = await aborted_after_three_deltas(model_for(server, "slow", api))
     assert last.error.stop_reason == "aborted"
     assert LONG_TEXT.startswith(last.error.text())
     assert 0 < len(last.error.text()) < len(LONG_TEXT)
@@ -291,10 +217,7 @@ async def test_missing_api_key_fails_before_any_request(server: ScriptedLLMServe
 
 @pytest.mark.parametrize("api", APIS)
 async def test_an_unreachable_server_is_a_retryable_connection_error(api: str) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    base = f"http://127.0.0.1:{port}" + ("" if api == "anthropic-messages" else "/v1")
+    base = f"http://127.0.0.1:{free_port()}" + ("" if api == "anthropic-messages" else "/v1")
     model = ModelSpec(id="m", api=api, provider="mock", base_url=base)
     failed = await complete(model, CONTEXT, OPTIONS)
     assert (failed.error_message or "").startswith("Connection error")

@@ -27,12 +27,11 @@ from tempi.agent.messages import (
     ToolCall,
     ToolResultMessage,
     UserMessage,
-    parse_message,
 )
 from tempi.agent.model_spec import ModelSpec
 from tempi.agent.tools.edit import DEFINITION as EDIT
 from tempi.testing.scripted_llm import ScriptedLLMServer
-from tests.fixture_paths import PI_FIXTURES
+from tests.pi_recordings import pi_conversation, pi_request
 
 OPENAI_MODEL = ModelSpec(
     id="mock-model",
@@ -46,25 +45,6 @@ OPTIONS = StreamOptions(api_key="k")
 SYSTEM_PROMPT = "You are tempi, a coding agent."
 
 
-def fixture_body(name: str) -> dict[str, Any]:
-    body: dict[str, Any] = json.loads((PI_FIXTURES / "llm-requests" / name).read_text())["body"]
-    return body
-
-
-def basic_conversation(session: str) -> list[LlmMessage]:
-    """The messages pi had when it sent its last tool-result turn (the final answer excluded)."""
-    messages: list[LlmMessage] = []
-    for line in (PI_FIXTURES / "sessions" / session).read_text().splitlines():
-        entry = json.loads(line)
-        if entry.get("type") == "message":
-            message = parse_message(entry["message"])
-            assert isinstance(message, (UserMessage, AssistantMessage, ToolResultMessage))
-            messages.append(message)
-    while not isinstance(messages[-1], ToolResultMessage):
-        messages.pop()
-    return messages
-
-
 def pi_tools() -> list[ToolSpec]:
     return [
         ToolSpec(
@@ -72,14 +52,14 @@ def pi_tools() -> list[ToolSpec]:
             description=f"tempi's {t['function']['name']}",
             parameters=t["function"]["parameters"],
         )
-        for t in fixture_body("openai-chat-completions.json")["tools"]
+        for t in pi_request("openai-chat-completions")["body"]["tools"]
     ]
 
 
 def test_openai_chat_body_matches_pi() -> None:
-    expected = fixture_body("openai-chat-completions.json")
+    expected = pi_request("openai-chat-completions")["body"]
     context = LlmContext(
-        system_prompt=SYSTEM_PROMPT, messages=basic_conversation("basic-openai.jsonl"), tools=pi_tools()
+        system_prompt=SYSTEM_PROMPT, messages=pi_conversation("basic-openai"), tools=pi_tools()
     )
     body = openai_completions.build_request(OPENAI_MODEL, context, OPTIONS)
 
@@ -97,9 +77,9 @@ def test_openai_chat_body_matches_pi() -> None:
 
 
 def test_anthropic_body_matches_pi() -> None:
-    expected = fixture_body("anthropic-messages.json")
+    expected = pi_request("anthropic-messages")["body"]
     context = LlmContext(
-        system_prompt=SYSTEM_PROMPT, messages=basic_conversation("basic-anthropic.jsonl"), tools=pi_tools()
+        system_prompt=SYSTEM_PROMPT, messages=pi_conversation("basic-anthropic"), tools=pi_tools()
     )
     body = anthropic_messages.build_request(CLAUDE_MODEL, context, OPTIONS)
 
@@ -117,7 +97,7 @@ def test_anthropic_body_matches_pi() -> None:
 
 
 def test_summary_call_without_tools_matches_pi() -> None:
-    expected = fixture_body("compaction-summary.json")
+    expected = pi_request("compaction-summary")["body"]
     context = LlmContext(
         system_prompt="Summarise.",
         messages=[UserMessage(content=[TextContent(text="<conversation>\n\n</conversation>")], timestamp=1)],
@@ -283,7 +263,7 @@ def test_anthropic_replays_signed_thinking_and_turns_unsigned_thinking_into_text
 
 
 def fixture_headers(name: str) -> dict[str, str]:
-    headers: dict[str, str] = json.loads((PI_FIXTURES / "llm-requests" / name).read_text())["headers"]
+    headers: dict[str, str] = pi_request(name.removesuffix(".json"))["headers"]
     return {key.lower(): value for key, value in headers.items()}
 
 
@@ -318,7 +298,7 @@ def test_the_edit_tool_schema_is_pis_on_both_openai_apis() -> None:
     the OpenAI APIs get the schema as it is, Anthropic only its properties and required."""
     recorded = {
         t["function"]["name"]: t["function"]["parameters"]
-        for t in fixture_body("openai-chat-completions.json")["tools"]
+        for t in pi_request("openai-chat-completions")["body"]["tools"]
     }
     assert recorded["edit"]["additionalProperties"] is False
     assert all("additionalProperties" not in recorded[name] for name in ("read", "bash", "write"))
@@ -332,7 +312,7 @@ def test_the_edit_tool_schema_is_pis_on_both_openai_apis() -> None:
 
     anthropic = anthropic_messages.build_request(CLAUDE_MODEL, context, OPTIONS)["tools"][0]["input_schema"]
     assert _without_prose(anthropic) == _without_prose(
-        fixture_body("anthropic-messages.json")["tools"][2]["input_schema"]
+        pi_request("anthropic-messages")["body"]["tools"][2]["input_schema"]
     )
 
 

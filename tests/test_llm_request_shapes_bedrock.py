@@ -21,12 +21,9 @@ from tempi.agent.llm_context import LlmContext, ToolSpec
 from tempi.agent.messages import (
     AssistantMessage,
     ImageContent,
-    LlmMessage,
     TextContent,
     ThinkingContent,
-    ToolResultMessage,
     UserMessage,
-    parse_message,
 )
 from tempi.agent.model_registry import BUILTIN_MODELS
 from tempi.agent.model_spec import ModelSpec, ThinkingLevel
@@ -36,29 +33,10 @@ from tempi.testing.scripted_llm.bedrock_auth import (
     SCRIPTED_AWS_SECRET_ACCESS_KEY,
     parse_sigv4,
 )
-from tests.fixture_paths import PI_FIXTURES
+from tests.pi_recordings import pi_conversation, pi_request
 
 API = "bedrock-converse-stream"
 MODEL_ID = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
-
-
-def recorded(name: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((PI_FIXTURES / "llm-requests" / name).read_text())
-    return data
-
-
-def pi_conversation() -> list[LlmMessage]:
-    """What pi had when it sent its last request: up to the last tool results."""
-    messages: list[LlmMessage] = []
-    for line in (PI_FIXTURES / "sessions" / "bedrock-tools.jsonl").read_text().splitlines():
-        entry = json.loads(line)
-        if entry.get("type") == "message":
-            message = parse_message(entry["message"])
-            assert isinstance(message, (UserMessage, AssistantMessage, ToolResultMessage))
-            messages.append(message)
-    while not isinstance(messages[-1], ToolResultMessage):
-        messages.pop()
-    return messages
 
 
 def pi_tools(body: dict[str, Any]) -> list[ToolSpec]:
@@ -96,10 +74,12 @@ async def server() -> AsyncIterator[ScriptedLLMServer]:
 
 
 async def test_request_matches_pis_except_volatile_values(server: ScriptedLLMServer) -> None:
-    pi = recorded("bedrock-converse-stream.json")
+    pi = pi_request("bedrock-converse-stream")
     expected = pi["body"]
     context = LlmContext(
-        system_prompt="You are tempi, a coding agent.", messages=pi_conversation(), tools=pi_tools(expected)
+        system_prompt="You are tempi, a coding agent.",
+        messages=pi_conversation("bedrock-tools"),
+        tools=pi_tools(expected),
     )
     model = catalog_model(server.url_for("bedrock", API))
     answer = await complete(model, context, StreamOptions(api_key="<authenticated>", thinking_level="medium"))
@@ -138,7 +118,7 @@ async def test_request_matches_pis_except_volatile_values(server: ScriptedLLMSer
 
 
 async def test_bearer_request_matches_pis(server: ScriptedLLMServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    pi = recorded("bedrock-converse-stream-bearer.json")
+    pi = pi_request("bedrock-converse-stream-bearer")
     monkeypatch.delenv("AWS_ACCESS_KEY_ID")
     monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
     monkeypatch.setenv("AWS_BEARER_TOKEN_BEDROCK", "scripted-bedrock-api-key")

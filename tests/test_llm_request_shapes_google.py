@@ -10,7 +10,6 @@ and they must come back byte for byte.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -20,12 +19,11 @@ import pytest_asyncio
 
 from tempi.activities.llm import StreamOptions, complete
 from tempi.agent.llm_context import LlmContext
-from tempi.agent.messages import AssistantMessage, LlmMessage, ToolResultMessage, UserMessage, parse_message
 from tempi.agent.model_registry import builtin_registry
 from tempi.agent.model_spec import ThinkingLevel
 from tempi.agent.tools import bash, edit, read, write
 from tempi.testing.scripted_llm import ScriptedLLMServer
-from tests.fixture_paths import PI_FIXTURES
+from tests.pi_recordings import pi_conversation, pi_request
 from tests.test_llm_google import write_external_account
 
 # (recording, provider, model, thinking level pi ran with, the credentials pi had)
@@ -43,25 +41,6 @@ async def server() -> AsyncIterator[ScriptedLLMServer]:
     scenarios = {name: {"turns": [{"text": "done"}], "select": "sequential"} for name, *_ in CASES}
     async with ScriptedLLMServer(scenarios=scenarios) as running:
         yield running
-
-
-def recording(name: str) -> dict[str, Any]:
-    recorded: dict[str, Any] = json.loads((PI_FIXTURES / "llm-requests" / f"{name}.json").read_text())
-    return recorded
-
-
-def conversation(name: str) -> list[LlmMessage]:
-    """The messages pi had when it sent its last request (the final answer left out)."""
-    messages: list[LlmMessage] = []
-    for line in (PI_FIXTURES / "sessions" / f"{name}.jsonl").read_text().splitlines():
-        entry = json.loads(line)
-        if entry.get("type") == "message":
-            message = parse_message(entry["message"])
-            assert isinstance(message, (UserMessage, AssistantMessage, ToolResultMessage))
-            messages.append(message)
-    while not isinstance(messages[-1], ToolResultMessage):
-        messages.pop()
-    return messages
 
 
 def without_prose(schema: Any) -> Any:
@@ -83,7 +62,7 @@ async def test_request_matches_pis(
     level: ThinkingLevel,
     auth: str,
 ) -> None:
-    expected = recording(name)
+    expected = pi_request(name)
     builtin = builtin_registry().find(provider, model_id)
     assert builtin is not None
     model = builtin.model_copy(update={"base_url": server.url_for(name, builtin.api)})
@@ -102,7 +81,7 @@ async def test_request_matches_pis(
         key = "<authenticated>"
     else:
         key = expected["headers"]["x-goog-api-key"]
-    context = LlmContext(system_prompt="You are tempi.", messages=conversation(name), tools=TOOLS)
+    context = LlmContext(system_prompt="You are tempi.", messages=pi_conversation(name), tools=TOOLS)
     answer = await complete(model, context, StreamOptions(api_key=key, thinking_level=level))
     assert (answer.stop_reason, answer.text()) == ("stop", "done"), answer.error_message
 
@@ -139,7 +118,7 @@ def test_the_recordings_hold_what_the_tests_rely_on() -> None:
     """Each recording replays a signed thought and a signed function call, and answers one
     call with output and one with an error: the parts a wrong conversion would break."""
     for name, *_ in CASES:
-        contents = recording(name)["body"]["contents"]
+        contents = pi_request(name)["body"]["contents"]
         model_parts = contents[1]["parts"]
         assert model_parts[0]["thought"] is True and model_parts[0]["thoughtSignature"].startswith("++++")
         assert "thoughtSignature" in model_parts[2] and "functionCall" in model_parts[2]

@@ -5,7 +5,6 @@ scripted model calls their tools, and `tempi mcp list`."""
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import os
 import signal
@@ -26,6 +25,7 @@ from tempi.config.project_trust import trust_project
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tempi.workflows.session_types import workflow_id_for
 from tests.conftest import run_tempi, start_tempi_worker, tempi_env, trust_project_as, write_models_json
+from tests.history_payloads import payload_texts
 from tests.session_harness import scripted_model, start_session, unique_queue
 
 DEMO_SERVER = Path(__file__).parent / "mcp_servers" / "demo_server.py"
@@ -123,22 +123,6 @@ def _request_tool_results(body: dict[str, Any]) -> list[str]:
     ]
 
 
-def _decoded_payloads(node: Any, out: list[str]) -> list[str]:
-    """Every payload of a history, decoded from base64, plus the rest of the JSON."""
-    if isinstance(node, dict):
-        if "metadata" in node and isinstance(node.get("data"), str):
-            try:
-                out.append(base64.b64decode(node["data"]).decode("utf-8", "replace"))
-            except ValueError:
-                out.append(node["data"])
-        for value in node.values():
-            _decoded_payloads(value, out)
-    elif isinstance(node, list):
-        for value in node:
-            _decoded_payloads(value, out)
-    return out
-
-
 @pytest.mark.slow
 async def test_model_calls_tools_of_a_stdio_and_an_http_server(
     tmp_path: Path,
@@ -182,7 +166,7 @@ async def test_model_calls_tools_of_a_stdio_and_an_http_server(
     # The secret reached the server (it said "secret ok") but not the workflow's history.
     session_id = _session_entries(home)[0]["id"]
     handle = temporal_client.get_workflow_handle(workflow_id_for(session_id))
-    history = json.dumps(_decoded_payloads((await handle.fetch_history()).to_json_dict(), []))
+    history = json.dumps(payload_texts((await handle.fetch_history()).to_json_dict()))
     assert "mcp__local__lookup" in history and "local says tea means TEA" in history
     assert SECRET not in history
 

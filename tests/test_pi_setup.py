@@ -23,28 +23,6 @@ def _system(body: dict[str, Any]) -> str:
     return str(body["messages"][0]["content"])
 
 
-def _reasoning_models(path: Path, server: ScriptedLLMServer, scenario: str) -> None:
-    """Two models that think (so thinking levels apply), on the scripted server."""
-    path.mkdir(parents=True, exist_ok=True)
-    model = {
-        "reasoning": True,
-        "input": ["text"],
-        "cost": {"input": 3, "output": 15, "cacheRead": 0.3, "cacheWrite": 3.75},
-        "contextWindow": 128_000,
-        "maxTokens": 16384,
-    }
-    provider = {
-        "baseUrl": server.url_for(scenario, "openai-completions"),
-        "api": "openai-completions",
-        "apiKey": "MOCK_API_KEY",
-        "models": [
-            {"id": "thinker-a", "name": "thinker-a", **model},
-            {"id": "thinker-b", "name": "thinker-b", **model},
-        ],
-    }
-    (path / "models.json").write_text(json.dumps({"providers": {"mock": provider}}))
-
-
 def test_pis_models_settings_agents_prompts_and_skills_are_used(
     tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
 ) -> None:
@@ -128,7 +106,10 @@ def test_thinking_defaults_to_medium_and_switches_are_saved_to_settings(
     )
     home, work = tmp_path / "home", tmp_path / "work"
     work.mkdir()
-    _reasoning_models(home, scripted_server, "pi-defaults")
+    # Two models that think, so thinking levels apply.
+    write_models_json(
+        home, scripted_server, "pi-defaults", model_id="thinker-a", more_models=("thinker-b",), reasoning=True
+    )
     env = tempi_env(home, temporal_address)
 
     first = run_tempi(["--no-session", "--model", "mock/thinker-a", "-p", "hi"], cwd=work, env=env)
@@ -262,7 +243,9 @@ def test_hide_thinking_block_and_quiet_startup_in_the_terminal(
     )
     home, work = tmp_path / "home", tmp_path / "work"
     work.mkdir()
-    _reasoning_models(home, scripted_server, "pi-quiet")
+    write_models_json(
+        home, scripted_server, "pi-quiet", model_id="thinker-a", more_models=("thinker-b",), reasoning=True
+    )
     (home / "settings.json").write_text(json.dumps({"hideThinkingBlock": True, "quietStartup": True}))
     terminal = Terminal(["--model", "mock/thinker-a"], cwd=work, env=tempi_env(home, temporal_address))
     try:

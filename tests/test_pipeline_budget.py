@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
-from tests.conftest import run_tempi, tempi_env, write_models_json
+from tests.conftest import run_tempi, scripted_home, tempi_env
 from tests.pipeline_repo import git
 from tests.test_pipeline_run import SPEC, VALUES, make_fixture, module, write
 
@@ -38,9 +38,7 @@ def _spec(budget: str) -> str:
 def test_a_cost_budget_stops_the_run_and_a_larger_one_finishes_it(
     tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
 ) -> None:
-    scripted_server.add_scenario("pipeline-budget", {"routes": _routes()})
-    home = tmp_path / "home"
-    write_models_json(home, scripted_server, "pipeline-budget")
+    home = scripted_home(tmp_path, scripted_server, "pipeline-budget", {"routes": _routes()})
     repo = make_fixture(tmp_path / "repo")
     env = tempi_env(home, temporal_address)
     # The spec stays out of the commit: the base commit, and so the pipeline, stays the same.

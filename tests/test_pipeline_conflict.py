@@ -17,7 +17,7 @@ from tempi.activities.pipeline.activities import integrate
 from tempi.pipeline import git_work
 from tempi.pipeline.run_types import IntegrateInput
 from tempi.testing.scripted_llm import ScriptedLLMServer
-from tests.conftest import run_tempi, tempi_env, write_models_json
+from tests.conftest import run_tempi, scripted_home, tempi_env
 from tests.pipeline_repo import git
 from tests.test_pipeline_run import write
 
@@ -62,9 +62,7 @@ def _routes(rerun_turns: list[dict]) -> dict:
 
 
 def _run(tmp_path: Path, temporal_address: str, server: ScriptedLLMServer, scenario: str, routes: dict):
-    server.add_scenario(scenario, {"routes": routes})
-    home = tmp_path / "home"
-    write_models_json(home, server, scenario)
+    home = scripted_home(tmp_path, server, scenario, {"routes": routes})
     repo = _fixture(tmp_path / "repo")
     args = ["pipeline", "run", "pipeline.yaml", "--markdown", "out/summary.md"]
     proc = run_tempi(args, cwd=repo, env=tempi_env(home, temporal_address), timeout=180)

@@ -15,7 +15,7 @@ import pytest
 from tempi.testing.pipeline_many import history_runs, make_many_targets, scenario
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tempi.workers.temporal_client import connect
-from tests.conftest import run_tempi, tempi_env, write_models_json
+from tests.conftest import run_tempi, scripted_home, tempi_env
 from tests.pipeline_repo import git
 
 TARGETS = 24
@@ -26,9 +26,7 @@ BUDGET = 150
 async def test_a_long_pipeline_continues_as_new_and_commits_every_shard_once(
     tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
 ) -> None:
-    scripted_server.add_scenario("pipeline-many", scenario(TARGETS))
-    home = tmp_path / "home"
-    write_models_json(home, scripted_server, "pipeline-many")
+    home = scripted_home(tmp_path, scripted_server, "pipeline-many", scenario(TARGETS))
     repo = make_many_targets(tmp_path / "repo", TARGETS, concurrency=3)
     env = tempi_env(home, temporal_address, TEMPI_PIPELINE_HISTORY_EVENTS=str(BUDGET))
 

@@ -17,7 +17,7 @@ from xml.etree import ElementTree as ET
 import pytest
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
-from tests.conftest import run_tempi, tempi_env, write_models_json
+from tests.conftest import run_tempi, scripted_home, tempi_env
 from tests.pipeline_repo import git
 from tests.test_pipeline_run import SPEC, VALUES, make_fixture, module, write
 
@@ -53,9 +53,7 @@ def _control(repo: Path, env: dict[str, str], *args: str) -> subprocess.Complete
 def test_pause_skip_retry_concurrency_and_resume_steer_a_running_pipeline(
     tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
 ) -> None:
-    scripted_server.add_scenario("pipeline-controls", {"routes": _routes()})
-    home = tmp_path / "home"
-    write_models_json(home, scripted_server, "pipeline-controls")
+    home = scripted_home(tmp_path, scripted_server, "pipeline-controls", {"routes": _routes()})
     repo = make_fixture(tmp_path / "repo")
     (repo / "controls.yaml").write_text(SPEC.replace("concurrency: 2", "concurrency: 1"))
     env = tempi_env(home, temporal_address)

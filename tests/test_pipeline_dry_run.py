@@ -12,7 +12,7 @@ from jsonschema import Draft202012Validator
 from tempi.pipeline.loading import load_spec
 from tempi.pipeline.targets import pipeline_id
 from tempi.testing.scripted_llm import ScriptedLLMServer
-from tests.conftest import run_tempi, tempi_env, write_models_json
+from tests.conftest import run_tempi, scripted_home, tempi_env
 from tests.pipeline_repo import MODULES, git, make_repo
 
 EXAMPLE = Path(__file__).parent.parent / "examples/pipeline/migrate-old-api.yaml"
@@ -30,9 +30,7 @@ def _repo_state(repo: Path) -> tuple[str, str, str, str]:
 def test_dry_run_shows_the_shards_and_asks_no_model(
     tmp_path: Path, scripted_server: ScriptedLLMServer
 ) -> None:
-    scripted_server.add_scenario("pipeline-dry-run", [{"text": "should never be asked"}])
-    home = tmp_path / "home"
-    write_models_json(home, scripted_server, "pipeline-dry-run")
+    home = scripted_home(tmp_path, scripted_server, "pipeline-dry-run", [{"text": "should never be asked"}])
     repo = make_repo(tmp_path / "repo")
     spec_path = repo / "pipeline.yaml"
     spec_path.write_text(EXAMPLE.read_text().replace("anthropic/claude-sonnet-4-5:medium", "mock/mock-model"))

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
-from tests.conftest import run_tempi, tempi_env, write_models_json
+from tests.conftest import run_tempi, scripted_home, tempi_env
 from tests.pipeline_repo import git
 from tests.test_pipeline_run import make_fixture, module, write
 
@@ -49,9 +49,9 @@ def test_a_pipeline_shard_runs_the_specs_extension_and_its_guard_blocks_rm_rf(
         write("src/mods/alpha.py", module("alpha", "new_api", 1)),
         {"text": "Done."},
     ]
-    scripted_server.add_scenario("pipeline-ext", {"routes": {"alpha.py": {"turns": turns}}})
-    home = tmp_path / "home"
-    write_models_json(home, scripted_server, "pipeline-ext")
+    home = scripted_home(
+        tmp_path, scripted_server, "pipeline-ext", {"routes": {"alpha.py": {"turns": turns}}}
+    )
     repo = _repo(tmp_path, SPEC)
 
     proc = run_tempi(
@@ -72,9 +72,7 @@ def test_a_pipeline_shard_runs_the_specs_extension_and_its_guard_blocks_rm_rf(
 def test_a_broken_extension_stops_the_pipeline_before_any_shard(
     tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
 ) -> None:
-    scripted_server.add_scenario("pipeline-ext-broken", [{"text": "never asked"}])
-    home = tmp_path / "home"
-    write_models_json(home, scripted_server, "pipeline-ext-broken")
+    home = scripted_home(tmp_path, scripted_server, "pipeline-ext-broken", [{"text": "never asked"}])
     repo = _repo(tmp_path, SPEC.replace("tools/guard.py", "tools/missing.py"))
     proc = run_tempi(["pipeline", "run", "guarded.yaml"], cwd=repo, env=tempi_env(home, temporal_address))
     assert proc.returncode == 2, proc.stdout + proc.stderr

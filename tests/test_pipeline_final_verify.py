@@ -17,7 +17,7 @@ from tempi.pipeline.reports import EXIT_FINAL_VERIFY, EXIT_SERVER_LOST, junit_xm
 from tempi.pipeline.run_types import PipelineProgress, ShardStatus
 from tempi.pipeline.targets import Shard
 from tempi.testing.scripted_llm import ScriptedLLMServer
-from tests.conftest import run_tempi, tempi_env, write_models_json
+from tests.conftest import run_tempi, scripted_home, tempi_env
 from tests.pipeline_repo import git
 
 COLOURED_FAILURE = r"printf '\033[31mFAILED\033[0m tests/test_app.py::test_total \001\n'; exit 1"
@@ -49,6 +49,14 @@ def _repo(root: Path, verify: str, final: str) -> Path:
     return root
 
 
+def _repo_with_a_held_verify(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """The repository, and the files its shard's verify touches once it runs (`started`) and
+    waits for (`release`)."""
+    started, release = tmp_path / "verify-started", tmp_path / "verify-release"
+    wait = f"touch {started}; for i in $(seq 600); do [ -e {release} ] && break; sleep 0.1; done"
+    return _repo(tmp_path / "repo", wait, "true"), started, release
+
+
 def _turns() -> dict:
     content = '"""Totals."""\n\n\ndef total():\n    return 1\n'
     return {
@@ -62,9 +70,7 @@ def _turns() -> dict:
 def test_a_failed_final_verify_shows_its_output_everywhere_a_ci_run_looks(
     tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
 ) -> None:
-    scripted_server.add_scenario("final-verify", _turns())
-    home = tmp_path / "home"
-    write_models_json(home, scripted_server, "final-verify")
+    home = scripted_home(tmp_path, scripted_server, "final-verify", _turns())
     repo = _repo(tmp_path / "repo", "true", COLOURED_FAILURE)
     args = [
         "pipeline",
@@ -128,12 +134,8 @@ def test_markdown_shows_angle_brackets_as_written_and_keeps_the_table_whole() ->
 def test_losing_the_server_under_a_run_exits_4_with_pipeline_advice(
     tmp_path: Path, scripted_server: ScriptedLLMServer
 ) -> None:
-    scripted_server.add_scenario("lost-server", _turns())
-    home = tmp_path / "home"
-    write_models_json(home, scripted_server, "lost-server")
-    started, release = tmp_path / "verify-started", tmp_path / "verify-release"
-    wait = f"touch {started}; for i in $(seq 600); do [ -e {release} ] && break; sleep 0.1; done"
-    repo = _repo(tmp_path / "repo", wait, "true")
+    home = scripted_home(tmp_path, scripted_server, "lost-server", _turns())
+    repo, started, release = _repo_with_a_held_verify(tmp_path)
     env = tempi_env(home, None)  # the background service: the server this test stops
     log = tmp_path / "run.log"
     try:
@@ -167,12 +169,8 @@ def test_losing_the_server_under_a_run_exits_4_with_pipeline_advice(
 def test_ctrl_c_leaves_the_run_going_and_wait_writes_its_reports(
     tmp_path: Path, scripted_server: ScriptedLLMServer
 ) -> None:
-    scripted_server.add_scenario("ctrl-c", _turns())
-    home = tmp_path / "home"
-    write_models_json(home, scripted_server, "ctrl-c")
-    started, release = tmp_path / "verify-started", tmp_path / "verify-release"
-    wait = f"touch {started}; for i in $(seq 600); do [ -e {release} ] && break; sleep 0.1; done"
-    repo = _repo(tmp_path / "repo", wait, "true")
+    home = scripted_home(tmp_path, scripted_server, "ctrl-c", _turns())
+    repo, started, release = _repo_with_a_held_verify(tmp_path)
     (repo / "pipeline.yaml").write_text(SPEC + "report: {json: out/s.json}\noutput: {patch: out/o.patch}\n")
     git(repo, "commit", "-q", "-am", "reports")
     env = tempi_env(home, None)  # the background service runs the pipeline, as for a user

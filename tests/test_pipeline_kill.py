@@ -18,7 +18,7 @@ import pytest
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tempi.workers.service import read_info
-from tests.conftest import run_tempi, tempi_env, write_models_json
+from tests.conftest import run_tempi, scripted_home, tempi_env
 from tests.pipeline_repo import git
 from tests.test_pipeline_budget import _routes
 from tests.test_pipeline_run import SPEC, make_fixture
@@ -77,9 +77,7 @@ def _shards_committed(repo: Path) -> list[str]:
 def test_a_killed_run_goes_on_where_it_was(
     tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
 ) -> None:
-    scripted_server.add_scenario("pipeline-kill", {"routes": _routes()})
-    home = tmp_path / "home"
-    write_models_json(home, scripted_server, "pipeline-kill")
+    home = scripted_home(tmp_path, scripted_server, "pipeline-kill", {"routes": _routes()})
     repo = make_fixture(tmp_path / "repo")
     (repo / "kill.yaml").write_text(_spec(tmp_path))
     # The worker runs inside `tempi pipeline run` here (TEMPORAL_ADDRESS is set).
@@ -101,9 +99,7 @@ def test_a_killed_run_goes_on_where_it_was(
 def test_a_run_whose_server_lost_its_database_goes_on_from_git(
     tmp_path: Path, scripted_server: ScriptedLLMServer
 ) -> None:
-    scripted_server.add_scenario("pipeline-lost-db", {"routes": _routes()})
-    home = tmp_path / "home"
-    write_models_json(home, scripted_server, "pipeline-lost-db")
+    home = scripted_home(tmp_path, scripted_server, "pipeline-lost-db", {"routes": _routes()})
     repo = make_fixture(tmp_path / "repo")
     (repo / "kill.yaml").write_text(_spec(tmp_path))
     # No TEMPORAL_ADDRESS: the background service (dev server and worker) runs the pipeline.

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
-from tests.conftest import run_tempi, tempi_env, write_models_json
+from tests.conftest import run_tempi, scripted_home, tempi_env
 from tests.pipeline_repo import git
 from tests.test_pipeline_budget import _routes
 from tests.test_pipeline_run import SPEC, make_fixture, module
@@ -27,9 +27,7 @@ def _branch_commits(repo: Path) -> list[str]:
 def test_a_run_after_main_moved_rebases_the_branch_and_redoes_only_what_no_longer_applies(
     tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
 ) -> None:
-    scripted_server.add_scenario("moving-base", {"routes": _routes()})
-    home = tmp_path / "home"
-    write_models_json(home, scripted_server, "moving-base")
+    home = scripted_home(tmp_path, scripted_server, "moving-base", {"routes": _routes()})
     repo = make_fixture(tmp_path / "repo")
     (repo / "pipeline.yaml").write_text(SPEC.replace("report:", "output: {patch: out/output.patch}\nreport:"))
     git(repo, "commit", "-q", "-am", "the spec writes a patch")

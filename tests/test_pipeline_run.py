@@ -10,7 +10,7 @@ from xml.etree import ElementTree as ET
 import pytest
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
-from tests.conftest import run_tempi, tempi_env, write_models_json
+from tests.conftest import run_tempi, scripted_home, tempi_env
 from tests.pipeline_repo import git
 
 VALUES = {"alpha": 1, "beta": 2, "delta": 4, "gamma": 3}
@@ -114,9 +114,7 @@ def make_fixture(root: Path, values: dict[str, int] = VALUES) -> Path:
 def test_pipeline_commits_verified_shards_repairs_one_and_reports_the_failure(
     tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
 ) -> None:
-    scripted_server.add_scenario("pipeline-run", {"routes": _routes()})
-    home = tmp_path / "home"
-    write_models_json(home, scripted_server, "pipeline-run")
+    home = scripted_home(tmp_path, scripted_server, "pipeline-run", {"routes": _routes()})
     six = {**VALUES, **MORE_VALUES}
     repo = make_fixture(tmp_path / "repo", six)
     env = tempi_env(home, temporal_address)
@@ -222,9 +220,9 @@ def test_a_step_stops_at_its_max_turns_with_the_reason(
     tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
 ) -> None:
     looping = [write("src/mods/alpha.py", module("alpha", "new_api", n)) for n in range(10)]
-    scripted_server.add_scenario("pipeline-turns", {"routes": {"alpha.py": {"turns": looping}}})
-    home = tmp_path / "home"
-    write_models_json(home, scripted_server, "pipeline-turns")
+    home = scripted_home(
+        tmp_path, scripted_server, "pipeline-turns", {"routes": {"alpha.py": {"turns": looping}}}
+    )
     repo = make_fixture(tmp_path / "repo")
     (repo / "turns.yaml").write_text(
         SPEC.replace('glob: "src/mods/*.py"', 'glob: "src/mods/alpha.py"').replace(
@@ -251,9 +249,7 @@ def test_a_step_stops_at_its_max_turns_with_the_reason(
 def test_a_cancelled_pipeline_exits_7_and_starts_no_shard(
     tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
 ) -> None:
-    scripted_server.add_scenario("pipeline-cancel", [{"text": "never asked"}])
-    home = tmp_path / "home"
-    write_models_json(home, scripted_server, "pipeline-cancel")
+    home = scripted_home(tmp_path, scripted_server, "pipeline-cancel", [{"text": "never asked"}])
     repo = make_fixture(tmp_path / "repo")
     env = tempi_env(home, temporal_address)
     # No worker runs between the commands (it lives in each `tempi` process here), so the

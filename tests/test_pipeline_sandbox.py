@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
-from tests.conftest import run_tempi, tempi_env, write_models_json
+from tests.conftest import run_tempi, scripted_home, tempi_env
 from tests.pipeline_repo import git
 from tests.test_pipeline_run import make_fixture, module
 
@@ -33,9 +33,9 @@ def test_a_bwrap_shard_writes_its_worktree_and_nothing_outside_it(
     new_alpha = module("alpha", "new_api", 1).replace("\n", "\\n")
     command = f"printf '{new_alpha}' > src/mods/alpha.py; echo escaped > {outside}"
     turns = [{"tool_calls": [{"name": "bash", "arguments": {"command": command}}]}, {"text": "Done."}]
-    scripted_server.add_scenario("pipeline-bwrap", {"routes": {"alpha.py": {"turns": turns}}})
-    home = tmp_path / "home"
-    write_models_json(home, scripted_server, "pipeline-bwrap")
+    home = scripted_home(
+        tmp_path, scripted_server, "pipeline-bwrap", {"routes": {"alpha.py": {"turns": turns}}}
+    )
     repo = make_fixture(tmp_path / "repo")
     (repo / "boxed.yaml").write_text(SPEC)
     git(repo, "add", "-A")

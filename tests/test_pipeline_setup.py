@@ -12,7 +12,7 @@ from xml.etree import ElementTree as ET
 
 from tempi.pipeline.reports import EXIT_SETUP_FAILED
 from tempi.testing.scripted_llm import ScriptedLLMServer
-from tests.conftest import run_tempi, tempi_env, write_models_json
+from tests.conftest import run_tempi, scripted_home, tempi_env
 from tests.pipeline_repo import git
 from tests.test_pipeline_run import module, write
 
@@ -88,9 +88,7 @@ def _routes() -> dict:
 def test_setup_reaches_every_shard_and_stays_out_of_the_patches(
     tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
 ) -> None:
-    scripted_server.add_scenario("setup-venv", {"routes": _routes()})
-    home = tmp_path / "home"
-    write_models_json(home, scripted_server, "setup-venv")
+    home = scripted_home(tmp_path, scripted_server, "setup-venv", {"routes": _routes()})
     repo = _repo(tmp_path / "repo")
     env = tempi_env(home, temporal_address)
 
@@ -111,9 +109,7 @@ def test_setup_reaches_every_shard_and_stays_out_of_the_patches(
 def test_a_run_after_the_last_one_released_its_checkout_sets_up_again(
     tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
 ) -> None:
-    scripted_server.add_scenario("setup-again", {"routes": _routes()})
-    home = tmp_path / "home"
-    write_models_json(home, scripted_server, "setup-again")
+    home = scripted_home(tmp_path, scripted_server, "setup-again", {"routes": _routes()})
     repo = _repo(tmp_path / "repo")
     env = tempi_env(home, temporal_address)
     first = run_tempi(["pipeline", "run", "pipeline.yaml"], cwd=repo, env=env, timeout=180)
@@ -133,9 +129,7 @@ def test_a_run_after_the_last_one_released_its_checkout_sets_up_again(
 def test_a_run_after_a_budget_stop_sets_up_again_for_what_is_left(
     tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
 ) -> None:
-    scripted_server.add_scenario("setup-budget", {"routes": _routes()})
-    home = tmp_path / "home"
-    write_models_json(home, scripted_server, "setup-budget")
+    home = scripted_home(tmp_path, scripted_server, "setup-budget", {"routes": _routes()})
     repo = _repo(tmp_path / "repo")
     env = tempi_env(home, temporal_address)
     spec = repo / "pipeline.yaml"  # edited, not committed: the base, and so the pipeline, stays
@@ -154,9 +148,7 @@ def test_a_run_after_a_budget_stop_sets_up_again_for_what_is_left(
 def test_a_failing_setup_stops_the_run_before_any_model_call(
     tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
 ) -> None:
-    scripted_server.add_scenario("setup-fails", {"routes": _routes()})
-    home = tmp_path / "home"
-    write_models_json(home, scripted_server, "setup-fails")
+    home = scripted_home(tmp_path, scripted_server, "setup-fails", {"routes": _routes()})
     broken = SETUP + '  - "echo ERROR: No matching distribution found for frobnicate >&2; exit 1"\n'
     repo = _repo(tmp_path / "repo", broken)
     args = ["pipeline", "run", "pipeline.yaml", "--json", "out/s.json", "--junit", "out/j.xml"]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
-from tests.conftest import run_tempi, tempi_env, write_models_json
+from tests.conftest import run_tempi, scripted_home, tempi_env
 from tests.pipeline_repo import git
 from tests.test_pipeline_run import SPEC, VALUES, _routes, make_fixture, module
 
@@ -18,9 +18,7 @@ from tests.test_pipeline_run import SPEC, VALUES, _routes, make_fixture, module
 def test_squash_makes_one_commit_with_a_trailer_per_shard_and_resumes_by_them(
     tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
 ) -> None:
-    scripted_server.add_scenario("pipeline-squash", {"routes": _routes()})
-    home = tmp_path / "home"
-    write_models_json(home, scripted_server, "pipeline-squash")
+    home = scripted_home(tmp_path, scripted_server, "pipeline-squash", {"routes": _routes()})
     repo = make_fixture(tmp_path / "repo")
     (repo / "squash.yaml").write_text(
         SPEC.replace(

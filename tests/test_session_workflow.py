@@ -3,7 +3,6 @@ semantics (steering, follow-ups, abort) and the session file it leaves behind.""
 
 from __future__ import annotations
 
-import base64
 import json
 from pathlib import Path
 
@@ -11,6 +10,7 @@ from temporalio.client import Client
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tests.fixture_paths import PI_FIXTURES
+from tests.history_payloads import payload_texts
 from tests.session_harness import (
     API_KEY,
     assert_single_chain,
@@ -23,20 +23,6 @@ from tests.session_harness import (
 
 def _entries(path: str) -> list[dict]:
     return [json.loads(line) for line in Path(path).read_text().splitlines()]
-
-
-def _payload_texts(node: object) -> list[str]:
-    """Every payload in an exported history, decoded (they are base64 in the export)."""
-    out: list[str] = []
-    if isinstance(node, dict):
-        if "data" in node and "metadata" in node and isinstance(node["data"], str):
-            out.append(base64.b64decode(node["data"]).decode("utf-8", "replace"))
-        for value in node.values():
-            out.extend(_payload_texts(value))
-    elif isinstance(node, list):
-        for value in node:
-            out.extend(_payload_texts(value))
-    return out
 
 
 async def test_steer_and_follow_up_while_a_slow_tool_runs(
@@ -204,7 +190,7 @@ async def test_api_key_never_enters_workflow_history(
         await s.run_to_idle()
         history = await s.handle.fetch_history()
     exported = history.to_json()
-    decoded = exported + "\n".join(_payload_texts(json.loads(exported)))
+    decoded = exported + "\n".join(payload_texts(json.loads(exported)))
     assert "echo hi" in decoded  # the payloads really were searched
     assert API_KEY not in decoded
     # ...while the key did reach the provider.

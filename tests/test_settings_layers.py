@@ -14,7 +14,7 @@ from tempi.cli.trust_choice import settle_trust
 from tempi.config.project_trust import project_fingerprint, project_trusted, trust_project, what_needs_trust
 from tempi.config.settings import load_settings
 from tempi.testing.scripted_llm import ScriptedLLMServer
-from tests.conftest import run_tempi, tempi_env
+from tests.conftest import run_tempi, tempi_env, write_models_json
 
 PI_DEFAULTS = {
     "defaultProvider": "mock",
@@ -102,24 +102,15 @@ def test_pis_project_settings_need_trust_for_paths_and_commands_and_a_change_ask
     assert load_settings(work).shell_path is None and load_settings(work).session_dir is None
 
 
-def _two_models(path: Path, server: ScriptedLLMServer, scenario: str) -> None:
-    model = {"reasoning": False, "input": ["text"], "contextWindow": 128_000, "maxTokens": 16384}
-    provider = {
-        "baseUrl": server.url_for(scenario, "openai-completions"),
-        "api": "openai-completions",
-        "apiKey": "MOCK_API_KEY",
-        "models": [{"id": "model-a", **model}, {"id": "model-b", **model}],
-    }
-    _write(path / "models.json", {"providers": {"mock": provider}})
-
-
 def test_a_model_pinned_in_the_projects_pi_settings_is_the_one_called(
     tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
 ) -> None:
     scripted_server.add_scenario("pi-project-model", {"select": "sequential", "turns": [{"text": "ok"}]})
     home, pi_dir, work = tmp_path / "home", tmp_path / "pi-agent", tmp_path / "work"
     work.mkdir()
-    _two_models(pi_dir, scripted_server, "pi-project-model")
+    write_models_json(
+        pi_dir, scripted_server, "pi-project-model", model_id="model-a", more_models=("model-b",)
+    )
     _write(pi_dir / "settings.json", {"defaultProvider": "mock", "defaultModel": "model-a"})
     _write(home / "settings.json", {"quietStartup": True})
     _write(work / ".pi" / "settings.json", {"defaultModel": "model-b"})

@@ -13,8 +13,7 @@ import pytest
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tests.chromium import DevToolsPage, chromium_bin
-from tests.conftest import write_models_json
-from tests.web_rig import Rig, start_rig
+from tests.web_rig import Rig, scripted_rig
 
 SLOW_TEXT = "This slow answer goes on and on. " * 40  # 1,320 characters, ~33 s as streamed
 
@@ -31,14 +30,8 @@ SCENARIO = {
 def rig(
     tmp_path_factory: pytest.TempPathFactory, temporal_address: str, scripted_server: ScriptedLLMServer
 ) -> Iterator[Rig]:
-    scripted_server.add_scenario("web-browser", SCENARIO)
-    home = tmp_path_factory.mktemp("web-browser-home")
-    write_models_json(home, scripted_server, "web-browser")
-    rig = start_rig(home, tmp_path_factory.mktemp("web-browser-project"), temporal_address)
-    try:
+    with scripted_rig(tmp_path_factory, temporal_address, scripted_server, "web-browser", SCENARIO) as rig:
         yield rig
-    finally:
-        rig.close()
 
 
 def _js(value: str) -> str:

@@ -15,8 +15,8 @@ import aiohttp
 import pytest
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
-from tests.conftest import run_tempi, write_models_json
-from tests.web_rig import SECRET, Console, Rig, start_rig, wait_until
+from tests.conftest import run_tempi
+from tests.web_rig import SECRET, Console, Rig, scripted_rig, wait_until
 
 SCENARIO = {
     "turns": [{"text": "Default answer."}],
@@ -52,14 +52,8 @@ SCENARIO = {
 def rig(
     tmp_path_factory: pytest.TempPathFactory, temporal_address: str, scripted_server: ScriptedLLMServer
 ) -> Iterator[Rig]:
-    scripted_server.add_scenario("web-console", SCENARIO)
-    home = tmp_path_factory.mktemp("web-home")
-    write_models_json(home, scripted_server, "web-console")
-    rig = start_rig(home, tmp_path_factory.mktemp("web-project"), temporal_address)
-    try:
+    with scripted_rig(tmp_path_factory, temporal_address, scripted_server, "web-console", SCENARIO) as rig:
         yield rig
-    finally:
-        rig.close()
 
 
 @pytest.fixture(scope="module")
@@ -184,12 +178,7 @@ async def test_the_transcript_streams_a_new_answer_as_it_is_written(
         assert stream.headers["Content-Type"].startswith("text/event-stream")
         ops = await _ops_until(stream, lambda ops: _has_text(ops, "First live answer"))
         assert ops[0] == {"op": "reset"}
-        async with http.post(
-            f"{console.base}/api/sessions/{session_id}/send",
-            json={"text": "live-session: more", "as": "prompt"},
-            headers=_auth(console, Origin=console.origin),
-        ) as sent:
-            assert sent.status == 200
+        assert (await _prompt(http, console, session_id, "live-session: more"))[0] == 200
         ops = await _ops_until(
             stream, lambda ops: _has_text(ops, "Second live answer, streamed in small pieces.")
         )
@@ -201,12 +190,7 @@ async def test_the_transcript_streams_a_new_answer_as_it_is_written(
     assert {"op": "state", "running": True, "streaming": True} in ops
 
     # A tool call, folded with its output under it, in the block of the message that made it.
-    async with http.post(
-        f"{console.base}/api/sessions/{session_id}/send",
-        json={"text": "live-session: use a tool", "as": "prompt"},
-        headers=_auth(console, Origin=console.origin),
-    ) as sent:
-        assert sent.status == 200
+    assert (await _prompt(http, console, session_id, "live-session: use a tool"))[0] == 200
     ops = await _read_events(http, console, session_id, lambda ops: _has_text(ops, "The tool said it."))
     looking = [op["html"] for op in ops if "Looking." in op.get("html", "")][-1]  # as it stands now
     assert '<details class="tool ok">' in looking and "$ echo web-tool-out" in looking
@@ -219,10 +203,7 @@ async def test_abort_stops_a_slow_answer(rig: Rig, console: Console, http: aioht
     headers = _auth(console, Origin=console.origin)
     async with http.get(base + "/events", headers=_auth(console)) as stream:
         await _ops_until(stream, lambda ops: _has_text(ops, "Ready."))
-        async with http.post(
-            base + "/send", json={"text": "slow-session: go", "as": "prompt"}, headers=headers
-        ):
-            pass
+        await _prompt(http, console, session_id, "slow-session: go")
         await _ops_until(stream, lambda ops: any("A very slow" in op.get("html", "") for op in ops))
         async with http.post(base + "/abort", json={}, headers=headers) as aborted:
             assert aborted.status == 200
@@ -245,13 +226,21 @@ async def test_a_stopped_session_shows_from_its_file_and_says_how_to_continue_it
     assert rows[session_id]["status"] == "finished"
     ops = await _read_events(http, console, session_id, lambda ops: {"op": "state", "running": False} in ops)
     assert _has_text(ops, "Overview answer")
+    status, answer = await _prompt(http, console, session_id, "overview-session: again")
+    assert status == 409
+    assert f"tempi --session {session_id}" in json.loads(answer)["error"]
+
+
+async def _prompt(
+    http: aiohttp.ClientSession, console: Console, session_id: str, text: str
+) -> tuple[int, str]:
+    """A prompt sent as the console's page sends it: its status and body."""
     async with http.post(
         f"{console.base}/api/sessions/{session_id}/send",
-        json={"text": "overview-session: again", "as": "prompt"},
+        json={"text": text, "as": "prompt"},
         headers=_auth(console, Origin=console.origin),
-    ) as refused:
-        assert refused.status == 409
-        assert f"tempi --session {session_id}" in (await refused.json())["error"]
+    ) as sent:
+        return sent.status, await sent.text()
 
 
 def _has_text(ops: list[dict[str, Any]], text: str) -> bool:

@@ -8,12 +8,17 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import run_tempi, tempi_env
+import pytest
+
+from tempi.testing.scripted_llm import ScriptedLLMServer
+from tests.conftest import run_tempi, tempi_env, write_models_json
+from tests.processes import stop_process
 
 SECRET = "sk-mock-secret-key-12345"  # the API key tempi_env gives the mock provider
 
@@ -29,11 +34,7 @@ class Console:
         return self.base
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        stop_process(self.proc)
 
 
 @dataclass
@@ -90,15 +91,22 @@ class Rig:
     def close(self) -> None:
         for console in self.consoles:
             console.stop()
-        self.worker.terminate()
-        try:
-            self.worker.wait(15)
-        except subprocess.TimeoutExpired:
-            self.worker.kill()
+        stop_process(self.worker, 15)
 
 
-def start_rig(home: Path, project: Path, temporal_address: str) -> Rig:
-    project.mkdir(parents=True, exist_ok=True)
+@contextmanager
+def scripted_rig(
+    tmp_path_factory: pytest.TempPathFactory,
+    temporal_address: str,
+    server: ScriptedLLMServer,
+    name: str,
+    scenario: dict[str, Any],
+) -> Iterator[Rig]:
+    """A rig whose sessions the scripted model answers from `scenario` (added as `name`)."""
+    server.add_scenario(name, scenario)
+    home = tmp_path_factory.mktemp(f"{name}-home")
+    write_models_json(home, server, name)
+    project = tmp_path_factory.mktemp(f"{name}-project")
     env = tempi_env(home, temporal_address)
     worker = subprocess.Popen(
         [sys.executable, "-m", "tempi", "worker"],
@@ -107,7 +115,11 @@ def start_rig(home: Path, project: Path, temporal_address: str) -> Rig:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    return Rig(home, project, env, worker)
+    rig = Rig(home, project, env, worker)
+    try:
+        yield rig
+    finally:
+        rig.close()
 
 
 def wait_until(check: Callable[[], Any], timeout: float = 30, what: str = "the condition") -> Any:

@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import json
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,6 +44,8 @@ from tempi.workflows.session_workflow import AgentSessionWorkflow
 from tests.docker_support import SANDBOX_IMAGE, open_host_dir
 from tests.fixture_paths import PI_FIXTURES
 from tests.full_disk import full_disk_at
+from tests.history_payloads import payload_texts
+from tests.processes import stop_process
 from tests.session_harness import API_KEY, Session, running_worker, scripted_model, start_session
 
 HISTORIES = Path(__file__).resolve().parent
@@ -590,19 +590,6 @@ async def _executions(client: Client, queue: str) -> list[Any]:
         await asyncio.sleep(1)
 
 
-def _payload_texts(node: object) -> list[str]:
-    out: list[str] = []
-    if isinstance(node, dict):
-        if isinstance(node.get("data"), str) and "metadata" in node:
-            out.append(base64.b64decode(node["data"]).decode("utf-8", "replace"))
-        for value in node.values():
-            out.extend(_payload_texts(value))
-    elif isinstance(node, list):
-        for value in node:
-            out.extend(_payload_texts(value))
-    return out
-
-
 async def capture(name: str, client: Client, server: ScriptedLLMServer, tmp: Path) -> int:
     rig = Rig(name, client, server, tmp / name, f"hist-{name}")
     async with running_worker(client, rig.tmp / "sessions", rig.queue, host_sandboxes=name in NEEDS_DOCKER):
@@ -616,7 +603,7 @@ async def capture(name: str, client: Client, server: ScriptedLLMServer, tmp: Pat
     for n, execution in enumerate(executions, 1):
         history = await client.get_workflow_handle(execution.id, run_id=execution.run_id).fetch_history()
         exported = history.to_json()
-        if API_KEY in exported or any(API_KEY in text for text in _payload_texts(json.loads(exported))):
+        if API_KEY in exported or any(API_KEY in text for text in payload_texts(json.loads(exported))):
             raise RuntimeError(f"{name}: the API key reached the history of {execution.id}")
         file = f"{n}-{execution.workflow_type}.json"
         (out / file).write_text(exported)
@@ -650,11 +637,7 @@ async def main(names: list[str]) -> None:
             print(f"{name}: {count} histories in {time.monotonic() - started:.1f} s", flush=True)
     finally:
         server.stop_thread()
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_process(proc)
         shutil.rmtree(tmp, ignore_errors=True)
 
 

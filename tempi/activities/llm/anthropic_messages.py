@@ -27,7 +27,7 @@ from tempi.activities.llm.contract import (
     request_headers,
     require_api_key,
 )
-from tempi.activities.llm.conversation_cache import CONVERSATIONS
+from tempi.activities.llm.conversation_cache import CONVERSATIONS, ListConverter, append_tool_result
 from tempi.activities.llm.copilot_headers import COPILOT_PROVIDER
 from tempi.activities.llm.errors import IncompleteStreamError, ProviderError
 from tempi.activities.llm.http_pool import shared_http_client
@@ -125,19 +125,8 @@ def build_request(model: ModelSpec, context: LlmContext, options: StreamOptions)
     return body
 
 
-class AnthropicConverter:
+class AnthropicConverter(ListConverter):
     """Repaired messages to Anthropic messages, one at a time (see `conversation_cache`)."""
-
-    def __init__(self) -> None:
-        self.converted: list[dict[str, Any]] = []
-
-    def copy(self) -> AnthropicConverter:
-        twin = AnthropicConverter()
-        twin.converted = list(self.converted)
-        return twin
-
-    def close_turn(self) -> None:
-        pass  # a run of tool results is one user message already
 
     def add(self, message: LlmMessage) -> None:
         converted = self.converted
@@ -148,16 +137,7 @@ class AnthropicConverter:
             if blocks:
                 converted.append({"role": "assistant", "content": blocks})
         else:
-            result = _tool_result_block(message)
-            previous = converted[-1] if converted else None
-            if previous is not None and previous["role"] == "user" and _is_tool_results(previous["content"]):
-                # Replaced, not extended: an earlier call's state may share the message.
-                converted[-1] = {**previous, "content": [*previous["content"], result]}
-            else:
-                converted.append({"role": "user", "content": [result]})
-
-    def shared(self) -> list[dict[str, Any]]:
-        return self.converted
+            append_tool_result(converted, _tool_result_block(message), _is_tool_results)
 
     def result(self) -> list[dict[str, Any]]:
         return _with_cache_breakpoint(self.converted)

@@ -28,8 +28,8 @@ from tempi.activities.llm.conversation_cache import CONVERSATIONS
 from tempi.activities.llm.errors import ProviderError, describe_exception, with_setup_hint
 from tempi.activities.llm.http_pool import shared_http_client
 from tempi.activities.llm.openai_post import post_stream
-from tempi.activities.llm.openai_responses import content_events, convert_tools, responses_input
-from tempi.activities.llm.thinking import responses_reasoning, responses_reasoning_when_off
+from tempi.activities.llm.openai_responses import content_events, responses_input, sampling_fields
+from tempi.activities.llm.thinking import responses_reasoning_when_off
 from tempi.agent.llm_context import LlmContext
 from tempi.agent.model_spec import ModelSpec
 from tempi.agent.stream_events import AssistantMessageEvent
@@ -87,15 +87,8 @@ def build_request(
     if options.session_id:
         body["prompt_cache_key"] = options.session_id
     body["max_output_tokens"] = output_token_limit(model, options)
-    if options.temperature is not None:
-        body["temperature"] = options.temperature
-    if context.tools:
-        body["tools"] = convert_tools(context.tools)
-    reasoning = responses_reasoning(model, options.thinking_level)
-    if reasoning is not None:
-        body["reasoning"] = reasoning
-        body["include"] = ["reasoning.encrypted_content"]
-    else:
+    body.update(sampling_fields(model, context, options))
+    if "reasoning" not in body:
         off = responses_reasoning_when_off(model)
         if off is not None:
             body["reasoning"] = off

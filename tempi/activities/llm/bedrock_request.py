@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tempi.activities.llm.contract import StreamOptions, output_token_limit
-from tempi.activities.llm.conversation_cache import CONVERSATIONS
+from tempi.activities.llm.conversation_cache import CONVERSATIONS, ListConverter, append_tool_result
 from tempi.activities.llm.errors import ProviderError
 from tempi.activities.llm.thinking import (
     MIN_OUTPUT_TOKENS,
@@ -166,22 +166,13 @@ def convert_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
     ]
 
 
-class BedrockConverter:
+class BedrockConverter(ListConverter):
     """Repaired messages to Converse messages, one at a time (see `conversation_cache`)."""
 
     def __init__(self, model: ModelSpec, caching: bool, env: Mapping[str, str]) -> None:
+        super().__init__()
         self.signatures = is_claude(model)  # only Claude takes a signature on reasoning
         self.cache_point = cache_point(env) if caching else None
-        self.converted: list[dict[str, Any]] = []
-
-    def copy(self) -> BedrockConverter:
-        twin = BedrockConverter.__new__(BedrockConverter)
-        twin.signatures, twin.cache_point = self.signatures, self.cache_point
-        twin.converted = list(self.converted)
-        return twin
-
-    def close_turn(self) -> None:
-        pass  # a run of tool results is one user message already
 
     def add(self, message: LlmMessage) -> None:
         converted = self.converted
@@ -194,17 +185,7 @@ class BedrockConverter:
             if blocks:
                 converted.append({"role": "assistant", "content": blocks})
         else:
-            result = _tool_result(message)
-            previous = converted[-1] if converted else None
-            if previous is not None and previous["role"] == "user" and "toolResult" in previous["content"][0]:
-                # Bedrock wants every result of a turn in one message. Replaced, not
-                # extended: an earlier call's state may share the message.
-                converted[-1] = {**previous, "content": [*previous["content"], result]}
-            else:
-                converted.append({"role": "user", "content": [result]})
-
-    def shared(self) -> list[dict[str, Any]]:
-        return self.converted
+            append_tool_result(converted, _tool_result(message), lambda content: "toolResult" in content[0])
 
     def result(self) -> list[dict[str, Any]]:
         messages = self.converted

@@ -18,6 +18,7 @@ body sent is mostly joined from bytes encoded once.
 
 from __future__ import annotations
 
+import copy
 import json
 import operator
 from collections import OrderedDict
@@ -52,6 +53,42 @@ class MessageConverter(Protocol):
 
     def shared(self) -> list[dict[str, Any]]:
         """The messages converted so far, which nothing changes from here on."""
+
+
+class ListConverter:
+    """The state every provider's converter starts from: the messages converted so far. A
+    subclass adds to `converted` and copies in `copy` whatever else it keeps that changes."""
+
+    def __init__(self) -> None:
+        self.converted: list[dict[str, Any]] = []
+
+    def copy(self) -> Self:
+        twin = copy.copy(self)
+        twin.converted = list(self.converted)
+        return twin
+
+    def close_turn(self) -> None:
+        """Nothing waits for the end of a run of tool results."""
+
+    def shared(self) -> list[dict[str, Any]]:
+        return self.converted
+
+    def result(self) -> list[dict[str, Any]]:
+        return list(self.converted)
+
+
+def append_tool_result(
+    converted: list[dict[str, Any]], result: dict[str, Any], joins: Callable[[list[Any]], bool]
+) -> None:
+    """`result` added to the user message before it when that one holds tool results
+    (`joins` of its content), else in a user message of its own: every result of a turn in
+    one message, as Anthropic's and Bedrock's APIs want them."""
+    previous = converted[-1] if converted else None
+    if previous is not None and previous["role"] == "user" and joins(previous["content"]):
+        # Replaced, not extended: an earlier call's state may share the message.
+        converted[-1] = {**previous, "content": [*previous["content"], result]}
+    else:
+        converted.append({"role": "user", "content": [result]})
 
 
 def _close_turn(repair: ConversationRepair, converter: MessageConverter) -> None:

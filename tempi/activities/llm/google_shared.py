@@ -22,7 +22,7 @@ import httpx
 from tempi.activities.llm.abort import AbortWatch
 from tempi.activities.llm.assembler import MessageAssembler, now_ms
 from tempi.activities.llm.contract import StreamOptions, output_token_limit
-from tempi.activities.llm.conversation_cache import CONVERSATIONS
+from tempi.activities.llm.conversation_cache import CONVERSATIONS, ListConverter
 from tempi.activities.llm.errors import (
     IncompleteStreamError,
     ProviderError,
@@ -115,29 +115,15 @@ def _valid_signature(signature: str | None) -> str | None:
     return None
 
 
-class GeminiConverter:
+class GeminiConverter(ListConverter):
     """Repaired messages to Gemini `contents`, one at a time (see `conversation_cache`).
 
     Thinking of another model arrives here as text already (`transform.py`), and tool calls
     of another model without their signatures, so every thought kept is this model's own."""
 
     def __init__(self, model: ModelSpec) -> None:
+        super().__init__()
         self.model = model
-        self.converted: list[dict[str, Any]] = []
-
-    def copy(self) -> GeminiConverter:
-        twin = GeminiConverter(self.model)
-        twin.converted = list(self.converted)
-        return twin
-
-    def close_turn(self) -> None:
-        pass  # a run of function responses is one user turn already
-
-    def shared(self) -> list[dict[str, Any]]:
-        return self.converted
-
-    def result(self) -> list[dict[str, Any]]:
-        return list(self.converted)
 
     def add(self, message: LlmMessage) -> None:
         if isinstance(message, UserMessage):

@@ -23,8 +23,9 @@ import httpx
 
 from tempi.activities.llm.abort import AbortWatch, relay_stream
 from tempi.activities.llm.assembler import MessageAssembler
+from tempi.activities.llm.chat_messages import chat_tool_call, chat_user_content, compact_json
 from tempi.activities.llm.contract import StreamOptions, output_token_limit, request_headers
-from tempi.activities.llm.conversation_cache import CONVERSATIONS
+from tempi.activities.llm.conversation_cache import CONVERSATIONS, ListConverter
 from tempi.activities.llm.errors import (
     IncompleteStreamError,
     ProviderError,
@@ -132,45 +133,23 @@ def convert_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
     ]
 
 
-class MistralConverter:
-    """Repaired messages to Mistral chat messages, one at a time (see `conversation_cache`)."""
+class MistralConverter(ListConverter):
+    """Repaired messages to Mistral chat messages, one at a time (see `conversation_cache`).
+    Each tool result is a message of its own: nothing waits for the end of a run."""
 
     def __init__(self, model: ModelSpec) -> None:
+        super().__init__()
         self.model = model
-        self.messages: list[dict[str, Any]] = []
-
-    def copy(self) -> MistralConverter:
-        twin = MistralConverter(self.model)
-        twin.messages = list(self.messages)
-        return twin
-
-    def close_turn(self) -> None:
-        """Each tool result is a message of its own: nothing waits for the end of a run."""
 
     def add(self, message: LlmMessage) -> None:
         if isinstance(message, UserMessage):
-            self.messages.append({"role": "user", "content": _user_content(message)})
+            self.converted.append({"role": "user", "content": chat_user_content(message, _image_part)})
         elif isinstance(message, AssistantMessage):
             converted = _assistant_message(message)
             if converted is not None:
-                self.messages.append(converted)
+                self.converted.append(converted)
         else:
-            self.messages.append(_tool_message(message, self.model.supports_images))
-
-    def shared(self) -> list[dict[str, Any]]:
-        return self.messages
-
-    def result(self) -> list[dict[str, Any]]:
-        return list(self.messages)
-
-
-def _user_content(message: UserMessage) -> str | list[dict[str, Any]]:
-    if isinstance(message.content, str):
-        return message.content
-    return [
-        {"type": "text", "text": block.text} if isinstance(block, TextContent) else _image_part(block)
-        for block in message.content
-    ]
+            self.converted.append(_tool_message(message, self.model.supports_images))
 
 
 def _image_part(image: ImageContent) -> dict[str, Any]:
@@ -184,15 +163,8 @@ def _assistant_message(message: AssistantMessage) -> dict[str, Any] | None:
             content.append({"type": "text", "text": block.text})
         elif isinstance(block, ThinkingContent) and block.thinking.strip():
             content.append({"type": "thinking", "thinking": [{"type": "text", "text": block.thinking}]})
-    calls = [
-        {
-            "id": call.id,
-            "type": "function",
-            "function": {"name": call.name, "arguments": _compact_json(call.arguments)},
-            "index": 0,  # what pi's SDK fills in for a replayed call
-        }
-        for call in message.tool_calls()
-    ]
+    # `index: 0` is what pi's SDK fills in for a replayed call.
+    calls = [{**chat_tool_call(call), "index": 0} for call in message.tool_calls()]
     if not content and not calls:
         return None
     converted: dict[str, Any] = {"role": "assistant"}
@@ -228,10 +200,6 @@ def _tool_message(message: ToolResultMessage, supports_images: bool) -> dict[str
         "tool_call_id": message.tool_call_id,
         "name": message.tool_name,
     }
-
-
-def _compact_json(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 async def stream_mistral_conversations(
@@ -361,7 +329,7 @@ async def _content_events(
                 tool_blocks[key] = start_call.content_index
                 yield start_call
             arguments = function.get("arguments")
-            piece = arguments if isinstance(arguments, str) else _compact_json(arguments or {})
+            piece = arguments if isinstance(arguments, str) else compact_json(arguments or {})
             if piece:
                 yield assembler.add_tool_arguments(tool_blocks[key], piece)
     for end in assembler.end_open_blocks():

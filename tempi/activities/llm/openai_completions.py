@@ -6,7 +6,6 @@ Also the API most OpenAI-compatible servers speak (vLLM, llama.cpp, Ollama, Open
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
@@ -15,6 +14,7 @@ from openai.types.chat import ChatCompletion
 
 from tempi.activities.llm.abort import AbortWatch, relay_stream
 from tempi.activities.llm.assembler import MessageAssembler
+from tempi.activities.llm.chat_messages import chat_tool_call, chat_user_content
 from tempi.activities.llm.cloudflare import (
     AI_GATEWAY,
     gateway_headers,
@@ -28,7 +28,7 @@ from tempi.activities.llm.contract import (
     request_headers,
     require_api_key,
 )
-from tempi.activities.llm.conversation_cache import CONVERSATIONS
+from tempi.activities.llm.conversation_cache import CONVERSATIONS, ListConverter
 from tempi.activities.llm.errors import IncompleteStreamError, ProviderError
 from tempi.activities.llm.http_pool import shared_http_client
 from tempi.activities.llm.openai_post import post_stream
@@ -100,19 +100,18 @@ def build_request(model: ModelSpec, context: LlmContext, options: StreamOptions)
     return body
 
 
-class ChatConverter:
+class ChatConverter(ListConverter):
     """Repaired messages to chat messages, one at a time (see `conversation_cache`)."""
 
     def __init__(self, model: ModelSpec) -> None:
+        super().__init__()
         self.model = model
-        self.converted: list[dict[str, Any]] = []
         # Images from a run of tool results follow the run: a user message between two tool
         # messages would separate results from their call.
         self.pending_images: list[ImageContent] = []
 
     def copy(self) -> ChatConverter:
-        twin = ChatConverter(self.model)
-        twin.converted = list(self.converted)
+        twin = super().copy()
         twin.pending_images = list(self.pending_images)
         return twin
 
@@ -124,7 +123,7 @@ class ChatConverter:
     def add(self, message: LlmMessage) -> None:
         if isinstance(message, UserMessage):
             self.close_turn()
-            self.converted.append({"role": "user", "content": _user_content(message)})
+            self.converted.append({"role": "user", "content": chat_user_content(message, _image_part)})
         elif isinstance(message, AssistantMessage):
             self.close_turn()
             assistant = _assistant_message(message)
@@ -137,9 +136,6 @@ class ChatConverter:
             self.converted.append({"role": "tool", "content": text, "tool_call_id": message.tool_call_id})
             if self.model.supports_images:
                 self.pending_images.extend(images)
-
-    def shared(self) -> list[dict[str, Any]]:
-        return self.converted
 
     def result(self) -> list[dict[str, Any]]:
         if self.pending_images:
@@ -171,15 +167,6 @@ def _is_openai(model: ModelSpec) -> bool:
     return not model.base_url or "api.openai.com" in model.base_url
 
 
-def _user_content(message: UserMessage) -> str | list[dict[str, Any]]:
-    if isinstance(message.content, str):
-        return message.content
-    return [
-        {"type": "text", "text": block.text} if isinstance(block, TextContent) else _image_part(block)
-        for block in message.content
-    ]
-
-
 def _image_part(image: ImageContent) -> dict[str, Any]:
     return {"type": "image_url", "image_url": {"url": f"data:{image.mime_type};base64,{image.data}"}}
 
@@ -193,21 +180,10 @@ def _assistant_message(message: AssistantMessage) -> dict[str, Any] | None:
         converted[str(field)] = "\n".join(block.thinking for block in thinking)
     calls = message.tool_calls()
     if calls:
-        converted["tool_calls"] = [
-            {
-                "id": call.id,
-                "type": "function",
-                "function": {"name": call.name, "arguments": _compact_json(call.arguments)},
-            }
-            for call in calls
-        ]
+        converted["tool_calls"] = [chat_tool_call(call) for call in calls]
     if not text and not calls:
         return None
     return converted
-
-
-def _compact_json(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 async def stream_openai_completions(

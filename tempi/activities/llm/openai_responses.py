@@ -12,6 +12,7 @@ from openai.types.responses import Response, ResponseStreamEvent
 
 from tempi.activities.llm.abort import AbortWatch, relay_stream
 from tempi.activities.llm.assembler import MessageAssembler
+from tempi.activities.llm.chat_messages import compact_json
 from tempi.activities.llm.cloudflare import (
     AI_GATEWAY,
     gateway_headers,
@@ -25,7 +26,7 @@ from tempi.activities.llm.contract import (
     request_headers,
     require_api_key,
 )
-from tempi.activities.llm.conversation_cache import CONVERSATIONS
+from tempi.activities.llm.conversation_cache import CONVERSATIONS, ListConverter
 from tempi.activities.llm.errors import IncompleteStreamError, ProviderError
 from tempi.activities.llm.http_pool import shared_http_client
 from tempi.activities.llm.openai_post import post_stream
@@ -80,19 +81,26 @@ def build_request(model: ModelSpec, context: LlmContext, options: StreamOptions)
         "stream": True,
         "store": False,
         "max_output_tokens": output_token_limit(model, options),
+        **sampling_fields(model, context, options),
     }
-    if options.temperature is not None:
-        body["temperature"] = options.temperature
-    if context.tools:
-        body["tools"] = convert_tools(context.tools)
-    reasoning = responses_reasoning(model, options.thinking_level)
-    if reasoning is not None:
-        body["reasoning"] = reasoning
-        # With store=false, reasoning can only be replayed from its encrypted form.
-        body["include"] = ["reasoning.encrypted_content"]
     if options.session_id:
         body["prompt_cache_key"] = options.session_id
     return body
+
+
+def sampling_fields(model: ModelSpec, context: LlmContext, options: StreamOptions) -> dict[str, Any]:
+    """`temperature`, `tools` and `reasoning` of a store=false Responses body (OpenAI's, Azure's)."""
+    fields: dict[str, Any] = {}
+    if options.temperature is not None:
+        fields["temperature"] = options.temperature
+    if context.tools:
+        fields["tools"] = convert_tools(context.tools)
+    reasoning = responses_reasoning(model, options.thinking_level)
+    if reasoning is not None:
+        fields["reasoning"] = reasoning
+        # With store=false, reasoning can only be replayed from its encrypted form.
+        fields["include"] = ["reasoning.encrypted_content"]
+    return fields
 
 
 def session_headers(model: ModelSpec, options: StreamOptions) -> dict[str, str]:
@@ -107,25 +115,23 @@ def session_headers(model: ModelSpec, options: StreamOptions) -> dict[str, str]:
     return headers
 
 
-class ResponsesConverter:
+class ResponsesConverter(ListConverter):
     """Repaired messages to input items, one at a time (see `conversation_cache`)."""
 
     def __init__(self, model: ModelSpec) -> None:
+        super().__init__()
         self.model = model
-        self.items: list[dict[str, Any]] = []
         self.pending_images: list[ImageContent] = []
         self.position = 0  # of the next message in the repaired conversation
 
     def copy(self) -> ResponsesConverter:
-        twin = ResponsesConverter(self.model)
-        twin.items = list(self.items)
+        twin = super().copy()
         twin.pending_images = list(self.pending_images)
-        twin.position = self.position
         return twin
 
     def close_turn(self) -> None:
         if self.pending_images:
-            self.items.append(_tool_images_item(self.pending_images))
+            self.converted.append(_tool_images_item(self.pending_images))
             self.pending_images = []
 
     def add(self, message: LlmMessage) -> None:
@@ -133,15 +139,15 @@ class ResponsesConverter:
         self.position += 1
         if isinstance(message, UserMessage):
             self.close_turn()
-            self.items.append({"role": "user", "content": _user_parts(message)})
+            self.converted.append({"role": "user", "content": _user_parts(message)})
         elif isinstance(message, AssistantMessage):
             self.close_turn()
-            self.items.extend(_assistant_items(message, self.model, position))
+            self.converted.extend(_assistant_items(message, self.model, position))
         else:
             texts = [block.text for block in message.content if isinstance(block, TextContent)]
             images = [block for block in message.content if isinstance(block, ImageContent)]
             output = "\n".join(texts) if texts else (IMAGE_ONLY_RESULT_TEXT if images else "")
-            self.items.append(
+            self.converted.append(
                 {
                     "type": "function_call_output",
                     "call_id": message.tool_call_id.split("|", 1)[0],
@@ -151,13 +157,10 @@ class ResponsesConverter:
             if self.model.supports_images:
                 self.pending_images.extend(images)
 
-    def shared(self) -> list[dict[str, Any]]:
-        return self.items
-
     def result(self) -> list[dict[str, Any]]:
         if self.pending_images:
-            return [*self.items, _tool_images_item(self.pending_images)]
-        return list(self.items)
+            return [*self.converted, _tool_images_item(self.pending_images)]
+        return list(self.converted)
 
 
 def _tool_images_item(images: list[ImageContent]) -> dict[str, Any]:
@@ -224,7 +227,7 @@ def _assistant_items(message: AssistantMessage, model: ModelSpec, position: int)
                 "type": "function_call",
                 "call_id": call_id,
                 "name": block.name,
-                "arguments": json.dumps(block.arguments, separators=(",", ":"), ensure_ascii=False),
+                "arguments": compact_json(block.arguments),
             }
             if item_id and same_model and not reasoning_missing:
                 call["id"] = item_id

@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-import base64
-import hashlib
 from collections.abc import Iterator
 from typing import Any
 
 from tempi.testing.scripted_llm.scenario import ScriptedTurn, ScriptedUsage
 from tempi.testing.scripted_llm.wire import (
     ApiName,
+    RoleMessagesWire,
     SseEvent,
     WireError,
     compact_json,
-    messages_of,
     model_of,
     new_hex,
     pieces,
-    text_of,
+    scripted_signature,
 )
 
 CONTEXT_WINDOW = 200_000
@@ -57,16 +55,13 @@ def _usage(usage: ScriptedUsage, output_tokens: int) -> dict[str, Any]:
     }
 
 
-def _signature(thinking: str) -> str:
-    # Real signatures are opaque base64; a digest keeps ours stable for the same thinking.
-    return base64.b64encode(b"scripted:" + hashlib.sha256(thinking.encode()).digest()).decode()
-
-
 def _blocks(turn: ScriptedTurn) -> list[dict[str, Any]]:
     """The finished content blocks of a turn, in the order they stream."""
     blocks: list[dict[str, Any]] = []
     if turn.thinking:
-        blocks.append({"type": "thinking", "thinking": turn.thinking, "signature": _signature(turn.thinking)})
+        blocks.append(
+            {"type": "thinking", "thinking": turn.thinking, "signature": scripted_signature(turn.thinking)}
+        )
     if turn.text is not None:
         blocks.append({"type": "text", "text": turn.text})
     for index, call in enumerate(turn.tool_calls):
@@ -113,17 +108,8 @@ def _block_events(index: int, block: dict[str, Any], chunk_size: int) -> Iterato
     yield SseEvent({"type": "content_block_stop", "index": index}, "content_block_stop")
 
 
-class AnthropicMessagesWire:
+class AnthropicMessagesWire(RoleMessagesWire):
     name: ApiName = "anthropic-messages"
-
-    def assistant_turns(self, body: dict[str, Any]) -> int:
-        return sum(1 for message in messages_of(body, "messages") if message.get("role") == "assistant")
-
-    def final_user_text(self, body: dict[str, Any]) -> str:
-        messages = messages_of(body, "messages")
-        if not messages or messages[-1].get("role") != "user":
-            return ""
-        return text_of(messages[-1].get("content"), ("text",))
 
     def stream(self, turn: ScriptedTurn, request: dict[str, Any]) -> Iterator[SseEvent]:
         message = self._message(turn, request, content=[], stop_reason=None)

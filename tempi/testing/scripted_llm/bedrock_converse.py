@@ -3,8 +3,6 @@ frames, usage, exceptions, and the SigV4 or bearer check of every request."""
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import random
 import string
 from collections.abc import Iterator
@@ -13,7 +11,16 @@ from typing import Any
 from tempi.testing.scripted_llm.aws_eventstream import CONTENT_TYPE, EventFrame
 from tempi.testing.scripted_llm.bedrock_auth import check_request
 from tempi.testing.scripted_llm.scenario import ScriptedTurn, ScriptedUsage
-from tempi.testing.scripted_llm.wire import ApiName, WireError, compact_json, messages_of, pieces
+from tempi.testing.scripted_llm.wire import (
+    ApiName,
+    RoleMessagesWire,
+    WireError,
+    compact_json,
+    last_user_content,
+    pieces,
+    scripted_signature,
+    untyped_text_of,
+)
 
 CONTEXT_WINDOW = 200_000
 
@@ -58,10 +65,6 @@ def _event(kind: str, payload: dict[str, Any]) -> EventFrame:
     return EventFrame(kind, {**payload, "p": _padding()})
 
 
-def _signature(thinking: str) -> str:
-    return base64.b64encode(b"scripted:" + hashlib.sha256(thinking.encode()).digest()).decode()
-
-
 def _stop_reason(turn: ScriptedTurn) -> str:
     if turn.stop_reason == "length":
         return "max_tokens"
@@ -86,7 +89,7 @@ def _delta(index: int, delta: dict[str, Any]) -> EventFrame:
     return _event("contentBlockDelta", {"contentBlockIndex": index, "delta": delta})
 
 
-class BedrockConverseWire:
+class BedrockConverseWire(RoleMessagesWire):
     name: ApiName = "bedrock-converse-stream"
     content_type = CONTENT_TYPE
     # The path says it streams; the body has no `stream` flag.
@@ -96,17 +99,9 @@ class BedrockConverseWire:
         refusal = check_request(method, url, headers, body)
         return None if refusal is None else _error(refusal.status, refusal.error_type, refusal.message)
 
-    def assistant_turns(self, body: dict[str, Any]) -> int:
-        return sum(1 for message in messages_of(body, "messages") if message.get("role") == "assistant")
-
     def final_user_text(self, body: dict[str, Any]) -> str:
-        messages = messages_of(body, "messages")
-        if not messages or messages[-1].get("role") != "user":
-            return ""
-        content = messages[-1].get("content")
-        if not isinstance(content, list):
-            return ""
-        return "".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
+        # Converse blocks carry no `type`: `{"text": ...}`, `{"toolResult": ...}`.
+        return untyped_text_of(last_user_content(body))
 
     def stream(self, turn: ScriptedTurn, request: dict[str, Any]) -> Iterator[EventFrame]:
         yield _event("messageStart", {"role": "assistant"})
@@ -115,7 +110,7 @@ class BedrockConverseWire:
             # Reasoning and text blocks have no start event; their first delta opens them.
             for piece in pieces(turn.thinking, turn.chunk_size):
                 yield _delta(index, {"reasoningContent": {"text": piece}})
-            yield _delta(index, {"reasoningContent": {"signature": _signature(turn.thinking)}})
+            yield _delta(index, {"reasoningContent": {"signature": scripted_signature(turn.thinking)}})
             yield _event("contentBlockStop", {"contentBlockIndex": index})
             index += 1
         if turn.text is not None:

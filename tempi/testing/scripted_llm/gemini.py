@@ -11,7 +11,16 @@ from collections.abc import Iterator
 from typing import Any
 
 from tempi.testing.scripted_llm.scenario import ScriptedTurn, ScriptedUsage
-from tempi.testing.scripted_llm.wire import ApiName, SseEvent, WireError, messages_of, new_hex, pieces
+from tempi.testing.scripted_llm.wire import (
+    ApiName,
+    SseEvent,
+    WireError,
+    last_user_content,
+    messages_of,
+    new_hex,
+    pieces,
+    untyped_text_of,
+)
 
 CONTEXT_WINDOW = 1_048_576
 
@@ -99,13 +108,7 @@ class GeminiWire:
         return sum(1 for content in messages_of(body, "contents") if content.get("role") == "model")
 
     def final_user_text(self, body: dict[str, Any]) -> str:
-        contents = messages_of(body, "contents")
-        if not contents or contents[-1].get("role") != "user":
-            return ""
-        parts = contents[-1].get("parts")
-        if not isinstance(parts, list):
-            return ""
-        return "".join(str(p.get("text", "")) for p in parts if isinstance(p, dict))
+        return untyped_text_of(last_user_content(body, "contents", "parts"))
 
     def stream(self, turn: ScriptedTurn, request: dict[str, Any]) -> Iterator[SseEvent]:
         response_id = new_hex(22)

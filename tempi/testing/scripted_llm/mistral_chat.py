@@ -15,17 +15,16 @@ from collections.abc import Iterator
 from typing import Any
 
 from tempi.testing.scripted_llm.openai_errors import CONTEXT_WINDOW
-from tempi.testing.scripted_llm.scenario import ScriptedToolCall, ScriptedTurn
+from tempi.testing.scripted_llm.scenario import ScriptedToolCall, ScriptedTurn, ScriptedUsage
 from tempi.testing.scripted_llm.wire import (
     ApiName,
+    RoleMessagesWire,
     SseEvent,
     WireError,
     compact_json,
-    messages_of,
     model_of,
     new_hex,
     pieces,
-    text_of,
 )
 
 _ID_ALPHABET = string.ascii_letters + string.digits
@@ -44,8 +43,19 @@ def _error(status: int, message: str, type_: str, code: str | None = None) -> Wi
     return WireError(status=status, body=body)
 
 
-def _call_id(call: ScriptedToolCall) -> str:
-    return call.id or "".join(secrets.choice(_ID_ALPHABET) for _ in range(9))
+def _tool_call(index: int, call: ScriptedToolCall) -> dict[str, Any]:
+    # A 9-character id, and the whole call in one piece.
+    call_id = call.id or "".join(secrets.choice(_ID_ALPHABET) for _ in range(9))
+    function = {"name": call.name, "arguments": compact_json(call.arguments)}
+    return {"id": call_id, "function": function, "index": index}
+
+
+def _usage(usage: ScriptedUsage) -> dict[str, int]:
+    return {
+        "prompt_tokens": usage.input,
+        "completion_tokens": usage.output,
+        "total_tokens": usage.input + usage.output,
+    }
 
 
 def _finish_reason(turn: ScriptedTurn) -> str:
@@ -54,17 +64,8 @@ def _finish_reason(turn: ScriptedTurn) -> str:
     return "tool_calls" if turn.tool_calls else "stop"
 
 
-class MistralChatWire:
+class MistralChatWire(RoleMessagesWire):
     name: ApiName = "mistral-conversations"
-
-    def assistant_turns(self, body: dict[str, Any]) -> int:
-        return sum(1 for message in messages_of(body, "messages") if message.get("role") == "assistant")
-
-    def final_user_text(self, body: dict[str, Any]) -> str:
-        messages = messages_of(body, "messages")
-        if not messages or messages[-1].get("role") != "user":
-            return ""
-        return text_of(messages[-1].get("content"), ("text",))
 
     def stream(self, turn: ScriptedTurn, request: dict[str, Any]) -> Iterator[SseEvent]:
         head = {
@@ -84,43 +85,21 @@ class MistralChatWire:
         for piece in pieces(turn.text or "", turn.chunk_size):
             yield chunk({"content": piece})
         for index, call in enumerate(turn.tool_calls):
-            function = {"name": call.name, "arguments": compact_json(call.arguments)}
-            yield chunk({"tool_calls": [{"id": _call_id(call), "function": function, "index": index}]})
-        usage = turn.usage
-        yield chunk(
-            {"content": ""},
-            _finish_reason(turn),
-            usage={
-                "prompt_tokens": usage.input,
-                "completion_tokens": usage.output,
-                "total_tokens": usage.input + usage.output,
-            },
-        )
+            yield chunk({"tool_calls": [_tool_call(index, call)]})
+        yield chunk({"content": ""}, _finish_reason(turn), usage=_usage(turn.usage))
         yield SseEvent("[DONE]")
 
     def complete(self, turn: ScriptedTurn, request: dict[str, Any]) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": turn.text or "", "tool_calls": None}
         if turn.tool_calls:
-            message["tool_calls"] = [
-                {
-                    "id": _call_id(call),
-                    "function": {"name": call.name, "arguments": compact_json(call.arguments)},
-                    "index": index,
-                }
-                for index, call in enumerate(turn.tool_calls)
-            ]
-        usage = turn.usage
+            message["tool_calls"] = [_tool_call(index, call) for index, call in enumerate(turn.tool_calls)]
         return {
             "id": new_hex(32),
             "object": "chat.completion",
             "created": int(time.time()),
             "model": model_of(request),
             "choices": [{"index": 0, "message": message, "finish_reason": _finish_reason(turn)}],
-            "usage": {
-                "prompt_tokens": usage.input,
-                "completion_tokens": usage.output,
-                "total_tokens": usage.input + usage.output,
-            },
+            "usage": _usage(turn.usage),
         }
 
     def overflow(self, request_tokens: int) -> WireError:

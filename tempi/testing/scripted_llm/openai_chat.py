@@ -15,14 +15,13 @@ from tempi.testing.scripted_llm.openai_errors import (
 from tempi.testing.scripted_llm.scenario import ScriptedToolCall, ScriptedTurn, ScriptedUsage
 from tempi.testing.scripted_llm.wire import (
     ApiName,
+    RoleMessagesWire,
     SseEvent,
     WireError,
     compact_json,
-    messages_of,
     model_of,
     new_hex,
     pieces,
-    text_of,
 )
 
 
@@ -57,17 +56,8 @@ def _call_id(index: int, call: ScriptedToolCall) -> str:
     return call.id or f"call_{index}_{new_hex(6)}"
 
 
-class OpenAIChatWire:
+class OpenAIChatWire(RoleMessagesWire):
     name: ApiName = "openai-completions"
-
-    def assistant_turns(self, body: dict[str, Any]) -> int:
-        return sum(1 for message in messages_of(body, "messages") if message.get("role") == "assistant")
-
-    def final_user_text(self, body: dict[str, Any]) -> str:
-        messages = messages_of(body, "messages")
-        if not messages or messages[-1].get("role") != "user":
-            return ""
-        return text_of(messages[-1].get("content"), ("text",))
 
     def stream(self, turn: ScriptedTurn, request: dict[str, Any]) -> Iterator[SseEvent]:
         stream_options = request.get("stream_options")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import secrets
 from collections.abc import Iterator
@@ -117,3 +119,33 @@ def messages_of(body: dict[str, Any], key: str) -> list[dict[str, Any]]:
     if not isinstance(items, list):
         return []
     return [item for item in items if isinstance(item, dict)]
+
+
+def last_user_content(body: dict[str, Any], key: str = "messages", field: str = "content") -> Any:
+    """The `field` of the request's last message when the user sent it, else None."""
+    messages = messages_of(body, key)
+    if not messages or messages[-1].get("role") != "user":
+        return None
+    return messages[-1].get(field)
+
+
+def untyped_text_of(parts: Any) -> str:
+    """Text of a list of parts that carry no `type` (Bedrock's blocks, Gemini's parts)."""
+    if not isinstance(parts, list):
+        return ""
+    return "".join(str(part.get("text", "")) for part in parts if isinstance(part, dict))
+
+
+def scripted_signature(thinking: str) -> str:
+    # Real signatures are opaque base64; a digest keeps ours stable for the same thinking.
+    return base64.b64encode(b"scripted:" + hashlib.sha256(thinking.encode()).digest()).decode()
+
+
+class RoleMessagesWire:
+    """Turn counting for a request whose `messages` carry roles and typed text parts."""
+
+    def assistant_turns(self, body: dict[str, Any]) -> int:
+        return sum(1 for message in messages_of(body, "messages") if message.get("role") == "assistant")
+
+    def final_user_text(self, body: dict[str, Any]) -> str:
+        return text_of(last_user_content(body), ("text",))
