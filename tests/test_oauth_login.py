@@ -32,8 +32,8 @@ from tempi.testing.scripted_llm.oauth_logins import login_requests
 from tempi.workflows.session_types import workflow_id_for
 from tests.conftest import run_tempi, tempi_env
 from tests.fixture_paths import PI_FIXTURES
+from tests.history_payloads import payload_texts
 from tests.test_auth_keys import codex_jwt
-from tests.test_auth_keys_e2e import _payload_texts
 
 COPILOT_CLIENT_ID = "Iv1.b507a08c87ecfe98"
 ANTHROPIC_CLIENT_ID = "9d1c250a-e61b-44d9-88ed-5944d1962f5e"
@@ -450,7 +450,7 @@ async def test_logins_made_here_are_the_keys_of_the_next_runs_and_stay_out_of_hi
         history = await temporal_client.get_workflow_handle(workflow_id_for(session_id)).fetch_history()
         exported = history.to_json()
         (session_file,) = (home / "sessions").rglob(f"*{session_id}*.jsonl")
-        searched += [exported, *_payload_texts(json.loads(exported)), session_file.read_text(), output]
+        searched += [exported, *payload_texts(json.loads(exported)), session_file.read_text(), output]
     assert any("codex ok" in text for text in searched)  # the payloads really were decoded
     for secret in (claude_access, claude_refresh, codex_access, codex_refresh):
         assert not any(secret in text for text in searched)
