@@ -169,7 +169,9 @@ def record(case: Case, server: ScriptedLLMServer, pi: str) -> None:
         out.write_text(json.dumps(recording, indent=1, ensure_ascii=False) + "\n")
         (session,) = (agent / "sessions").rglob("*.jsonl")
         shutil.copyfile(session, FIXTURES / "sessions" / f"{case.name}.jsonl")
-        print(f"{case.name}: {last.path}?{last.query_string} -> {out.relative_to(FIXTURES.parent.parent.parent)}")
+        print(
+            f"{case.name}: {last.path}?{last.query_string} -> {out.relative_to(FIXTURES.parent.parent.parent)}"
+        )
 
 
 def main() -> None:
