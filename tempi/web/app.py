@@ -24,10 +24,11 @@ from tempi.cli.sessions_command import open_sessions
 from tempi.client import SessionClient, SessionRefused, SessionService
 from tempi.client.events import POLL_INTERVAL_S
 from tempi.client.transcript import context_messages, load_at_leaf
-from tempi.store.catalog import SummaryCache
+from tempi.store.catalog import SessionSummary, SummaryCache
 from tempi.store.errors import SessionFileError
 from tempi.store.sidecar import is_safe_session_id
 from tempi.web.access import access_middleware
+from tempi.web.pipelines import Pipelines
 from tempi.web.transcript_view import Op, TranscriptView
 from tempi.workflows.session_types import workflow_id_for
 
@@ -45,7 +46,7 @@ _ASSETS = {
     "console.js": ("tempi.web", "text/javascript"),
     "viewer.css": ("tempi.cli", "text/css"),  # the export's style: the same markup, the same look
 }
-_PAGES = {"overview": "index.html", "session": "session.html"}
+_PAGES = {"overview": "index.html", "session": "session.html", "pipeline": "pipeline.html"}
 _ACTIONS = ("prompt", "steer", "followUp")
 
 
@@ -92,7 +93,10 @@ class Console:
     # --- pages and lists -------------------------------------------------------------
 
     async def page(self, request: web.Request) -> web.StreamResponse:
-        name = _PAGES["session" if "session_id" in request.match_info else "overview"]
+        info = request.match_info
+        name = _PAGES[
+            "session" if "session_id" in info else "pipeline" if "workflow_id" in info else "overview"
+        ]
         return web.Response(text=_asset("tempi.web", name), content_type="text/html")
 
     async def asset(self, request: web.Request) -> web.StreamResponse:
@@ -135,7 +139,7 @@ class Console:
                     "parent": s.parent_session,
                 }
             )
-        return web.json_response({"sessions": rows})
+        return web.json_response({"sessions": rows, "totals": cost_totals(summaries)})
 
     def _session_id(self, request: web.Request) -> str:
         session_id = request.match_info["session_id"]
@@ -313,6 +317,25 @@ class Console:
                 quiet = 0.0
 
 
+def cost_totals(summaries: list[SessionSummary]) -> dict[str, list[dict[str, Any]]]:
+    """Sessions, tokens and cost by the (local) day each session started and by its model:
+    a summary carries one total per session, so a session counts whole on its first day
+    and under the model it last used."""
+    by_day: dict[str, dict[str, Any]] = {}
+    by_model: dict[str, dict[str, Any]] = {}
+    for s in summaries:
+        day = s.created.astimezone().date().isoformat()
+        for key, table, label in ((day, by_day, "day"), (s.model or "", by_model, "model")):
+            row = table.setdefault(key, {label: key or None, "sessions": 0, "tokens": 0, "cost": 0.0})
+            row["sessions"] += 1
+            row["tokens"] += s.tokens
+            row["cost"] += s.cost
+    return {
+        "byDay": [by_day[d] for d in sorted(by_day, reverse=True)],
+        "byModel": sorted(by_model.values(), key=lambda r: -r["cost"]),
+    }
+
+
 def _gone(request: web.Request) -> bool:
     return request.transport is None or request.transport.is_closing()
 
@@ -339,4 +362,9 @@ def console_app(service: SessionService, token: str, *, read_only: bool = False)
     app.router.add_get("/api/sessions/{session_id}/events", console.events)
     app.router.add_post("/api/sessions/{session_id}/send", console.send)
     app.router.add_post("/api/sessions/{session_id}/abort", console.abort)
+    pipelines = Pipelines(service.client)
+    app.router.add_get("/p/{workflow_id}", console.page)
+    app.router.add_get("/api/pipelines", pipelines.list)
+    app.router.add_get("/api/pipelines/{workflow_id}", pipelines.show)
+    app.router.add_post("/api/pipelines/{workflow_id}/control", pipelines.act)
     return app
