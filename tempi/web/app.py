@@ -20,6 +20,7 @@ from typing import Any
 from aiohttp import web
 from temporalio.service import RPCError
 
+from tempi.agent.thinking_levels import supported_levels
 from tempi.cli.sessions_command import open_sessions
 from tempi.client import SessionClient, SessionRefused, SessionService
 from tempi.client.events import POLL_INTERVAL_S
@@ -29,6 +30,7 @@ from tempi.store.errors import SessionFileError
 from tempi.store.sidecar import is_safe_session_id
 from tempi.web.access import access_middleware
 from tempi.web.pipelines import Pipelines
+from tempi.web.session_controls import SessionControls
 from tempi.web.transcript_view import Op, TranscriptView
 from tempi.workflows.session_types import workflow_id_for
 
@@ -141,20 +143,20 @@ class Console:
             )
         return web.json_response({"sessions": rows, "totals": cost_totals(summaries)})
 
-    def _session_id(self, request: web.Request) -> str:
+    def session_id_of(self, request: web.Request) -> str:
         session_id = request.match_info["session_id"]
         if not is_safe_session_id(session_id):
             raise web.HTTPNotFound(text="no such session")
         return session_id
 
-    def _file_of(self, session_id: str) -> Path:
+    def file_of(self, session_id: str) -> Path:
         try:
             return self.service.store.find_session(session_id)
         except SessionFileError as err:
             raise web.HTTPNotFound(text=f"no session {session_id}: {err}") from err
 
     async def session_info(self, request: web.Request) -> web.StreamResponse:
-        session_id = self._session_id(request)
+        session_id = self.session_id_of(request)
         session = self.service.get(session_id)
         if await session.is_running():
             state = await session.state()
@@ -164,17 +166,27 @@ class Console:
                     "name": state.session_name,
                     "cwd": state.cwd,
                     "model": f"{state.model.provider}/{state.model.id}",
+                    "thinkingLevel": state.thinking_level,
+                    "levels": supported_levels(state.model),
                     "running": True,
                 }
             )
-        header = await asyncio.to_thread(self.service.store.read_header, self._file_of(session_id))
+        header = await asyncio.to_thread(self.service.store.read_header, self.file_of(session_id))
         return web.json_response(
-            {"id": session_id, "name": None, "cwd": header.cwd, "model": None, "running": False}
+            {
+                "id": session_id,
+                "name": None,
+                "cwd": header.cwd,
+                "model": None,
+                "thinkingLevel": None,
+                "levels": [],
+                "running": False,
+            }
         )
 
     # --- controls ----------------------------------------------------------------------
 
-    async def _running(self, session_id: str) -> SessionClient:
+    async def running_session(self, session_id: str) -> SessionClient:
         session = self.service.get(session_id)
         if not await session.is_running():
             raise web.HTTPConflict(
@@ -189,7 +201,7 @@ class Console:
         return session
 
     async def send(self, request: web.Request) -> web.StreamResponse:
-        session_id = self._session_id(request)
+        session_id = self.session_id_of(request)
         try:
             body = await request.json()
         except ValueError:
@@ -204,7 +216,7 @@ class Console:
             return web.json_response(
                 {"error": f"a message is at most {MAX_PROMPT_CHARS} characters"}, status=413
             )
-        session = await self._running(session_id)
+        session = await self.running_session(session_id)
         try:
             if how == "steer":
                 await session.steer(text)
@@ -218,8 +230,8 @@ class Console:
         return web.json_response({"ok": True})
 
     async def abort(self, request: web.Request) -> web.StreamResponse:
-        session_id = self._session_id(request)
-        session = await self._running(session_id)
+        session_id = self.session_id_of(request)
+        session = await self.running_session(session_id)
         await session.abort()
         self.wakeups.wake(session_id)
         return web.json_response({"ok": True})
@@ -227,12 +239,12 @@ class Console:
     # --- the live transcript -------------------------------------------------------------
 
     async def events(self, request: web.Request) -> web.StreamResponse:
-        session_id = self._session_id(request)
+        session_id = self.session_id_of(request)
         session = self.service.get(session_id)
         if not await session.is_running():
             # Found before the stream starts, so an unknown id is a 404; a running session
             # says where its file is (it may be in a sessionDir outside the store).
-            session.session_path = str(self._file_of(session_id))
+            session.session_path = str(self.file_of(session_id))
         response = web.StreamResponse(
             headers={
                 "Content-Type": "text/event-stream",
@@ -362,6 +374,12 @@ def console_app(service: SessionService, token: str, *, read_only: bool = False)
     app.router.add_get("/api/sessions/{session_id}/events", console.events)
     app.router.add_post("/api/sessions/{session_id}/send", console.send)
     app.router.add_post("/api/sessions/{session_id}/abort", console.abort)
+    controls = SessionControls(console)
+    app.router.add_get("/api/models", controls.models)
+    app.router.add_get("/api/sessions/{session_id}/export", controls.export)
+    app.router.add_post("/api/sessions/{session_id}/model", controls.set_model)
+    app.router.add_post("/api/sessions/{session_id}/thinking", controls.set_thinking)
+    app.router.add_post("/api/sessions/{session_id}/compact", controls.compact)
     pipelines = Pipelines(service.client)
     app.router.add_get("/p/{workflow_id}", console.page)
     app.router.add_get("/api/pipelines", pipelines.list)

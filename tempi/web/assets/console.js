@@ -215,13 +215,53 @@
         button.textContent = (open ? "Collapse " : "Expand ") + (kind === "tool" ? "tool calls" : "thinking");
       });
     });
-    info();
-    fetch(base, { credentials: "same-origin" }).then(function (r) { return r.json(); }).then(function (s) {
-      var title = s.name || "Session " + String(s.id || id).slice(0, 8);
-      document.getElementById("title").textContent = title;
-      document.title = title + " · tempi";
-      document.getElementById("meta").textContent = [s.id, s.cwd, s.model].filter(Boolean).join(" · ");
+    var modelSelect = document.getElementById("model");
+    var thinkingSelect = document.getElementById("thinking");
+    function options(select, values, current) {
+      select.replaceChildren();
+      values.forEach(function (v) {
+        var option = el("option", "", v.label);
+        option.value = v.value;
+        if (v.value === current) option.selected = true;
+        select.appendChild(option);
+      });
+    }
+    function describe() {
+      return fetch(base, { credentials: "same-origin" }).then(function (r) { return r.json(); }).then(function (s) {
+        var title = s.name || "Session " + String(s.id || id).slice(0, 8);
+        document.getElementById("title").textContent = title;
+        document.title = title + " · tempi";
+        document.getElementById("meta").textContent = [s.id, s.cwd].filter(Boolean).join(" · ");
+        modelSelect.disabled = thinkingSelect.disabled = !s.running;
+        document.getElementById("compact").disabled = !s.running;
+        options(thinkingSelect, (s.levels || []).map(function (l) { return { value: l, label: "thinking " + l }; }), s.thinkingLevel);
+        return fetch("/api/models", { credentials: "same-origin" }).then(function (r) { return r.json(); }).then(function (m) {
+          var list = (m.models || []).map(function (x) { return { value: x.provider + "/" + x.id, label: x.provider + "/" + x.id }; });
+          if (s.model && !list.some(function (x) { return x.value === s.model; })) list.unshift({ value: s.model, label: s.model });
+          options(modelSelect, list, s.model);
+        });
+      });
+    }
+    modelSelect.addEventListener("change", function () {
+      var at = modelSelect.value.indexOf("/");
+      post("/model", { provider: modelSelect.value.slice(0, at), id: modelSelect.value.slice(at + 1) })
+        .then(describe, describe);
     });
+    thinkingSelect.addEventListener("change", function () {
+      post("/thinking", { level: thinkingSelect.value }).then(describe, describe);
+    });
+    document.getElementById("compact").addEventListener("click", function () {
+      var button = document.getElementById("compact");
+      button.disabled = true;
+      button.textContent = "Compacting…";
+      post("/compact", {}).then(function () {}, function () {}).then(function () {
+        button.textContent = "Compact";
+        button.disabled = !state.running;
+      });
+    });
+    document.getElementById("export").href = base + "/export";
+    info();
+    describe();
     showState();
     connect();
   }
