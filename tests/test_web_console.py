@@ -9,6 +9,7 @@ import json
 import os
 import stat
 from collections.abc import AsyncIterator, Iterator
+from datetime import datetime
 from typing import Any
 
 import aiohttp
@@ -127,6 +128,21 @@ async def test_the_overview_lists_a_real_session_with_its_numbers_and_no_secret(
     assert row["tokens"] == 120  # the scripted usage: 100 in, 20 out
     assert row["cost"] == pytest.approx((100 * 3 + 20 * 15) / 1e6)
     assert row["firstMessage"] == "overview-session: say something"
+
+    # Cost totals per day and per model, from the same summaries.
+    totals = json.loads(body)["totals"]
+    today = datetime.now().astimezone().date().isoformat()
+    assert [day["day"] for day in totals["byDay"]] == [today]  # every session here started today
+    assert totals["byDay"][0]["sessions"] == len(rows)
+    assert totals["byDay"][0]["cost"] == pytest.approx(sum(r["cost"] for r in rows.values()))
+    by_model = {t["model"]: t for t in totals["byModel"]}
+    assert set(by_model) == {r["model"] for r in rows.values()}
+    for model, total in by_model.items():
+        mine = [r for r in rows.values() if r["model"] == model]
+        assert total["sessions"] == len(mine)
+        assert total["tokens"] == sum(r["tokens"] for r in mine)
+        assert total["cost"] == pytest.approx(sum(r["cost"] for r in mine))
+    assert by_model["mock/mock-model"]["cost"] >= row["cost"] > 0
 
     async with http.get(console.base + f"/api/sessions/{session_id}", headers=_auth(console)) as info:
         shown = await info.text()
