@@ -6,6 +6,7 @@ controls sent from the console: pause, skip, retry, resume and cancel, each as
 from __future__ import annotations
 
 import asyncio
+import shutil
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -15,6 +16,7 @@ import aiohttp
 import pytest
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
+from tests.chromium import DevToolsPage
 from tests.conftest import run_tempi, write_models_json
 from tests.pipeline_repo import git
 from tests.test_pipeline_controls import _routes
@@ -126,8 +128,13 @@ async def test_a_pipeline_is_listed_shown_and_steered_from_the_console(
         branch = git(repo, "log", "--format=%H", "main..tempi/migrate").split()
         assert sorted(commits.values()) == sorted(branch)
         assert shown["shardRows"][0]["retries"] == 1
+        # A shard's session opens from the table's link, from the pipeline's directory.
+        transcript = await _transcript(http, console, shown["shardRows"][0]["session"])
+        assert "src/mods/alpha.py" in transcript and "<p>Done.</p>" in transcript  # the retry's
         status, said = await _control(http, console, workflow_id, action="cancel")
         assert status == 409 and "there is nothing to cancel" in said["error"]
+        if shutil.which("chromium"):  # the page draws the same table (test_web_browser needs it)
+            await _page_shows(console, workflow_id, tmp_path / "profile")
     finally:
         rig.close()
 
@@ -141,3 +148,28 @@ async def _until_listed(http: aiohttp.ClientSession, console: Console, workflow_
             return rows[workflow_id]
         assert time.monotonic() < deadline
         await asyncio.sleep(0.2)
+
+
+async def _page_shows(console: Console, workflow_id: str, profile: Path) -> None:
+    async with DevToolsPage.open(profile) as page:
+        await page.navigate(f"{console.base}/?token={console.token}")
+        link = f"document.querySelector('#pipelines tr[data-id=\"{workflow_id}\"] a')"
+        await page.wait_for(f"!!{link}")
+        await page.evaluate(f"{link}.click()")
+        rows = "[...document.querySelectorAll('#shards tbody tr')]"
+        await page.wait_for(f"{rows}.length === 4")
+        states = await page.evaluate(f"{rows}.map(r => r.children[2].innerText).join(',')")
+        assert states == "committed,committed,committed,skipped"
+        assert "done (exit 0)" in await page.evaluate("document.getElementById('status').innerText")
+        assert await page.evaluate("document.getElementById('pause').disabled") is True
+
+
+async def _transcript(http: aiohttp.ClientSession, console: Console, session_id: str) -> str:
+    url = f"{console.base}/api/sessions/{session_id}/events"
+    seen = ""
+    async with http.get(url, headers={"X-Tempi-Token": console.token}) as stream:
+        assert stream.status == 200
+        async with asyncio.timeout(30):
+            while '"running": false' not in seen:
+                seen += (await stream.content.readline()).decode()
+    return seen

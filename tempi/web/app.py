@@ -25,6 +25,7 @@ from tempi.cli.sessions_command import open_sessions
 from tempi.client import SessionClient, SessionRefused, SessionService
 from tempi.client.events import POLL_INTERVAL_S
 from tempi.client.transcript import context_messages, load_at_leaf
+from tempi.config.paths import tempi_home
 from tempi.store.catalog import SessionSummary, SummaryCache
 from tempi.store.errors import SessionFileError
 from tempi.store.sidecar import is_safe_session_id
@@ -153,6 +154,10 @@ class Console:
         try:
             return self.service.store.find_session(session_id)
         except SessionFileError as err:
+            # A pipeline shard's session is kept in the pipeline's own directory.
+            shards = sorted((tempi_home() / "pipelines").glob(f"*/shards/*/*_{session_id}.jsonl"))
+            if shards:
+                return shards[0]
             raise web.HTTPNotFound(text=f"no session {session_id}: {err}") from err
 
     async def session_info(self, request: web.Request) -> web.StreamResponse:
