@@ -52,9 +52,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
 
 
 @pytest.fixture(autouse=True)
-def _never_the_real_home(
-    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[None]:
+def _never_the_real_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Each test its own HOME, TEMPI_HOME and PI_CODING_AGENT_DIR; one that opens anything of
     the real user's ~/.tempi or ~/.pi fails."""
     home = tmp_path_factory.mktemp("home")

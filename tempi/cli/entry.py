@@ -28,9 +28,7 @@ def _names_a_cluster() -> bool:
     """Whether Temporal settings may name a server of their own, so the embedded one may not
     be wanted (main decides after reading them; starting early is only a head start). A
     temporal.toml counts only once TEMPORAL_PROFILE or TEMPORAL_CONFIG_FILE chooses it."""
-    return any(
-        os.environ.get(name) for name in ("TEMPORAL_ADDRESS", "TEMPORAL_PROFILE", "TEMPORAL_CONFIG_FILE")
-    )
+    return any(os.environ.get(name) for name in ("TEMPORAL_ADDRESS", "TEMPORAL_PROFILE", "TEMPORAL_CONFIG_FILE"))
 
 
 def main() -> None:

@@ -43,9 +43,7 @@ class McpTools:
             return
         try:
             listed: McpToolList = await self.activities.execute(
-                act.LIST_MCP_TOOLS,
-                McpListInput(cwd=self.config.cwd, sandbox=self.config.sandbox),
-                McpToolList,
+                act.LIST_MCP_TOOLS, McpListInput(cwd=self.config.cwd, sandbox=self.config.sandbox), McpToolList
             )
         except ActivityError as err:
             listed = McpToolList(problems=[McpServerProblem(server="", error=cause(err))])
