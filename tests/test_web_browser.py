@@ -53,12 +53,18 @@ async def test_a_session_driven_from_the_browser(rig: Rig, tmp_path: Path) -> No
         await page.wait_for(f"{row} && {row}.innerText.includes('idle')")
         assert "begin" in await page.evaluate(f"{row}.innerText")
         assert "mock/mock-model" in await page.evaluate(f"{row}.innerText")
+        # The cost totals under the list, by the model the session used.
+        await page.wait_for("document.querySelector('#by-model tbody').innerText.includes('mock/mock-model')")
 
         await page.evaluate(f"{row}.querySelector('a.open').click()")
         messages = "document.getElementById('messages').innerText"
         status = "document.getElementById('status').innerText"
         await page.wait_for(f"{messages}.includes(\"The session's first answer.\") && {status} === 'idle'")
         assert await page.evaluate("location.pathname") == f"/s/{session_id}"
+        # The model switch shows the session's model; the export link downloads it.
+        await page.wait_for("document.getElementById('model').value === 'mock/mock-model'")
+        export = await page.evaluate("document.getElementById('export').getAttribute('href')")
+        assert export == f"/api/sessions/{session_id}/export"
 
         await _send(page, "Answer me from the page")
         await page.wait_for(f"{messages}.includes('Answer me from the page')")

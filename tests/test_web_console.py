@@ -9,14 +9,15 @@ import json
 import os
 import stat
 from collections.abc import AsyncIterator, Iterator
+from datetime import datetime
 from typing import Any
 
 import aiohttp
 import pytest
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
-from tests.conftest import run_tempi
-from tests.web_rig import SECRET, Console, Rig, scripted_rig, wait_until
+from tests.conftest import run_tempi, write_models_json
+from tests.web_rig import SECRET, Console, Rig, start_rig, wait_until
 
 SCENARIO = {
     "turns": [{"text": "Default answer."}],
@@ -44,6 +45,7 @@ SCENARIO = {
             ]
         },
         "guarded-session": {"turns": [{"text": "Guarded answer."}, {"text": "Sent from the right page."}]},
+        "controls-session": {"turns": [{"text": "Before the switch."}, {"text": "After the switch."}]},
     },
 }
 
@@ -52,8 +54,19 @@ SCENARIO = {
 def rig(
     tmp_path_factory: pytest.TempPathFactory, temporal_address: str, scripted_server: ScriptedLLMServer
 ) -> Iterator[Rig]:
-    with scripted_rig(tmp_path_factory, temporal_address, scripted_server, "web-console", SCENARIO) as rig:
+    scripted_server.add_scenario("web-console", SCENARIO)
+    home = tmp_path_factory.mktemp("web-home")
+    write_models_json(home, scripted_server, "web-console")
+    # A second model, one that thinks, to switch to.
+    models = json.loads((home / "models.json").read_text())
+    mock = models["providers"]["mock"]["models"]
+    mock.append({**mock[0], "id": "mock-thinker", "name": "Mock Thinker", "reasoning": True})
+    (home / "models.json").write_text(json.dumps(models))
+    rig = start_rig(home, tmp_path_factory.mktemp("web-project"), temporal_address)
+    try:
         yield rig
+    finally:
+        rig.close()
 
 
 @pytest.fixture(scope="module")
@@ -116,6 +129,21 @@ async def test_the_overview_lists_a_real_session_with_its_numbers_and_no_secret(
     assert row["cost"] == pytest.approx((100 * 3 + 20 * 15) / 1e6)
     assert row["firstMessage"] == "overview-session: say something"
 
+    # Cost totals per day and per model, from the same summaries.
+    totals = json.loads(body)["totals"]
+    today = datetime.now().astimezone().date().isoformat()
+    assert [day["day"] for day in totals["byDay"]] == [today]  # every session here started today
+    assert totals["byDay"][0]["sessions"] == len(rows)
+    assert totals["byDay"][0]["cost"] == pytest.approx(sum(r["cost"] for r in rows.values()))
+    by_model = {t["model"]: t for t in totals["byModel"]}
+    assert set(by_model) == {r["model"] for r in rows.values()}
+    for model, total in by_model.items():
+        mine = [r for r in rows.values() if r["model"] == model]
+        assert total["sessions"] == len(mine)
+        assert total["tokens"] == sum(r["tokens"] for r in mine)
+        assert total["cost"] == pytest.approx(sum(r["cost"] for r in mine))
+    assert by_model["mock/mock-model"]["cost"] >= row["cost"] > 0
+
     async with http.get(console.base + f"/api/sessions/{session_id}", headers=_auth(console)) as info:
         shown = await info.text()
         assert json.loads(shown)["running"] is True
@@ -159,7 +187,13 @@ async def test_read_only_refuses_every_control(rig: Rig, http: aiohttp.ClientSes
         assert (await info.json())["readOnly"] is True
     async with http.get(dashboard.base + "/api/sessions", headers=_auth(dashboard)) as listed:
         assert session_id in {row["id"] for row in (await listed.json())["sessions"]}
-    for action, body in (("send", {"text": "overview-session: no", "as": "prompt"}), ("abort", {})):
+    for action, body in (
+        ("send", {"text": "overview-session: no", "as": "prompt"}),
+        ("abort", {}),
+        ("model", {"provider": "mock", "id": "mock-thinker"}),
+        ("thinking", {"level": "high"}),
+        ("compact", {}),
+    ):
         async with http.post(
             f"{dashboard.base}/api/sessions/{session_id}/{action}",
             json=body,
@@ -241,6 +275,71 @@ async def _prompt(
         headers=_auth(console, Origin=console.origin),
     ) as sent:
         return sent.status, await sent.text()
+
+
+async def test_model_thinking_compact_and_export_from_the_console(
+    rig: Rig, console: Console, http: aiohttp.ClientSession, scripted_server: ScriptedLLMServer
+) -> None:
+    session_id = rig.run_session("controls-session: hello")
+    base = f"{console.base}/api/sessions/{session_id}"
+    headers = _auth(console, Origin=console.origin)
+    async with http.get(console.base + "/api/models", headers=_auth(console)) as listed:
+        text = await listed.text()
+    assert {(m["provider"], m["id"]) for m in json.loads(text)["models"]} == {
+        ("mock", "mock-model"),
+        ("mock", "mock-thinker"),
+    }
+    assert (
+        SECRET not in text
+        and "MOCK_API_KEY" not in text
+        and scripted_server.url_for("web-console", "openai-completions") not in text
+    )
+
+    async with http.post(
+        base + "/model", json={"provider": "mock", "id": "nope"}, headers=headers
+    ) as unknown:
+        assert unknown.status == 400 and "mock/nope" in (await unknown.json())["error"]
+    async with http.post(
+        base + "/model", json={"provider": "mock", "id": "mock-thinker"}, headers=headers
+    ) as switched:
+        assert switched.status == 200, await switched.text()
+    async with http.post(base + "/thinking", json={"level": "high"}, headers=headers) as thinking:
+        assert (await thinking.json()) == {"thinkingLevel": "high"}
+    async with http.get(base, headers=_auth(console)) as info:
+        shown = await info.json()
+    assert shown["model"] == "mock/mock-thinker" and shown["thinkingLevel"] == "high"
+    assert "high" in shown["levels"]
+
+    async with http.post(
+        base + "/send", json={"text": "controls-session: again", "as": "prompt"}, headers=headers
+    ):
+        pass
+    answer = wait_until(
+        lambda: next((m for m in rig.messages(session_id) if "After the switch" in json.dumps(m)), None),
+        what="the answer after the switch",
+    )
+    assert answer["model"] == "mock-thinker"  # the next turn went to the model chosen here
+
+    async with http.post(base + "/compact", json={}, headers=headers) as compacted:
+        compacted_body = await compacted.text()
+        assert compacted.status == 200, compacted_body
+    entries = [json.loads(line) for line in rig.session_file(session_id).read_text().splitlines()[1:]]
+    assert any(e["type"] == "model_change" and e["modelId"] == "mock-thinker" for e in entries)
+    assert any(e["type"] == "thinking_level_change" and e["thinkingLevel"] == "high" for e in entries)
+    compaction = [e for e in entries if e["type"] == "compaction"]
+    assert len(compaction) == 1 and "Scripted summary" in compaction[0]["summary"]
+    assert json.loads(compacted_body)["tokensBefore"] == compaction[0]["tokensBefore"]
+
+    async with http.get(base + "/export", headers=_auth(console)) as exported:
+        assert exported.status == 200
+        assert (
+            exported.headers["Content-Disposition"]
+            == f'attachment; filename="tempi-session-{session_id}.html"'
+        )
+        assert "sandbox" in exported.headers["Content-Security-Policy"]
+        page = await exported.text()
+    assert page.startswith("<!DOCTYPE html>") and "After the switch." in page
+    assert SECRET not in page
 
 
 def _has_text(ops: list[dict[str, Any]], text: str) -> bool:

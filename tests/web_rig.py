@@ -94,6 +94,19 @@ class Rig:
         stop_process(self.worker, 15)
 
 
+def start_rig(home: Path, project: Path, temporal_address: str) -> Rig:
+    """A worker serving `home`'s models, for sessions run in `project`."""
+    env = tempi_env(home, temporal_address)
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "tempi", "worker"],
+        cwd=project,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    return Rig(home, project, env, worker)
+
+
 @contextmanager
 def scripted_rig(
     tmp_path_factory: pytest.TempPathFactory,
@@ -106,16 +119,7 @@ def scripted_rig(
     server.add_scenario(name, scenario)
     home = tmp_path_factory.mktemp(f"{name}-home")
     write_models_json(home, server, name)
-    project = tmp_path_factory.mktemp(f"{name}-project")
-    env = tempi_env(home, temporal_address)
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "tempi", "worker"],
-        cwd=project,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    rig = Rig(home, project, env, worker)
+    rig = start_rig(home, tmp_path_factory.mktemp(f"{name}-project"), temporal_address)
     try:
         yield rig
     finally:

@@ -40,7 +40,7 @@ class ControlError(Exception):
     """A control the pipeline cannot take (an unknown shard, one in the wrong state)."""
 
 
-async def _progress(client: Client, workflow_id: str) -> PipelineProgress:
+async def progress_of(client: Client, workflow_id: str) -> PipelineProgress:
     handle = client.get_workflow_handle(workflow_id, result_type=PipelineProgress)
     result: PipelineProgress = await handle.query("get_progress", result_type=PipelineProgress)
     return result
@@ -56,14 +56,14 @@ async def _list(client: Client) -> int:
             latest[w.id] = w
         first_start[w.id] = min(first_start.get(w.id, w.start_time), w.start_time)
     for w in sorted(latest.values(), key=lambda w: first_start[w.id], reverse=True):
-        said = await _outcome(client, w)
+        said = await outcome(client, w)
         print(f"{w.id}  {said}  started {first_start[w.id].isoformat(timespec='seconds')}")
     if not latest:
         print("no pipelines on this server")
     return 0
 
 
-async def _outcome(client: Client, w: WorkflowExecution | WorkflowExecutionDescription) -> str:
+async def outcome(client: Client, w: WorkflowExecution | WorkflowExecutionDescription) -> str:
     """What became of a pipeline: running, or its result as the exit code says it."""
     status = w.status
     if status == WorkflowExecutionStatus.RUNNING:
@@ -107,7 +107,7 @@ def find_shard(progress: PipelineProgress, name: str) -> ShardStatus:
     )
 
 
-async def _control(client: Client, workflow_id: str, command: str, arg: str | None) -> str:
+async def control(client: Client, workflow_id: str, command: str, arg: str | None) -> str:
     handle = client.get_workflow_handle(workflow_id)
     if command in ("pause", "resume"):
         update = names.PAUSE if command == "pause" else names.RESUME
@@ -118,10 +118,20 @@ async def _control(client: Client, workflow_id: str, command: str, arg: str | No
         said = await handle.execute_update(names.SET_CONCURRENCY, int(arg), result_type=str)
         return said
     assert arg is not None
-    shard = find_shard(await _progress(client, workflow_id), arg)
+    shard = find_shard(await progress_of(client, workflow_id), arg)
     update = names.RETRY_SHARD if command == "retry" else names.SKIP_SHARD
     said = await handle.execute_update(update, shard.shard.id, result_type=str)
     return said
+
+
+async def cancel(client: Client, workflow_id: str) -> str:
+    handle = client.get_workflow_handle(workflow_id)
+    described = await handle.describe()
+    if described.status != WorkflowExecutionStatus.RUNNING:
+        said = await outcome(client, described)
+        raise ControlError(f"{workflow_id} has finished ({said}); there is nothing to cancel")
+    await handle.signal("cancel")
+    return "cancel asked; running shards stop, committed ones stay"
 
 
 async def manage(command: str, workflow_id: str | None, arg: str | None = None) -> int:
@@ -136,22 +146,13 @@ async def manage(command: str, workflow_id: str | None, arg: str | None = None) 
         assert workflow_id is not None
         try:
             if command == "cancel":
-                described = await rt.client.get_workflow_handle(workflow_id).describe()
-                if described.status != WorkflowExecutionStatus.RUNNING:
-                    said = await _outcome(rt.client, described)
-                    print(
-                        f"tempi pipeline: {workflow_id} has finished ({said}); there is nothing to cancel",
-                        file=sys.stderr,
-                    )
-                    return EXIT_USAGE
-                await rt.client.get_workflow_handle(workflow_id).signal("cancel")
-                print(f"{workflow_id}: cancel asked; running shards stop, committed ones stay")
+                print(f"{workflow_id}: {await cancel(rt.client, workflow_id)}")
                 return 0
             if command in CONTROLS:
-                print(f"{workflow_id}: {await _control(rt.client, workflow_id, command, arg)}")
+                print(f"{workflow_id}: {await control(rt.client, workflow_id, command, arg)}")
                 return 0
             if command == "status":
-                progress = await _progress(rt.client, workflow_id)
+                progress = await progress_of(rt.client, workflow_id)
                 for status in progress.shards:
                     print(state_line(status, len(progress.shards)))
                 print(summary_line(progress) + f"; phase {progress.phase}")

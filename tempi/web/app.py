@@ -20,14 +20,18 @@ from typing import Any
 from aiohttp import web
 from temporalio.service import RPCError
 
+from tempi.agent.thinking_levels import supported_levels
 from tempi.cli.sessions_command import open_sessions
 from tempi.client import SessionClient, SessionRefused, SessionService
 from tempi.client.events import POLL_INTERVAL_S
 from tempi.client.transcript import context_messages, load_at_leaf
-from tempi.store.catalog import SummaryCache
+from tempi.config.paths import tempi_home
+from tempi.store.catalog import SessionSummary, SummaryCache
 from tempi.store.errors import SessionFileError
 from tempi.store.sidecar import is_safe_session_id
 from tempi.web.access import access_middleware
+from tempi.web.pipelines import Pipelines
+from tempi.web.session_controls import SessionControls
 from tempi.web.transcript_view import Op, TranscriptView
 from tempi.workflows.session_types import workflow_id_for
 
@@ -45,7 +49,7 @@ _ASSETS = {
     "console.js": ("tempi.web", "text/javascript"),
     "viewer.css": ("tempi.cli", "text/css"),  # the export's style: the same markup, the same look
 }
-_PAGES = {"overview": "index.html", "session": "session.html"}
+_PAGES = {"overview": "index.html", "session": "session.html", "pipeline": "pipeline.html"}
 _ACTIONS = ("prompt", "steer", "followUp")
 
 
@@ -92,7 +96,10 @@ class Console:
     # --- pages and lists -------------------------------------------------------------
 
     async def page(self, request: web.Request) -> web.StreamResponse:
-        name = _PAGES["session" if "session_id" in request.match_info else "overview"]
+        info = request.match_info
+        name = _PAGES[
+            "session" if "session_id" in info else "pipeline" if "workflow_id" in info else "overview"
+        ]
         return web.Response(text=_asset("tempi.web", name), content_type="text/html")
 
     async def asset(self, request: web.Request) -> web.StreamResponse:
@@ -135,22 +142,26 @@ class Console:
                     "parent": s.parent_session,
                 }
             )
-        return web.json_response({"sessions": rows})
+        return web.json_response({"sessions": rows, "totals": cost_totals(summaries)})
 
-    def _session_id(self, request: web.Request) -> str:
+    def session_id_of(self, request: web.Request) -> str:
         session_id = request.match_info["session_id"]
         if not is_safe_session_id(session_id):
             raise web.HTTPNotFound(text="no such session")
         return session_id
 
-    def _file_of(self, session_id: str) -> Path:
+    def file_of(self, session_id: str) -> Path:
         try:
             return self.service.store.find_session(session_id)
         except SessionFileError as err:
+            # A pipeline shard's session is kept in the pipeline's own directory.
+            shards = sorted((tempi_home() / "pipelines").glob(f"*/shards/*/*_{session_id}.jsonl"))
+            if shards:
+                return shards[0]
             raise web.HTTPNotFound(text=f"no session {session_id}: {err}") from err
 
     async def session_info(self, request: web.Request) -> web.StreamResponse:
-        session_id = self._session_id(request)
+        session_id = self.session_id_of(request)
         session = self.service.get(session_id)
         if await session.is_running():
             state = await session.state()
@@ -160,17 +171,27 @@ class Console:
                     "name": state.session_name,
                     "cwd": state.cwd,
                     "model": f"{state.model.provider}/{state.model.id}",
+                    "thinkingLevel": state.thinking_level,
+                    "levels": supported_levels(state.model),
                     "running": True,
                 }
             )
-        header = await asyncio.to_thread(self.service.store.read_header, self._file_of(session_id))
+        header = await asyncio.to_thread(self.service.store.read_header, self.file_of(session_id))
         return web.json_response(
-            {"id": session_id, "name": None, "cwd": header.cwd, "model": None, "running": False}
+            {
+                "id": session_id,
+                "name": None,
+                "cwd": header.cwd,
+                "model": None,
+                "thinkingLevel": None,
+                "levels": [],
+                "running": False,
+            }
         )
 
     # --- controls ----------------------------------------------------------------------
 
-    async def _running(self, session_id: str) -> SessionClient:
+    async def running_session(self, session_id: str) -> SessionClient:
         session = self.service.get(session_id)
         if not await session.is_running():
             raise web.HTTPConflict(
@@ -185,7 +206,7 @@ class Console:
         return session
 
     async def send(self, request: web.Request) -> web.StreamResponse:
-        session_id = self._session_id(request)
+        session_id = self.session_id_of(request)
         try:
             body = await request.json()
         except ValueError:
@@ -200,7 +221,7 @@ class Console:
             return web.json_response(
                 {"error": f"a message is at most {MAX_PROMPT_CHARS} characters"}, status=413
             )
-        session = await self._running(session_id)
+        session = await self.running_session(session_id)
         try:
             if how == "steer":
                 await session.steer(text)
@@ -214,8 +235,8 @@ class Console:
         return web.json_response({"ok": True})
 
     async def abort(self, request: web.Request) -> web.StreamResponse:
-        session_id = self._session_id(request)
-        session = await self._running(session_id)
+        session_id = self.session_id_of(request)
+        session = await self.running_session(session_id)
         await session.abort()
         self.wakeups.wake(session_id)
         return web.json_response({"ok": True})
@@ -223,12 +244,12 @@ class Console:
     # --- the live transcript -------------------------------------------------------------
 
     async def events(self, request: web.Request) -> web.StreamResponse:
-        session_id = self._session_id(request)
+        session_id = self.session_id_of(request)
         session = self.service.get(session_id)
         if not await session.is_running():
             # Found before the stream starts, so an unknown id is a 404; a running session
             # says where its file is (it may be in a sessionDir outside the store).
-            session.session_path = str(self._file_of(session_id))
+            session.session_path = str(self.file_of(session_id))
         response = web.StreamResponse(
             headers={
                 "Content-Type": "text/event-stream",
@@ -313,6 +334,25 @@ class Console:
                 quiet = 0.0
 
 
+def cost_totals(summaries: list[SessionSummary]) -> dict[str, list[dict[str, Any]]]:
+    """Sessions, tokens and cost by the (local) day each session started and by its model:
+    a summary carries one total per session, so a session counts whole on its first day
+    and under the model it last used."""
+    by_day: dict[str, dict[str, Any]] = {}
+    by_model: dict[str, dict[str, Any]] = {}
+    for s in summaries:
+        day = s.created.astimezone().date().isoformat()
+        for key, table, label in ((day, by_day, "day"), (s.model or "", by_model, "model")):
+            row = table.setdefault(key, {label: key or None, "sessions": 0, "tokens": 0, "cost": 0.0})
+            row["sessions"] += 1
+            row["tokens"] += s.tokens
+            row["cost"] += s.cost
+    return {
+        "byDay": [by_day[d] for d in sorted(by_day, reverse=True)],
+        "byModel": sorted(by_model.values(), key=lambda r: -r["cost"]),
+    }
+
+
 def _gone(request: web.Request) -> bool:
     return request.transport is None or request.transport.is_closing()
 
@@ -339,4 +379,15 @@ def console_app(service: SessionService, token: str, *, read_only: bool = False)
     app.router.add_get("/api/sessions/{session_id}/events", console.events)
     app.router.add_post("/api/sessions/{session_id}/send", console.send)
     app.router.add_post("/api/sessions/{session_id}/abort", console.abort)
+    controls = SessionControls(console)
+    app.router.add_get("/api/models", controls.models)
+    app.router.add_get("/api/sessions/{session_id}/export", controls.export)
+    app.router.add_post("/api/sessions/{session_id}/model", controls.set_model)
+    app.router.add_post("/api/sessions/{session_id}/thinking", controls.set_thinking)
+    app.router.add_post("/api/sessions/{session_id}/compact", controls.compact)
+    pipelines = Pipelines(service.client)
+    app.router.add_get("/p/{workflow_id}", console.page)
+    app.router.add_get("/api/pipelines", pipelines.list)
+    app.router.add_get("/api/pipelines/{workflow_id}", pipelines.show)
+    app.router.add_post("/api/pipelines/{workflow_id}/control", pipelines.act)
     return app

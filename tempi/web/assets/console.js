@@ -65,13 +65,49 @@
       body.replaceChildren(fragment);
       count.textContent = shown.length === rows.length ? rows.length + " sessions" : shown.length + " of " + rows.length;
     }
+    function totals(id, list, label) {
+      var fragment = document.createDocumentFragment();
+      (list || []).forEach(function (t) {
+        var tr = el("tr");
+        tr.appendChild(el("td", "", t[label] || "–"));
+        tr.appendChild(el("td", "num", fmtInt(t.sessions)));
+        tr.appendChild(el("td", "num", fmtInt(t.tokens)));
+        tr.appendChild(el("td", "num", fmtCost(t.cost)));
+        fragment.appendChild(tr);
+      });
+      document.querySelector("#" + id + " tbody").replaceChildren(fragment);
+    }
+    function pipelines(list) {
+      document.getElementById("pipelines-section").hidden = !list.length;
+      var fragment = document.createDocumentFragment();
+      list.forEach(function (p) {
+        var tr = el("tr");
+        tr.setAttribute("data-id", p.id);
+        var first = el("td");
+        var link = el("a", "open", p.id);
+        link.href = "/p/" + encodeURIComponent(p.id);
+        first.appendChild(link);
+        tr.appendChild(first);
+        tr.appendChild(el("td", "", p.status));
+        tr.appendChild(el("td", "", p.summary || "–"));
+        tr.appendChild(el("td", "age", age(p.started)));
+        tr.appendChild(el("td", "num", p.cost === null ? "–" : fmtCost(p.cost)));
+        fragment.appendChild(tr);
+      });
+      document.querySelector("#pipelines tbody").replaceChildren(fragment);
+    }
     function load() {
+      fetch("/api/pipelines", { credentials: "same-origin" })
+        .then(function (r) { return r.json(); })
+        .then(function (data) { pipelines(data.pipelines || []); }, function () {});
       return fetch("/api/sessions", { credentials: "same-origin" })
         .then(function (r) { return r.json(); })
         .then(function (data) {
           rows = data.sessions || [];
           problem.textContent = "";
           render();
+          totals("by-day", data.totals && data.totals.byDay, "day");
+          totals("by-model", data.totals && data.totals.byModel, "model");
         })
         .catch(function (err) { problem.textContent = "cannot list sessions: " + err; });
     }
@@ -179,17 +215,159 @@
         button.textContent = (open ? "Collapse " : "Expand ") + (kind === "tool" ? "tool calls" : "thinking");
       });
     });
-    info();
-    fetch(base, { credentials: "same-origin" }).then(function (r) { return r.json(); }).then(function (s) {
-      var title = s.name || "Session " + String(s.id || id).slice(0, 8);
-      document.getElementById("title").textContent = title;
-      document.title = title + " · tempi";
-      document.getElementById("meta").textContent = [s.id, s.cwd, s.model].filter(Boolean).join(" · ");
+    var modelSelect = document.getElementById("model");
+    var thinkingSelect = document.getElementById("thinking");
+    function options(select, values, current) {
+      select.replaceChildren();
+      values.forEach(function (v) {
+        var option = el("option", "", v.label);
+        option.value = v.value;
+        if (v.value === current) option.selected = true;
+        select.appendChild(option);
+      });
+    }
+    function describe() {
+      return fetch(base, { credentials: "same-origin" }).then(function (r) { return r.json(); }).then(function (s) {
+        var title = s.name || "Session " + String(s.id || id).slice(0, 8);
+        document.getElementById("title").textContent = title;
+        document.title = title + " · tempi";
+        document.getElementById("meta").textContent = [s.id, s.cwd].filter(Boolean).join(" · ");
+        modelSelect.disabled = thinkingSelect.disabled = !s.running;
+        document.getElementById("compact").disabled = !s.running;
+        options(thinkingSelect, (s.levels || []).map(function (l) { return { value: l, label: "thinking " + l }; }), s.thinkingLevel);
+        return fetch("/api/models", { credentials: "same-origin" }).then(function (r) { return r.json(); }).then(function (m) {
+          var list = (m.models || []).map(function (x) { return { value: x.provider + "/" + x.id, label: x.provider + "/" + x.id }; });
+          if (s.model && !list.some(function (x) { return x.value === s.model; })) list.unshift({ value: s.model, label: s.model });
+          options(modelSelect, list, s.model);
+        });
+      });
+    }
+    modelSelect.addEventListener("change", function () {
+      var at = modelSelect.value.indexOf("/");
+      post("/model", { provider: modelSelect.value.slice(0, at), id: modelSelect.value.slice(at + 1) })
+        .then(describe, describe);
     });
+    thinkingSelect.addEventListener("change", function () {
+      post("/thinking", { level: thinkingSelect.value }).then(describe, describe);
+    });
+    document.getElementById("compact").addEventListener("click", function () {
+      var button = document.getElementById("compact");
+      button.disabled = true;
+      button.textContent = "Compacting…";
+      post("/compact", {}).then(function () {}, function () {}).then(function () {
+        button.textContent = "Compact";
+        button.disabled = !state.running;
+      });
+    });
+    document.getElementById("export").href = base + "/export";
+    info();
+    describe();
     showState();
     connect();
   }
 
+  // --- one pipeline ------------------------------------------------------------------------
+  function postJSON(url, body, problem) {
+    problem.textContent = "";
+    return fetch(url, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(body || {}),
+    }).then(function (r) {
+      return r.json().then(function (answer) {
+        if (!r.ok) throw new Error(answer.error || r.statusText);
+        return answer;
+      });
+    }).catch(function (err) { problem.textContent = err.message; throw err; });
+  }
+  function pipeline() {
+    var id = decodeURIComponent(location.pathname.replace(/^\/p\//, ""));
+    var base = "/api/pipelines/" + encodeURIComponent(id);
+    var problem = document.getElementById("problem");
+    var body = document.querySelector("#shards tbody");
+    var concurrency = document.getElementById("concurrency");
+
+    function act(body) {
+      return postJSON(base + "/control", body, problem).then(function (answer) {
+        document.getElementById("summary").textContent = answer.said;
+        return load();
+      }, function () {});
+    }
+    function render(p) {
+      document.getElementById("title").textContent = p.name || p.id;
+      document.title = (p.name || p.id) + " · tempi";
+      var statusEl = document.getElementById("status");
+      statusEl.textContent = p.status;
+      statusEl.className = "status " + (p.running ? (p.paused ? "idle" : "working") : "finished");
+      document.getElementById("meta").textContent = [p.id, p.branch, p.phase].filter(Boolean).join(" · ");
+      document.getElementById("summary").textContent =
+        (p.summary || "") + (p.cost !== null ? " · " + fmtCost(p.cost) : "");
+      ["pause", "resume", "cancel", "set-concurrency"].forEach(function (b) {
+        document.getElementById(b).disabled = !p.running;
+      });
+      document.getElementById("pause").disabled = !p.running || p.paused;
+      document.getElementById("resume").disabled = !p.running || !p.paused;
+      if (document.activeElement !== concurrency && p.concurrency) concurrency.value = p.concurrency;
+      var fragment = document.createDocumentFragment();
+      p.shardRows.forEach(function (s) {
+        var tr = el("tr");
+        tr.setAttribute("data-shard", s.id);
+        tr.appendChild(el("td", "num", s.index));
+        var files = el("td", "mono", s.files.join(" "));
+        if (s.reason) files.appendChild(el("span", "reason", s.reason));
+        tr.appendChild(files);
+        var state = el("td");
+        state.appendChild(el("span", "status " + s.state, s.state));
+        tr.appendChild(state);
+        tr.appendChild(el("td", "num", s.repairs));
+        tr.appendChild(el("td", "num", s.retries));
+        tr.appendChild(el("td", "num", s.turns));
+        tr.appendChild(el("td", "num", fmtCost(s.cost)));
+        tr.appendChild(el("td", "mono", s.commit ? s.commit.slice(0, 10) : ""));
+        var session = el("td");
+        if (s.session) {
+          var link = el("a", "", s.session.slice(0, 8));
+          link.href = "/s/" + encodeURIComponent(s.session);
+          session.appendChild(link);
+        }
+        tr.appendChild(session);
+        var controls = el("td");
+        if (p.running && (s.state === "failed" || s.state === "conflict")) {
+          var retry = el("button", "retry", "Retry");
+          retry.addEventListener("click", function () { act({ action: "retry", shard: s.id }); });
+          controls.appendChild(retry);
+        }
+        if (p.running && s.state === "pending") {
+          var skip = el("button", "skip", "Skip");
+          skip.addEventListener("click", function () { act({ action: "skip", shard: s.id }); });
+          controls.appendChild(skip);
+        }
+        tr.appendChild(controls);
+        fragment.appendChild(tr);
+      });
+      body.replaceChildren(fragment);
+    }
+    function load() {
+      return fetch(base, { credentials: "same-origin" }).then(function (r) {
+        if (!r.ok) return r.text().then(function (t) { throw new Error(t); });
+        return r.json();
+      }).then(render, function (err) { problem.textContent = err.message; });
+    }
+    document.getElementById("pause").addEventListener("click", function () { act({ action: "pause" }); });
+    document.getElementById("resume").addEventListener("click", function () { act({ action: "resume" }); });
+    document.getElementById("set-concurrency").addEventListener("click", function () {
+      act({ action: "concurrency", value: parseInt(concurrency.value, 10) });
+    });
+    document.getElementById("cancel").addEventListener("click", function () {
+      if (window.confirm("Cancel this pipeline? Running shards stop; committed ones stay.")) act({ action: "cancel" });
+    });
+    info();
+    load();
+    setInterval(load, 2000);
+  }
+
   if (page === "overview") overview();
+  else if (page === "pipeline") pipeline();
   else if (page === "session") session();
 })();

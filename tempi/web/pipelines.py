@@ -1,0 +1,188 @@
+"""The console's pipelines: the list, one pipeline's shards, and the operator controls, each
+through the same query, updates and signal as `tempi pipeline` (tempi.cli.pipeline_manage).
+
+A pipeline's progress is answered by a worker (the query) or read from its result once it
+has finished; a pipeline that failed or was terminated has neither, and shows its status only."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+from temporalio.client import (
+    Client,
+    WorkflowExecution,
+    WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
+    WorkflowUpdateFailedError,
+)
+from temporalio.service import RPCError, RPCStatusCode
+
+from tempi.cli.pipeline_manage import CONTROLS, ControlError, cancel, control, progress_of
+from tempi.cli.pipeline_run import failure_cause
+from tempi.pipeline.reports import counts, outcome_line, summary_line
+from tempi.pipeline.run_types import PIPELINE_WORKFLOW, PipelineProgress, ShardStatus
+
+_WORKFLOW_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}$")
+_SESSION_FILE = re.compile(r"_([0-9a-fA-F-]{8,})\.jsonl$")
+ACTIONS = (*CONTROLS, "cancel")
+_WITH_SHARD = ("retry", "skip")
+
+
+async def _progress(
+    client: Client, w: WorkflowExecution | WorkflowExecutionDescription
+) -> PipelineProgress | None:
+    if w.status == WorkflowExecutionStatus.RUNNING:
+        try:
+            return await progress_of(client, w.id)
+        except RPCError:
+            return None  # no worker answers the query now: the status still shows
+    if w.status == WorkflowExecutionStatus.COMPLETED:
+        handle = client.get_workflow_handle(w.id, run_id=w.run_id, result_type=PipelineProgress)
+        result: PipelineProgress = await handle.result(follow_runs=False)
+        return result
+    return None
+
+
+def _status(w: WorkflowExecution | WorkflowExecutionDescription, progress: PipelineProgress | None) -> str:
+    if w.status == WorkflowExecutionStatus.RUNNING:
+        return "paused" if progress is not None and progress.paused else "running"
+    if w.status == WorkflowExecutionStatus.COMPLETED and progress is not None:
+        return outcome_line(progress)
+    return w.status.name.lower() if w.status else "unknown"
+
+
+def _summary(
+    w: WorkflowExecution | WorkflowExecutionDescription, progress: PipelineProgress | None, started: datetime
+) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "id": w.id,
+        "running": w.status == WorkflowExecutionStatus.RUNNING,
+        "status": _status(w, progress),
+        "started": started.isoformat(),
+        "name": None,
+        "shards": 0,
+        "counts": {},
+        "summary": None,
+        "cost": None,
+    }
+    if progress is not None:
+        row.update(
+            name=progress.name,
+            shards=len(progress.shards),
+            counts=counts(progress),
+            summary=summary_line(progress),
+            cost=progress.cost_usd(),
+            phase=progress.phase,
+            paused=progress.paused,
+            concurrency=progress.concurrency,
+            branch=progress.branch,
+        )
+    return row
+
+
+def _shard(status: ShardStatus) -> dict[str, Any]:
+    found = _SESSION_FILE.search(Path(status.session_file).name) if status.session_file else None
+    return {
+        "index": status.shard.index,
+        "id": status.shard.id,
+        "files": status.shard.files,
+        "state": status.state,
+        "reason": status.reason,
+        "repairs": status.repairs,
+        "retries": status.retries,
+        "turns": status.turns,
+        "cost": status.usage.cost.total,
+        "commit": status.commit,
+        "session": found.group(1) if found else None,
+    }
+
+
+class Pipelines:
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    def _workflow_id(self, request: web.Request) -> str:
+        workflow_id = request.match_info["workflow_id"]
+        if not _WORKFLOW_ID.match(workflow_id):
+            raise web.HTTPNotFound(text="no such pipeline")
+        return workflow_id
+
+    async def list(self, request: web.Request) -> web.StreamResponse:
+        """The newest run of each pipeline (one that continued as new has several), newest first."""
+        latest: dict[str, WorkflowExecution] = {}
+        first_start: dict[str, datetime] = {}
+        try:
+            async for w in self.client.list_workflows(f"WorkflowType = '{PIPELINE_WORKFLOW}'"):
+                if w.id not in latest or w.start_time > latest[w.id].start_time:
+                    latest[w.id] = w
+                first_start[w.id] = min(first_start.get(w.id, w.start_time), w.start_time)
+            rows = [
+                _summary(w, await _progress(self.client, w), first_start[w.id])
+                for w in sorted(latest.values(), key=lambda w: first_start[w.id], reverse=True)
+            ]
+        except RPCError as err:
+            return web.json_response({"pipelines": [], "error": f"cannot list pipelines: {err.message}"})
+        return web.json_response({"pipelines": rows})
+
+    async def show(self, request: web.Request) -> web.StreamResponse:
+        workflow_id = self._workflow_id(request)
+        try:
+            described = await self.client.get_workflow_handle(workflow_id).describe()
+            progress = await _progress(self.client, described)
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                raise web.HTTPNotFound(text=f"no pipeline {workflow_id} on this server") from err
+            raise
+        row = _summary(described, progress, described.start_time)
+        row["shardRows"] = [_shard(s) for s in progress.shards] if progress else []
+        row["finalVerify"] = progress.final_verify if progress else None
+        row["stoppedBy"] = progress.stopped_by if progress else None
+        return web.json_response(row)
+
+    async def act(self, request: web.Request) -> web.StreamResponse:
+        """One operator control: {"action": "pause" | "resume" | "retry" | "skip" |
+        "concurrency" | "cancel", "shard": id, number or file, "value": n}."""
+        workflow_id = self._workflow_id(request)
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
+        action = body.get("action") if isinstance(body, dict) else None
+        if action not in ACTIONS:
+            return _error(400, f'send JSON: {{"action": one of {", ".join(ACTIONS)}}}')
+        assert isinstance(body, dict)
+        arg: str | None = None
+        if action in _WITH_SHARD:
+            shard = body.get("shard")
+            if not isinstance(shard, str) or not shard:
+                return _error(400, f'{action} names a shard: {{"shard": its id, number or file}}')
+            arg = shard
+        elif action == "concurrency":
+            value = body.get("value")
+            if not isinstance(value, int) or isinstance(value, bool):
+                return _error(400, 'concurrency takes a whole number: {"value": n}')
+            arg = str(value)
+        try:
+            if action == "cancel":
+                said = await cancel(self.client, workflow_id)
+            else:
+                said = await control(self.client, workflow_id, action, arg)
+        except ControlError as err:
+            return _error(409, str(err))
+        except WorkflowUpdateFailedError as err:
+            return _error(409, f"{action}: {failure_cause(err)}")  # the pipeline's validator said why
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return _error(
+                    404, f"no running pipeline {workflow_id}: it finished, or never ran on this server"
+                )
+            raise
+        return web.json_response({"ok": True, "said": said})
+
+
+def _error(status: int, message: str) -> web.Response:
+    return web.json_response({"error": message}, status=status)
