@@ -67,6 +67,9 @@ QUIET_QUEUE = "slack-quiet-queue"
 RUN_MEMO = "slack-run-memo"
 
 _SLACK_TIMEOUT = timedelta(seconds=60)
+# Slack calls heartbeat while they wait: one lost with a dead gateway is retried within seconds
+# (a post then finds the message its lost attempt made), not after the minute of its timeout.
+_SLACK_HEARTBEAT = timedelta(seconds=4)
 _SLACK_RETRY = RetryPolicy(maximum_attempts=5, initial_interval=timedelta(seconds=1))
 
 
@@ -314,6 +317,7 @@ class SlackConversationWorkflow:
                     working_dir=self.inp.working_dir,
                 ),
                 start_to_close_timeout=timedelta(minutes=5),
+                heartbeat_timeout=_SLACK_HEARTBEAT,
                 retry_policy=_SLACK_RETRY,
             )
         except ActivityError as err:
@@ -349,6 +353,7 @@ class SlackConversationWorkflow:
                     SLACK_DELETE,
                     DeleteRequest(channel=self.inp.channel, ts=ts),
                     start_to_close_timeout=_SLACK_TIMEOUT,
+                    heartbeat_timeout=_SLACK_HEARTBEAT,
                     retry_policy=_SLACK_RETRY,
                 )
             )
@@ -428,6 +433,7 @@ class SlackConversationWorkflow:
             PostRequest(channel=self.inp.channel, text=text, thread_ts=thread_ts),
             result_type=str,
             start_to_close_timeout=_SLACK_TIMEOUT,
+            heartbeat_timeout=_SLACK_HEARTBEAT,
             retry_policy=_SLACK_RETRY,
         )
 
@@ -436,5 +442,6 @@ class SlackConversationWorkflow:
             SLACK_UPDATE,
             UpdateRequest(channel=self.inp.channel, ts=ts, text=text),
             start_to_close_timeout=_SLACK_TIMEOUT,
+            heartbeat_timeout=_SLACK_HEARTBEAT,
             retry_policy=_SLACK_RETRY,
         )
