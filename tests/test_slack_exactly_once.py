@@ -45,12 +45,15 @@ def duplicates(messages: list[BotMessage]) -> list[str]:
     return [text for where, text in first if first.count((where, text)) > 1]
 
 
-def hold_nth_post(slack: ScriptedSlackServer, nth: int, *, applied: bool) -> Hold:
-    """Hold the run's `nth` chat.postMessage (0: the main message, then its thread posts)."""
+def hold_nth_post(slack: ScriptedSlackServer, channel: str, nth: int, *, applied: bool) -> Hold:
+    """Hold the `nth` chat.postMessage into `channel` (0: the run's main message, then its
+    thread posts); posts of earlier rounds' runs elsewhere go through."""
     seen = 0
 
     def match(args: dict[str, Any]) -> bool:
         nonlocal seen
+        if args.get("channel") != channel:
+            return False
         seen += 1
         return seen == nth + 1
 
@@ -79,7 +82,7 @@ async def crash_while_posting(
             # with its answer lost, or lost before Slack saw it.
             in_dm = i % 2 == 1
             channel = slack.open_dm(person) if in_dm else slack.add_channel(f"room{i}", members=[person])
-            hold = hold_nth_post(slack, (i // 2) % 2, applied=(i + i // 2) % 2 == 0)
+            hold = hold_nth_post(slack, channel, (i // 2) % 2, applied=(i + i // 2) % 2 == 0)
             asked = slack.user_says(person, channel, "say hello" if in_dm else f"{bot} say hello")
             root = None if in_dm else asked
             await wait_for(hold.reached.is_set, f"round {i}: the held post", timeout=60)

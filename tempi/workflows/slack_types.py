@@ -75,6 +75,9 @@ class SlackMessage(BaseModel):
 class ToolStarted(BaseModel):
     call_id: str
     label: str
+    # The call's arguments as its thread entry shows them, kept by the workflow so a gateway
+    # restarted mid-tool still shows them when the tool ends.
+    args: str = ""
 
 
 class FileUpload(BaseModel):
@@ -92,6 +95,8 @@ class ToolEnded(BaseModel):
     args: str = ""
     result: str = ""
     upload: FileUpload | None = None
+    # From the tool's start in the session to when its end was first seen (None: not known).
+    seconds: float | None = None
 
 
 class ThreadCopy(BaseModel):
@@ -100,6 +105,8 @@ class ThreadCopy(BaseModel):
 
     text: str
     after_tools: int = 0
+    # A copy of the assistant's text (not thinking or a notice): the main message shows it too.
+    is_text: bool = False
 
 
 class RunUsage(BaseModel):
@@ -138,6 +145,9 @@ class RunProgress(BaseModel):
     # The last answered call's context (input + output + cache), and the model's window, once done.
     context_tokens: int = 0
     context_window: int = 0
+    # The main message's lines in the order they happened: thinking, texts between tool
+    # calls, `_→ label_` per call, `_Error: ..._` per failed call.
+    lines: list[str] = Field(default_factory=list)
 
 
 class RunState(BaseModel):
@@ -158,6 +168,11 @@ class RunState(BaseModel):
     session_done: bool = False
     # People told this run is busy, so each hears it once.
     busy_noticed: list[str] = Field(default_factory=list)
+    # In thread mode the run's tool details, thinking and notices are one message in the
+    # thread, edited as they come (not a post each among the people's messages).
+    details_ts: str | None = None
+    details: str = ""
+    details_shown: str = ""
 
 
 class SlackConversationState(BaseModel):

@@ -238,9 +238,13 @@ class SlackActivities:
             activity.heartbeat()
             page = await session.read_events(req.offset)
             if page.events:
+                # When each event was first seen: a tool's end, to time the tool.
+                first_seen, seen = time.time(), len(page.events)
                 await asyncio.sleep(GATHER_S)
                 page = await session.read_events(req.offset)
-                progress = summarize(page.events, page.next_offset, self._labels)
+                now = time.time()
+                seen_at = [first_seen if i < seen else now for i in range(len(page.events))]
+                progress = summarize(page.events, page.next_offset, self._labels, seen_at)
                 if progress.done:
                     progress.context_window = (await session.state()).model.context_window
                 return progress
