@@ -298,6 +298,11 @@ class SlackEventFire(BaseModel):
     bot_name: str = "mom"
     # Makes the signalled message unique per firing; the event workflow fills it with its run id.
     fire_id: str = ""
+    # A one-shot's time (ISO, with its offset), as the watcher read it from the file.
+    due_at: str = ""
+    # How many seconds after its time the firing ran, filled by the event workflow (None: not
+    # known); a firing missed by more than the gateway's grace is not run late.
+    late_s: float | None = None
 
 
 class WaitRun(BaseModel):
