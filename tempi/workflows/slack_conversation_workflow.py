@@ -388,6 +388,7 @@ class SlackConversationWorkflow:
             # The main message shows the text; only what it had to cut goes in the thread.
             if len(copy.text) <= SLACK_MAX:
                 return
+            await self._flush_details(run, thread)  # what came before it, first
             for part in split_for_slack(copy.text):
                 run.thread_posts.append(await self._post(part, thread))
             return
