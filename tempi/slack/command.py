@@ -46,6 +46,10 @@ environment:
                         (SLACK_APP_TOKEN also works)
   MOM_SLACK_BOT_TOKEN   bot token (xoxb-…) for the Web API (SLACK_BOT_TOKEN also works)
   TEMPI_SLACK_API_URL   Web API base URL (default https://slack.com/api/)
+  TEMPI_SLACK_IDLE_CLOSE
+                        seconds after which an idle conversation closes (its workflow and
+                        its session's; the next message continues it from its file);
+                        default 3600, 0 keeps conversations open
   TEMPI_SLACK_EVENT_GRACE
                         seconds an events/ wake-up may still run after its time when no
                         gateway ran then (default 60)

@@ -29,6 +29,7 @@ from tempi.workflows.slack_text import (
 from tempi.workflows.slack_types import (
     RUNNING_FOR,
     SLACK_ABORT,
+    SLACK_CLOSE,
     SLACK_DELETE,
     SLACK_LOG_BOT,
     SLACK_OPEN_SESSION,
@@ -39,6 +40,7 @@ from tempi.workflows.slack_types import (
     SLACK_UPLOAD,
     SLACK_WAIT_RUN,
     BotLogRequest,
+    CloseRequest,
     DeleteRequest,
     FileUpload,
     LogSync,
@@ -74,6 +76,8 @@ RUN_MEMO = "slack-run-memo"
 FOLDED_DETAILS = "slack-folded-details"
 # Patch: a tool's thread entry keeps its label and arguments after a gateway restart (item 8).
 KEPT_TOOL_LABELS = "slack-kept-tool-labels"
+# Patch: a conversation idle past `idle_close_s` closes, its session too (item 10).
+IDLE_CLOSE = "slack-idle-close"
 # Patch: main-message lines in the order they happened, tool errors echoed there, tool
 # durations from the session's own start time (item 11).
 ORDERED_LINES = "slack-ordered-lines"
@@ -194,7 +198,10 @@ class SlackConversationWorkflow:
     @workflow.run
     async def run(self, inp: SlackConversationInput) -> None:
         while True:
-            await workflow.wait_condition(lambda: bool(self.state.queue) or self.state.run is not None)
+            if not await self._wait_for_work():
+                if await self._close():
+                    return
+                continue
             if self.state.run is None:
                 self.state.run = RunState(messages=self.state.queue)
                 self.state.queue = []
@@ -212,6 +219,45 @@ class SlackConversationWorkflow:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 if not self.state.queue and self.state.run is None:
                     workflow.continue_as_new(self.inp.model_copy(update={"state": self.state}))
+
+    def _has_work(self) -> bool:
+        return bool(self.state.queue) or self.state.run is not None
+
+    async def _wait_for_work(self) -> bool:
+        """Wait for a message; False when the conversation stayed idle past its limit."""
+        idle = self.inp.idle_close_s
+        if idle <= 0 or not workflow.patched(IDLE_CLOSE):
+            await workflow.wait_condition(self._has_work)
+            return True
+        try:
+            await workflow.wait_condition(self._has_work, timeout=idle)
+        except TimeoutError:
+            return False
+        return True
+
+    async def _close(self) -> bool:
+        """Close an idle conversation: its session stops and this workflow ends, so an idle
+        thread holds nothing open. What it knew goes to a file beside the session, which
+        the next message's start reads; its session continues from the file. False when a
+        message came meanwhile."""
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        if self._has_work():
+            return False
+        await workflow.execute_activity(
+            SLACK_CLOSE,
+            CloseRequest(
+                session_id=self.state.session_id,
+                state_file=self.inp.state_file(),
+                synced_ts=self.state.synced_ts,
+                seen=self.state.seen,
+            ),
+            start_to_close_timeout=_SLACK_TIMEOUT,
+            heartbeat_timeout=_SLACK_HEARTBEAT,
+            retry_policy=_SLACK_RETRY,
+        )
+        self.state.session_id = None
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        return not self._has_work()
 
     def _show_running(self, run: RunState | None) -> None:
         """Whose run goes, in the workflow's memo, so a `stop` said at the channel's top level

@@ -22,6 +22,7 @@ SLACK_DELETE = "slack.delete"
 SLACK_UPLOAD = "slack.upload"
 SLACK_STEER = "slack.steer"
 SLACK_DELIVER_EVENT = "slack.deliver_event"
+SLACK_CLOSE = "slack.close"
 
 ContextMode = Literal["thread", "channel"]
 
@@ -192,6 +193,8 @@ class SlackConversationInput(BaseModel):
     context_mode: ContextMode = "thread"
     bot_name: str = "mom"
     state: SlackConversationState = Field(default_factory=SlackConversationState)
+    # Seconds of idleness after which the conversation closes (its session too); 0: never.
+    idle_close_s: float = 0
 
     def context_file(self) -> str:
         """pi's session file of this conversation, where mom keeps it."""
@@ -204,6 +207,10 @@ class SlackConversationInput(BaseModel):
 
     def settings_file(self) -> str:
         return f"{channel_folder(self.working_dir, self.channel)}/settings.json"
+
+    def state_file(self) -> str:
+        """Where a closed conversation leaves what its next run must know, beside its session."""
+        return self.context_file().removesuffix("context.jsonl") + "conversation.json"
 
     def reply_thread(self) -> str | None:
         return self.root_ts if self.context_mode == "thread" else None
@@ -233,6 +240,15 @@ class UploadRequest(BaseModel):
     title: str
     # Only files in here are uploaded, whatever a tool named.
     working_dir: str
+
+
+class CloseRequest(BaseModel):
+    """An idle conversation closing: its session stops, what it knew is kept for the next run."""
+
+    session_id: str | None = None
+    state_file: str
+    synced_ts: str = ""
+    seen: list[str] = Field(default_factory=list)
 
 
 class OpenSessionRequest(BaseModel):

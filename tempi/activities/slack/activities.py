@@ -18,6 +18,7 @@ from tempi.activities.sandbox import SandboxError
 from tempi.activities.sandbox.user_container import attach_user_container
 from tempi.activities.slack.channel_log import LoggedMessage, append_new, iso_date, log_path
 from tempi.activities.slack.channel_settings import apply_channel_settings
+from tempi.activities.slack.conversation_state import SavedConversation, save
 from tempi.activities.slack.directory import SlackDirectory
 from tempi.activities.slack.idempotent_post import find_posted, heartbeating, post_key, post_metadata
 from tempi.activities.slack.mom_prompt import build_mom_prompt, local_zone_name
@@ -32,6 +33,7 @@ from tempi.client.session import SessionClient
 from tempi.workflows.slack_attachments import attachments_seen_from
 from tempi.workflows.slack_types import (
     SLACK_ABORT,
+    SLACK_CLOSE,
     SLACK_DELETE,
     SLACK_LOG_BOT,
     SLACK_OPEN_SESSION,
@@ -42,6 +44,7 @@ from tempi.workflows.slack_types import (
     SLACK_UPLOAD,
     SLACK_WAIT_RUN,
     BotLogRequest,
+    CloseRequest,
     DeleteRequest,
     OpenSessionRequest,
     PostRequest,
@@ -91,6 +94,7 @@ class SlackActivities:
 
     def all(self) -> list[Callable[..., Any]]:
         return [
+            self.close,
             self.post,
             self.update,
             self.delete,
@@ -102,6 +106,23 @@ class SlackActivities:
             self.steer,
             self.log_bot,
         ]
+
+    @activity.defn(name=SLACK_CLOSE)
+    async def close(self, req: CloseRequest) -> None:
+        """An idle conversation's session stops (its file stays: the next run continues it)."""
+        await asyncio.to_thread(
+            save, Path(req.state_file), SavedConversation(synced_ts=req.synced_ts, seen=req.seen)
+        )
+        if req.session_id is None:
+            return
+        session = self.service.get(req.session_id)
+        if not await session.is_running():
+            return
+        await session.shutdown()
+        # The next run resumes the file: the old workflow must be gone, not joined.
+        while await session.is_running():
+            activity.heartbeat()
+            await asyncio.sleep(POLL_S)
 
     @activity.defn(name=SLACK_POST)
     async def post(self, req: PostRequest) -> str:

@@ -11,6 +11,7 @@ from pathlib import Path
 from temporalio import activity
 from temporalio.client import Client
 
+from tempi.activities.slack.conversation_state import idle_close_seconds, with_saved_state
 from tempi.slack.event_files import MAX_EVENT_FILE_BYTES, digest_of, event_prompt
 from tempi.workflows.slack_types import (
     SLACK_DELIVER_EVENT,
@@ -60,11 +61,15 @@ async def deliver_event(client: Client, fire: SlackEventFire) -> None:
         event=fire.file,
     )
     inp = SlackConversationInput(
-        working_dir=fire.working_dir, channel=fire.channel, context_mode="channel", bot_name=fire.bot_name
+        working_dir=fire.working_dir,
+        channel=fire.channel,
+        context_mode="channel",
+        bot_name=fire.bot_name,
+        idle_close_s=idle_close_seconds(),
     )
     await client.start_workflow(
         "SlackConversationWorkflow",
-        inp,
+        with_saved_state(inp),
         id=conversation_workflow_id(fire.working_dir, fire.channel, None),
         task_queue=slack_task_queue(fire.working_dir),
         start_signal="message",
