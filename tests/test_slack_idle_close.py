@@ -28,7 +28,9 @@ FIRST, SECOND = "Noted: pineapple.", "The word was pineapple."
 
 
 async def closed(client: Client, workflow_id: str) -> bool:
-    return (await client.get_workflow_handle(workflow_id).describe()).status == WorkflowExecutionStatus.COMPLETED
+    return (
+        await client.get_workflow_handle(workflow_id).describe()
+    ).status == WorkflowExecutionStatus.COMPLETED
 
 
 @pytest.mark.parametrize("scenario", [("slack-idle-close", answers(FIRST, SECOND))])
