@@ -243,18 +243,23 @@ class SlackConversationWorkflow:
         await workflow.wait_condition(workflow.all_handlers_finished)
         if self._has_work():
             return False
-        await workflow.execute_activity(
-            SLACK_CLOSE,
-            CloseRequest(
-                session_id=self.state.session_id,
-                state_file=self.inp.state_file(),
-                synced_ts=self.state.synced_ts,
-                seen=self.state.seen,
-            ),
-            start_to_close_timeout=_SLACK_TIMEOUT,
-            heartbeat_timeout=_SLACK_HEARTBEAT,
-            retry_policy=_SLACK_RETRY,
-        )
+        try:
+            await workflow.execute_activity(
+                SLACK_CLOSE,
+                CloseRequest(
+                    session_id=self.state.session_id,
+                    state_file=self.inp.state_file(),
+                    synced_ts=self.state.synced_ts,
+                    seen=self.state.seen,
+                ),
+                start_to_close_timeout=_SLACK_TIMEOUT,
+                heartbeat_timeout=_SLACK_HEARTBEAT,
+                retry_policy=_SLACK_RETRY,
+            )
+        except ActivityError as err:
+            # Stay open (and try again after the next idle spell) rather than lose the state.
+            workflow.logger.warning("could not close the idle conversation: %s", err.cause or err)
+            return False
         self.state.session_id = None
         await workflow.wait_condition(workflow.all_handlers_finished)
         return not self._has_work()

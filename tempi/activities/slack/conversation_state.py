@@ -35,6 +35,8 @@ def idle_close_seconds() -> float:
 
 
 def save(path: Path, saved: SavedConversation) -> None:
+    # A conversation that only answered `stop` has no session folder yet.
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(saved.model_dump_json())
     tmp.replace(path)
