@@ -39,6 +39,7 @@ EXPECTED = {
     "pipeline_before_controls": 5,
     "retry_429": 1,
     "settings_signals": 1,
+    "slack_before_display": 2,
     "steer_follow_up": 1,
     "subagent_abort": 2,
     "subagent_handoff": 4,

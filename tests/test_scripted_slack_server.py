@@ -470,3 +470,44 @@ def test_runs_as_a_process_driven_over_the_control_api() -> None:
     finally:
         process.terminate()
         process.wait(10)
+
+
+async def test_metadata_comes_back_only_when_asked_for_in_history_and_replies() -> None:
+    async with ScriptedSlackServer() as slack:
+        alice = slack.add_user("alice")
+        chan = slack.add_channel("general", members=[alice])
+        web = web_client(slack)
+        meta = {"event_type": "tempi_post", "event_payload": {"key": "k1"}}
+        top = await web.chat_postMessage(channel=chan, text="top", metadata=meta)
+        assert top["message"]["metadata"] == meta
+        await web.chat_postMessage(channel=chan, text="reply", thread_ts=top["ts"], metadata=meta)
+        plain = await web.conversations_history(channel=chan)
+        assert "metadata" not in plain["messages"][0]
+        history = await web.conversations_history(channel=chan, include_all_metadata=True)
+        assert history["messages"][0]["metadata"] == meta
+        replies = await web.conversations_replies(channel=chan, ts=top["ts"], include_all_metadata=True)
+        assert [m["metadata"] for m in replies["messages"]] == [meta, meta]
+        with pytest.raises(SlackApiError) as bad:
+            await web.chat_postMessage(channel=chan, text="x", metadata={"event_type": "t"})
+        assert bad.value.response["error"] == "invalid_metadata_schema"
+
+
+@pytest.mark.parametrize("applied", [True, False])
+async def test_a_held_post_is_done_or_lost_while_its_caller_waits(applied: bool) -> None:
+    async with ScriptedSlackServer() as slack:
+        chan = slack.add_channel("general")
+        web = web_client(slack, timeout=30)
+        hold = slack.hold("chat.postMessage", lambda args: args.get("text") == "held", applied=applied)
+        call = asyncio.ensure_future(web.chat_postMessage(channel=chan, text="held"))
+        await asyncio.wait_for(hold.reached.wait(), 10)
+        assert not call.done()
+        assert [m.text for m in slack.bot_messages(chan)] == (["held"] if applied else [])
+        # Only the matching call is held, and only once.
+        await web.chat_postMessage(channel=chan, text="other")
+        hold.release()
+        if applied:
+            assert (await call)["ok"]
+        else:
+            with pytest.raises(SlackApiError):
+                await call
+        assert [m.text for m in slack.bot_messages(chan)] == (["held", "other"] if applied else ["other"])

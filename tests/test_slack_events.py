@@ -18,7 +18,7 @@ from temporalio.worker import Replayer
 from tempi.testing.slack_server import BotMessage, ScriptedSlackServer
 from tempi.workers.worker import WORKFLOWS
 from tempi.workers.workflow_runner import workflow_runner
-from tempi.workflows.slack_types import conversation_workflow_id, event_workflow_id
+from tempi.workflows.slack_types import conversation_workflow_id, event_id_prefix, event_workflow_id
 from tests import test_slack_gateway as base
 from tests.test_slack_gateway import running_gateway, wait_for
 
@@ -177,3 +177,65 @@ async def test_a_periodic_event_runs_from_a_temporal_schedule_until_its_file_is_
     await asyncio.sleep(9)
     assert len(event_runs(slack, ops, "tick.json")) == settled
     await assert_replays(temporal_client, gateway, ops)
+
+
+async def test_wake_ups_missed_while_no_gateway_ran_are_not_run_late(
+    slack: ScriptedSlackServer, tmp_path: Path, gateway_env: dict[str, str], temporal_client: Client
+) -> None:
+    """mom's rule, past a grace for a restart: a one-shot whose time passed while no gateway
+    ran is deleted unrun, a periodic event's missed firing is not caught up."""
+    env = {**gateway_env, "TEMPI_SLACK_EVENT_GRACE": "2"}
+    alice = slack.add_user("alice")
+    general = slack.add_channel("general", members=[alice])
+    workdir = tmp_path / "mom"
+    due = (datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=5)).replace(microsecond=0)
+    scope = str(workdir.resolve())
+    async with running_gateway(slack, tmp_path, env, workdir, []) as first:
+        once = write_event(
+            workdir,
+            "once.json",
+            {"type": "one-shot", "channelId": general, "text": "ping", "at": due.isoformat()},
+        )
+        cron = f"{due.second} {due.minute} {due.hour} * * *"
+        daily = write_event(
+            workdir,
+            "daily.json",
+            {"type": "periodic", "channelId": general, "text": "report", "schedule": cron, "timezone": "UTC"},
+        )
+
+        async def scheduled() -> bool:
+            try:
+                await temporal_client.get_workflow_handle(event_workflow_id(scope, "once.json")).describe()
+                await temporal_client.get_schedule_handle(event_workflow_id(scope, "daily.json")).describe()
+                return True
+            except RPCError:
+                return False
+
+        deadline = asyncio.get_running_loop().time() + 30
+        while not await scheduled():
+            assert asyncio.get_running_loop().time() < deadline, "the events were never scheduled"
+            await asyncio.sleep(0.1)
+        first.kill()
+        await first.wait()
+
+    # Both come due while no gateway runs, and the outage outlasts the grace.
+    while datetime.datetime.now(datetime.UTC) < due + datetime.timedelta(seconds=4):
+        await asyncio.sleep(0.2)
+    async with running_gateway(slack, tmp_path, env, workdir, []):
+
+        async def firings_done() -> int:
+            query = 'WorkflowType = "SlackEventWorkflow" AND ExecutionStatus = "Completed"'
+            done = 0
+            async for execution in temporal_client.list_workflows(query):
+                done += execution.id.startswith(event_id_prefix(scope))
+            return done
+
+        deadline = asyncio.get_running_loop().time() + 60
+        while await firings_done() < 2:
+            assert asyncio.get_running_loop().time() < deadline, "the missed firings never ran"
+            await asyncio.sleep(0.2)
+    assert event_runs(slack, general, "once.json") == [] and event_runs(slack, general, "daily.json") == []
+    assert not once.exists()  # a past one-shot goes, as mom deletes it
+    assert daily.exists()  # the periodic event waits for its next time
+    log = (tmp_path / "gateway.log").read_text()
+    assert "events/once.json: not run" in log and "events/daily.json: not run" in log

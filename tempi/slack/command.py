@@ -31,7 +31,9 @@ answers too) goes to WORKING_DIR/<channel>/log.jsonl in mom's format, attachment
 <channel>/attachments/. Runs are durable: a restarted gateway carries on where it stopped.
 
 WORKING_DIR/events/*.json wake the bot as in mom (immediate, one-shot at a time, periodic on a
-cron in a time zone); Temporal keeps them, so a wake-up set before a crash still fires.
+cron in a time zone); Temporal keeps them, so a wake-up set before a crash still fires
+if a gateway is back within TEMPI_SLACK_EVENT_GRACE of its time; one missed by more is not
+run late (a past one-shot is deleted, a periodic event waits for its next time), as in mom.
 WORKING_DIR/<channel>/settings.json may set that channel's defaultProvider, defaultModel and
 defaultThinkingLevel. In thread mode, a plain reply in the bot's thread steers the run going
 there, or starts a follow-up run when none is; a thread's first run sees what the channel
@@ -44,6 +46,13 @@ environment:
                         (SLACK_APP_TOKEN also works)
   MOM_SLACK_BOT_TOKEN   bot token (xoxb-…) for the Web API (SLACK_BOT_TOKEN also works)
   TEMPI_SLACK_API_URL   Web API base URL (default https://slack.com/api/)
+  TEMPI_SLACK_IDLE_CLOSE
+                        seconds after which an idle conversation closes (its workflow and
+                        its session's; the next message continues it from its file);
+                        default 3600, 0 keeps conversations open
+  TEMPI_SLACK_EVENT_GRACE
+                        seconds an events/ wake-up may still run after its time when no
+                        gateway ran then (default 60)
   TEMPORAL_ADDRESS      a Temporal server to use instead of tempi's background service
   model API keys as for `tempi` (ANTHROPIC_API_KEY, OPENAI_API_KEY, models.json, ...)
 """

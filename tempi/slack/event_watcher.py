@@ -171,7 +171,7 @@ class EventWatcher:
             return
         await self.temporal.start_workflow(
             SlackEventWorkflow.run,
-            fire,
+            fire.model_copy(update={"due_at": event.when().isoformat()}),
             id=wf_id,
             task_queue=slack_task_queue(self.working_dir),
             start_delay=delay,

@@ -22,6 +22,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from tempi.activities.slack.channel_log import LoggedAttachment
+from tempi.activities.slack.conversation_state import idle_close_seconds, with_saved_state
 from tempi.activities.slack.web_client import app_token, bot_token
 from tempi.slack.accept import Accepted, accept, malformed, thread_reply
 from tempi.slack.access import Access
@@ -221,9 +222,19 @@ class SlackGateway:
         except RPCError as err:
             if err.status != RPCStatusCode.NOT_FOUND:
                 raise
-            if self._under_bot_message(msg):
-                # The bot's thread after all: under its event report, the first reply starts it.
+            if self._under_bot_message(msg) or self._closed_thread(msg):
+                # The bot's thread after all: under its event report the first reply starts
+                # it; in a thread whose conversation closed idle, a reply opens it again.
                 await self.dispatch(msg, attachments)
+
+    def _closed_thread(self, msg: Accepted) -> bool:
+        """A thread the bot has a session for, whose conversation is not running."""
+        if msg.thread_ts is None:
+            return False
+        thread = SlackConversationInput(
+            working_dir=self.working_dir, channel=msg.channel, root_ts=msg.thread_ts
+        )
+        return Path(thread.context_file()).exists()
 
     def _top_level_stop(self, msg: Accepted) -> bool:
         """`@bot stop` at a channel's top level in thread mode, where no run of its own goes."""
@@ -295,10 +306,12 @@ class SlackGateway:
             root_ts=root,
             context_mode="thread" if threaded else "channel",
             bot_name=self.bot_name,
+            idle_close_s=idle_close_seconds(),
         )
         await self.temporal.start_workflow(
             SlackConversationWorkflow.run,
-            inp,
+            # A conversation that closed idle starts again knowing what it had seen.
+            await asyncio.to_thread(with_saved_state, inp),
             id=conversation_workflow_id(self.working_dir, msg.channel, root),
             task_queue=slack_task_queue(self.working_dir),
             start_signal="message",

@@ -45,6 +45,10 @@ WORKFLOWS = [
 # cancellation arrives only in a heartbeat's answer: an abort let a `sleep 3` finish. A short
 # throttle delivers it within a beat.
 HEARTBEAT_THROTTLE = timedelta(milliseconds=100)
+# A live worker takes its sticky workflow tasks within milliseconds; a gateway that died leaves
+# its conversations' next tasks on its sticky queue for this long before another worker gets
+# them (the SDK's 10 s default was most of the wait after a gateway's restart).
+SLACK_STICKY_TIMEOUT = timedelta(seconds=1)
 
 
 GRACE_ENV = "TEMPI_WORKER_GRACE_SECONDS"
@@ -155,6 +159,7 @@ def build_slack_worker(client: Client, task_queue: str, activities: Sequence[Cal
         max_concurrent_activities=100,
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
+        sticky_queue_schedule_to_start_timeout=SLACK_STICKY_TIMEOUT,
         build_id=build_id(),
     )
 

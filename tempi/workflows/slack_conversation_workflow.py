@@ -15,6 +15,8 @@ from temporalio.exceptions import ActivityError
 from tempi.workflows.slack_attachments import with_attachments
 from tempi.workflows.slack_text import (
     MAIN_LIMIT,
+    SLACK_MAX,
+    THREAD_LIMIT,
     cut,
     is_silent,
     is_stop,
@@ -27,6 +29,7 @@ from tempi.workflows.slack_text import (
 from tempi.workflows.slack_types import (
     RUNNING_FOR,
     SLACK_ABORT,
+    SLACK_CLOSE,
     SLACK_DELETE,
     SLACK_LOG_BOT,
     SLACK_OPEN_SESSION,
@@ -37,6 +40,7 @@ from tempi.workflows.slack_types import (
     SLACK_UPLOAD,
     SLACK_WAIT_RUN,
     BotLogRequest,
+    CloseRequest,
     DeleteRequest,
     FileUpload,
     LogSync,
@@ -48,6 +52,8 @@ from tempi.workflows.slack_types import (
     SlackConversationInput,
     SlackMessage,
     SteerSession,
+    ThreadCopy,
+    ToolStarted,
     UpdateRequest,
     UploadRequest,
     WaitRun,
@@ -65,8 +71,21 @@ HISTORY_EVENTS_BUDGET = 5_000
 QUIET_QUEUE = "slack-quiet-queue"
 # Patch: the memo names who the running run is for.
 RUN_MEMO = "slack-run-memo"
+# Patch: in thread mode a run's details are one message, edited, and its text is not copied
+# under the main message that shows it (issue 37, item 5).
+FOLDED_DETAILS = "slack-folded-details"
+# Patch: a tool's thread entry keeps its label and arguments after a gateway restart (item 8).
+KEPT_TOOL_LABELS = "slack-kept-tool-labels"
+# Patch: a conversation idle past `idle_close_s` closes, its session too (item 10).
+IDLE_CLOSE = "slack-idle-close"
+# Patch: main-message lines in the order they happened, tool errors echoed there, tool
+# durations from the session's own start time (item 11).
+ORDERED_LINES = "slack-ordered-lines"
 
 _SLACK_TIMEOUT = timedelta(seconds=60)
+# Slack calls heartbeat while they wait: one lost with a dead gateway is retried within seconds
+# (a post then finds the message its lost attempt made), not after the minute of its timeout.
+_SLACK_HEARTBEAT = timedelta(seconds=4)
 _SLACK_RETRY = RetryPolicy(maximum_attempts=5, initial_interval=timedelta(seconds=1))
 
 
@@ -77,7 +96,9 @@ class SlackConversationWorkflow:
         self.inp = inp
         self.state = inp.state
         self.tool_started_at: dict[str, float] = {}
+        self.tool_started: dict[str, ToolStarted] = {}
         self.last_edit_at = -EDIT_INTERVAL_S
+        self.details_edit_at = -EDIT_INTERVAL_S
 
     # --- handlers ------------------------------------------------------------------
 
@@ -177,7 +198,10 @@ class SlackConversationWorkflow:
     @workflow.run
     async def run(self, inp: SlackConversationInput) -> None:
         while True:
-            await workflow.wait_condition(lambda: bool(self.state.queue) or self.state.run is not None)
+            if not await self._wait_for_work():
+                if await self._close():
+                    return
+                continue
             if self.state.run is None:
                 self.state.run = RunState(messages=self.state.queue)
                 self.state.queue = []
@@ -195,6 +219,50 @@ class SlackConversationWorkflow:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 if not self.state.queue and self.state.run is None:
                     workflow.continue_as_new(self.inp.model_copy(update={"state": self.state}))
+
+    def _has_work(self) -> bool:
+        return bool(self.state.queue) or self.state.run is not None
+
+    async def _wait_for_work(self) -> bool:
+        """Wait for a message; False when the conversation stayed idle past its limit."""
+        idle = self.inp.idle_close_s
+        if idle <= 0 or not workflow.patched(IDLE_CLOSE):
+            await workflow.wait_condition(self._has_work)
+            return True
+        try:
+            await workflow.wait_condition(self._has_work, timeout=idle)
+        except TimeoutError:
+            return False
+        return True
+
+    async def _close(self) -> bool:
+        """Close an idle conversation: its session stops and this workflow ends, so an idle
+        thread holds nothing open. What it knew goes to a file beside the session, which
+        the next message's start reads; its session continues from the file. False when a
+        message came meanwhile."""
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        if self._has_work():
+            return False
+        try:
+            await workflow.execute_activity(
+                SLACK_CLOSE,
+                CloseRequest(
+                    session_id=self.state.session_id,
+                    state_file=self.inp.state_file(),
+                    synced_ts=self.state.synced_ts,
+                    seen=self.state.seen,
+                ),
+                start_to_close_timeout=_SLACK_TIMEOUT,
+                heartbeat_timeout=_SLACK_HEARTBEAT,
+                retry_policy=_SLACK_RETRY,
+            )
+        except ActivityError as err:
+            # Stay open (and try again after the next idle spell) rather than lose the state.
+            workflow.logger.warning("could not close the idle conversation: %s", err.cause or err)
+            return False
+        self.state.session_id = None
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        return not self._has_work()
 
     def _show_running(self, run: RunState | None) -> None:
         """Whose run goes, in the workflow's memo, so a `stop` said at the channel's top level
@@ -266,9 +334,13 @@ class SlackConversationWorkflow:
             now = workflow.now().timestamp()
             for started in progress.started:
                 self.tool_started_at[started.call_id] = now
-                run.lines.append(f"_→ {started.label}_")
-            run.lines.extend(f"_{t}_" for t in progress.thinking)
-            run.lines.extend(t for t in progress.texts if t.strip())
+                self.tool_started[started.call_id] = started
+            if workflow.patched(ORDERED_LINES):
+                run.lines.extend(progress.lines)
+            else:
+                run.lines.extend(f"_→ {started.label}_" for started in progress.started)
+                run.lines.extend(f"_{t}_" for t in progress.thinking)
+                run.lines.extend(t for t in progress.texts if t.strip())
             run.texts.extend(t for t in progress.texts if t.strip())
             if progress.final_text:
                 run.final_text = progress.final_text
@@ -292,14 +364,54 @@ class SlackConversationWorkflow:
         copies = list(progress.copies)
         for index, ended in enumerate(progress.ended):
             while copies and copies[0].after_tools <= index:
-                await self._thread_copy(run, copies.pop(0).text, details_thread)
+                await self._thread_copy(run, copies.pop(0), details_thread)
             began = self.tool_started_at.pop(ended.call_id, None)
-            detail = tool_detail(ended, None if began is None else now - began)
-            run.thread_posts.append(await self._post(detail, details_thread))
+            started = self.tool_started.pop(ended.call_id, None)
+            if started is not None and not ended.label and workflow.patched(KEPT_TOOL_LABELS):
+                # The gateway that saw the call start is gone; this workflow remembers it.
+                ended = ended.model_copy(update={"label": started.label, "args": ended.args or started.args})
+            seconds = None if began is None else now - began
+            if ended.seconds is not None and workflow.patched(ORDERED_LINES):
+                seconds = ended.seconds
+            await self._detail(run, tool_detail(ended, seconds), details_thread)
             if ended.upload is not None:
                 await self._upload(ended.upload, details_thread)
         for copy in copies:
-            await self._thread_copy(run, copy.text, details_thread)
+            await self._thread_copy(run, copy, details_thread)
+        await self._flush_details(run, details_thread, force=progress.done)
+
+    def _folded(self) -> bool:
+        """Thread mode keeps the people's thread readable: one details message per run."""
+        return self.inp.context_mode == "thread" and workflow.patched(FOLDED_DETAILS)
+
+    async def _detail(self, run: RunState, text: str, thread: str | None) -> None:
+        """A tool detail, thinking, notice or summary: a thread post of its own (mom's layout,
+        under the main message), or a part of the run's details message."""
+        if not self._folded():
+            run.thread_posts.append(await self._post(text, thread))
+            return
+        joined = f"{run.details}\n\n{text}" if run.details else text
+        if run.details and len(joined) > THREAD_LIMIT:
+            # This message is full: the rest goes in a new one.
+            await self._flush_details(run, thread)
+            run.details_ts, run.details, run.details_shown = None, "", ""
+            joined = text
+        run.details = cut(joined, THREAD_LIMIT)
+
+    async def _flush_details(self, run: RunState, thread: str | None, *, force: bool = True) -> None:
+        """Show the details message as it now reads; while the run goes, edits wait a second
+        after the last (Slack's rate for chat.update), the run's last one goes out at once."""
+        if not self._folded() or run.details == run.details_shown:
+            return
+        if run.details_ts is None:
+            run.details_ts = await self._post(run.details, thread)
+            run.thread_posts.append(run.details_ts)
+        elif force or workflow.now().timestamp() - self.details_edit_at >= EDIT_INTERVAL_S:
+            await self._update(run.details_ts, run.details)
+        else:
+            return
+        run.details_shown = run.details
+        self.details_edit_at = workflow.now().timestamp()
 
     async def _upload(self, upload: FileUpload, details_thread: str | None) -> None:
         """What `attach` named goes up from this workflow's worker, the only one with the token."""
@@ -314,6 +426,7 @@ class SlackConversationWorkflow:
                     working_dir=self.inp.working_dir,
                 ),
                 start_to_close_timeout=timedelta(minutes=5),
+                heartbeat_timeout=_SLACK_HEARTBEAT,
                 retry_policy=_SLACK_RETRY,
             )
         except ActivityError as err:
@@ -321,13 +434,25 @@ class SlackConversationWorkflow:
                 self._post(f"_Error: could not share {upload.title}: {err.cause or err}_", details_thread)
             )
 
-    async def _thread_copy(self, run: RunState, text: str, thread: str | None) -> None:
-        for part in split_for_slack(text):
+    async def _thread_copy(self, run: RunState, copy: ThreadCopy, thread: str | None) -> None:
+        if self._folded() and copy.is_text:
+            # The main message shows the text; only what it had to cut goes in the thread.
+            if len(copy.text) <= SLACK_MAX:
+                return
+            await self._flush_details(run, thread)  # what came before it, first
+            for part in split_for_slack(copy.text):
+                run.thread_posts.append(await self._post(part, thread))
+            return
+        if self._folded():
+            await self._detail(run, copy.text, thread)
+            return
+        for part in split_for_slack(copy.text):
             run.thread_posts.append(await self._post(part, thread))
 
     async def _finish(self, run: RunState, progress: RunProgress, details_thread: str | None) -> None:
         if progress.error and not progress.aborted:
-            run.thread_posts.append(await self._post(f"_Error: {progress.error[:200]}_", details_thread))
+            await self._detail(run, f"_Error: {progress.error[:200]}_", details_thread)
+            await self._flush_details(run, details_thread)
             final = "_Sorry, something went wrong_"
         elif progress.aborted:
             final = cut("\n".join(run.lines) or "_Stopped_", MAIN_LIMIT)
@@ -339,7 +464,8 @@ class SlackConversationWorkflow:
         await self._show(run, final)
         if run.usage.cost_total > 0:
             summary = usage_summary(run.usage, run.context_tokens, progress.context_window)
-            run.thread_posts.append(await self._post(summary, details_thread))
+            await self._detail(run, summary, details_thread)
+            await self._flush_details(run, details_thread)
 
     async def _silence(self, run: RunState) -> None:
         """mom's `[SILENT]`: the run's thread posts (newest first) and its main message go away."""
@@ -349,6 +475,7 @@ class SlackConversationWorkflow:
                     SLACK_DELETE,
                     DeleteRequest(channel=self.inp.channel, ts=ts),
                     start_to_close_timeout=_SLACK_TIMEOUT,
+                    heartbeat_timeout=_SLACK_HEARTBEAT,
                     retry_policy=_SLACK_RETRY,
                 )
             )
@@ -428,6 +555,7 @@ class SlackConversationWorkflow:
             PostRequest(channel=self.inp.channel, text=text, thread_ts=thread_ts),
             result_type=str,
             start_to_close_timeout=_SLACK_TIMEOUT,
+            heartbeat_timeout=_SLACK_HEARTBEAT,
             retry_policy=_SLACK_RETRY,
         )
 
@@ -436,5 +564,6 @@ class SlackConversationWorkflow:
             SLACK_UPDATE,
             UpdateRequest(channel=self.inp.channel, ts=ts, text=text),
             start_to_close_timeout=_SLACK_TIMEOUT,
+            heartbeat_timeout=_SLACK_HEARTBEAT,
             retry_policy=_SLACK_RETRY,
         )

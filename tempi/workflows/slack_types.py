@@ -22,6 +22,7 @@ SLACK_DELETE = "slack.delete"
 SLACK_UPLOAD = "slack.upload"
 SLACK_STEER = "slack.steer"
 SLACK_DELIVER_EVENT = "slack.deliver_event"
+SLACK_CLOSE = "slack.close"
 
 ContextMode = Literal["thread", "channel"]
 
@@ -75,6 +76,9 @@ class SlackMessage(BaseModel):
 class ToolStarted(BaseModel):
     call_id: str
     label: str
+    # The call's arguments as its thread entry shows them, kept by the workflow so a gateway
+    # restarted mid-tool still shows them when the tool ends.
+    args: str = ""
 
 
 class FileUpload(BaseModel):
@@ -92,6 +96,8 @@ class ToolEnded(BaseModel):
     args: str = ""
     result: str = ""
     upload: FileUpload | None = None
+    # From the tool's start in the session to when its end was first seen (None: not known).
+    seconds: float | None = None
 
 
 class ThreadCopy(BaseModel):
@@ -100,6 +106,8 @@ class ThreadCopy(BaseModel):
 
     text: str
     after_tools: int = 0
+    # A copy of the assistant's text (not thinking or a notice): the main message shows it too.
+    is_text: bool = False
 
 
 class RunUsage(BaseModel):
@@ -138,6 +146,9 @@ class RunProgress(BaseModel):
     # The last answered call's context (input + output + cache), and the model's window, once done.
     context_tokens: int = 0
     context_window: int = 0
+    # The main message's lines in the order they happened: thinking, texts between tool
+    # calls, `_→ label_` per call, `_Error: ..._` per failed call.
+    lines: list[str] = Field(default_factory=list)
 
 
 class RunState(BaseModel):
@@ -158,6 +169,11 @@ class RunState(BaseModel):
     session_done: bool = False
     # People told this run is busy, so each hears it once.
     busy_noticed: list[str] = Field(default_factory=list)
+    # In thread mode the run's tool details, thinking and notices are one message in the
+    # thread, edited as they come (not a post each among the people's messages).
+    details_ts: str | None = None
+    details: str = ""
+    details_shown: str = ""
 
 
 class SlackConversationState(BaseModel):
@@ -177,6 +193,8 @@ class SlackConversationInput(BaseModel):
     context_mode: ContextMode = "thread"
     bot_name: str = "mom"
     state: SlackConversationState = Field(default_factory=SlackConversationState)
+    # Seconds of idleness after which the conversation closes (its session too); 0: never.
+    idle_close_s: float = 0
 
     def context_file(self) -> str:
         """pi's session file of this conversation, where mom keeps it."""
@@ -189,6 +207,10 @@ class SlackConversationInput(BaseModel):
 
     def settings_file(self) -> str:
         return f"{channel_folder(self.working_dir, self.channel)}/settings.json"
+
+    def state_file(self) -> str:
+        """Where a closed conversation leaves what its next run must know, beside its session."""
+        return self.context_file().removesuffix("context.jsonl") + "conversation.json"
 
     def reply_thread(self) -> str | None:
         return self.root_ts if self.context_mode == "thread" else None
@@ -218,6 +240,15 @@ class UploadRequest(BaseModel):
     title: str
     # Only files in here are uploaded, whatever a tool named.
     working_dir: str
+
+
+class CloseRequest(BaseModel):
+    """An idle conversation closing: its session stops, what it knew is kept for the next run."""
+
+    session_id: str | None = None
+    state_file: str
+    synced_ts: str = ""
+    seen: list[str] = Field(default_factory=list)
 
 
 class OpenSessionRequest(BaseModel):
@@ -283,6 +314,11 @@ class SlackEventFire(BaseModel):
     bot_name: str = "mom"
     # Makes the signalled message unique per firing; the event workflow fills it with its run id.
     fire_id: str = ""
+    # A one-shot's time (ISO, with its offset), as the watcher read it from the file.
+    due_at: str = ""
+    # How many seconds after its time the firing ran, filled by the event workflow (None: not
+    # known); a firing missed by more than the gateway's grace is not run late.
+    late_s: float | None = None
 
 
 class WaitRun(BaseModel):

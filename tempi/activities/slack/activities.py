@@ -7,11 +7,10 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
-from slack_sdk.web.async_slack_response import AsyncSlackResponse
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -19,7 +18,9 @@ from tempi.activities.sandbox import SandboxError
 from tempi.activities.sandbox.user_container import attach_user_container
 from tempi.activities.slack.channel_log import LoggedMessage, append_new, iso_date, log_path
 from tempi.activities.slack.channel_settings import apply_channel_settings
+from tempi.activities.slack.conversation_state import SavedConversation, save
 from tempi.activities.slack.directory import SlackDirectory
+from tempi.activities.slack.idempotent_post import find_posted, heartbeating, post_key, post_metadata
 from tempi.activities.slack.mom_prompt import build_mom_prompt, local_zone_name
 from tempi.activities.slack.prompt_input import lines_before_thread, load_images, unseen_log_lines
 from tempi.activities.slack.run_progress import summarize
@@ -32,6 +33,7 @@ from tempi.client.session import SessionClient
 from tempi.workflows.slack_attachments import attachments_seen_from
 from tempi.workflows.slack_types import (
     SLACK_ABORT,
+    SLACK_CLOSE,
     SLACK_DELETE,
     SLACK_LOG_BOT,
     SLACK_OPEN_SESSION,
@@ -42,6 +44,7 @@ from tempi.workflows.slack_types import (
     SLACK_UPLOAD,
     SLACK_WAIT_RUN,
     BotLogRequest,
+    CloseRequest,
     DeleteRequest,
     OpenSessionRequest,
     PostRequest,
@@ -53,6 +56,8 @@ from tempi.workflows.slack_types import (
     WaitRun,
 )
 
+T = TypeVar("T")
+
 POLL_S = 0.25
 # Events that arrive together (a tool's end and the next message) go in one summary.
 GATHER_S = 0.3
@@ -61,7 +66,7 @@ END_OF_LOG = 2**62
 _TRANSIENT = {"ratelimited", "internal_error", "fatal_error", "service_unavailable", "request_timeout"}
 
 
-async def _slack(call: Awaitable[AsyncSlackResponse]) -> AsyncSlackResponse:
+async def _slack(call: Awaitable[T]) -> T:
     try:
         return await call
     except SlackApiError as err:
@@ -89,6 +94,7 @@ class SlackActivities:
 
     def all(self) -> list[Callable[..., Any]]:
         return [
+            self.close,
             self.post,
             self.update,
             self.delete,
@@ -101,21 +107,53 @@ class SlackActivities:
             self.log_bot,
         ]
 
+    @activity.defn(name=SLACK_CLOSE)
+    async def close(self, req: CloseRequest) -> None:
+        """An idle conversation's session stops (its file stays: the next run continues it)."""
+        await asyncio.to_thread(
+            save, Path(req.state_file), SavedConversation(synced_ts=req.synced_ts, seen=req.seen)
+        )
+        if req.session_id is None:
+            return
+        session = self.service.get(req.session_id)
+        if not await session.is_running():
+            return
+        await session.shutdown()
+        # The next run resumes the file: the old workflow must be gone, not joined.
+        while await session.is_running():
+            activity.heartbeat()
+            await asyncio.sleep(POLL_S)
+
     @activity.defn(name=SLACK_POST)
     async def post(self, req: PostRequest) -> str:
-        answer = await _slack(
-            self.web.chat_postMessage(channel=req.channel, text=req.text, thread_ts=req.thread_ts)
+        info = activity.info()
+        key = post_key(info)
+        if info.attempt > 1:
+            # The attempt before may have posted with its answer lost: that message is this post.
+            found = await heartbeating(
+                _slack(
+                    find_posted(self.web, req.channel, req.thread_ts, key, info.scheduled_time.timestamp())
+                )
+            )
+            if found is not None:
+                return found
+        answer = await heartbeating(
+            _slack(
+                self.web.chat_postMessage(
+                    channel=req.channel, text=req.text, thread_ts=req.thread_ts, metadata=post_metadata(key)
+                )
+            )
         )
         return str(answer["ts"])
 
     @activity.defn(name=SLACK_UPDATE)
     async def update(self, req: UpdateRequest) -> None:
-        await _slack(self.web.chat_update(channel=req.channel, ts=req.ts, text=req.text))
+        await heartbeating(_slack(self.web.chat_update(channel=req.channel, ts=req.ts, text=req.text)))
 
     @activity.defn(name=SLACK_DELETE)
     async def delete(self, req: DeleteRequest) -> None:
         try:
-            await _slack(self.web.chat_delete(channel=req.channel, ts=req.ts))
+            await heartbeating(_slack(self.web.chat_delete(channel=req.channel, ts=req.ts)))
         except ApplicationError as err:
             if "message_not_found" not in str(err):
                 raise
@@ -135,13 +173,15 @@ class SlackActivities:
             content = path.read_bytes()
         except OSError as err:
             raise ApplicationError(f"Cannot read {req.path}: {err.strerror}", non_retryable=True) from err
-        await _slack(
-            self.web.files_upload_v2(
-                channel=req.channel,
-                thread_ts=req.thread_ts,
-                file=content,
-                filename=path.name,
-                title=req.title or path.name,
+        await heartbeating(
+            _slack(
+                self.web.files_upload_v2(
+                    channel=req.channel,
+                    thread_ts=req.thread_ts,
+                    file=content,
+                    filename=path.name,
+                    title=req.title or path.name,
+                )
             )
         )
 
@@ -219,9 +259,13 @@ class SlackActivities:
             activity.heartbeat()
             page = await session.read_events(req.offset)
             if page.events:
+                # When each event was first seen: a tool's end, to time the tool.
+                first_seen, seen = time.time(), len(page.events)
                 await asyncio.sleep(GATHER_S)
                 page = await session.read_events(req.offset)
-                progress = summarize(page.events, page.next_offset, self._labels)
+                now = time.time()
+                seen_at = [first_seen if i < seen else now for i in range(len(page.events))]
+                progress = summarize(page.events, page.next_offset, self._labels, seen_at)
                 if progress.done:
                     progress.context_window = (await session.state()).model.context_window
                 return progress

@@ -4,11 +4,14 @@ signal-with-start as a Slack message, from user `EVENT`."""
 from __future__ import annotations
 
 import datetime
+import logging
+import os
 from pathlib import Path
 
 from temporalio import activity
 from temporalio.client import Client
 
+from tempi.activities.slack.conversation_state import idle_close_seconds, with_saved_state
 from tempi.slack.event_files import MAX_EVENT_FILE_BYTES, digest_of, event_prompt
 from tempi.workflows.slack_types import (
     SLACK_DELIVER_EVENT,
@@ -18,6 +21,11 @@ from tempi.workflows.slack_types import (
     conversation_workflow_id,
     slack_task_queue,
 )
+
+log = logging.getLogger("tempi.slack.events")
+
+EVENT_GRACE_ENV = "TEMPI_SLACK_EVENT_GRACE"
+DEFAULT_EVENT_GRACE_S = 60
 
 
 def events_dir(working_dir: str) -> Path:
@@ -53,11 +61,15 @@ async def deliver_event(client: Client, fire: SlackEventFire) -> None:
         event=fire.file,
     )
     inp = SlackConversationInput(
-        working_dir=fire.working_dir, channel=fire.channel, context_mode="channel", bot_name=fire.bot_name
+        working_dir=fire.working_dir,
+        channel=fire.channel,
+        context_mode="channel",
+        bot_name=fire.bot_name,
+        idle_close_s=idle_close_seconds(),
     )
     await client.start_workflow(
         "SlackConversationWorkflow",
-        inp,
+        with_saved_state(inp),
         id=conversation_workflow_id(fire.working_dir, fire.channel, None),
         task_queue=slack_task_queue(fire.working_dir),
         start_signal="message",
@@ -65,9 +77,32 @@ async def deliver_event(client: Client, fire: SlackEventFire) -> None:
     )
 
 
+def event_grace_s() -> float:
+    """How late a wake-up may still run (a gateway restarting takes seconds); more, and it is
+    skipped as mom skips what it missed."""
+    raw = os.environ.get(EVENT_GRACE_ENV, "").strip()
+    try:
+        return float(raw) if raw else DEFAULT_EVENT_GRACE_S
+    except ValueError:
+        log.warning("%s=%r is not a number of seconds; using %d", EVENT_GRACE_ENV, raw, DEFAULT_EVENT_GRACE_S)
+        return DEFAULT_EVENT_GRACE_S
+
+
 @activity.defn(name=SLACK_DELIVER_EVENT)
 async def deliver(fire: SlackEventFire) -> bool:
     if not file_digest_matches(fire):
+        return False
+    grace = event_grace_s()
+    if fire.late_s is not None and fire.late_s > grace:
+        # Missed while no gateway ran: mom neither catches up a periodic event nor runs a
+        # past one-shot (whose file goes, as mom deletes it).
+        what = "deleted" if fire.kind == "one-shot" else "its next time stands"
+        log.warning(
+            "events/%s: not run, %.0fs late (no gateway was running; more than %s=%.0f); %s",
+            fire.file, fire.late_s, EVENT_GRACE_ENV, grace, what,
+        )  # fmt: skip
+        if fire.kind == "one-shot":
+            (events_dir(fire.working_dir) / fire.file).unlink(missing_ok=True)
         return False
     await deliver_event(activity.client(), fire)
     if fire.kind == "one-shot":

@@ -18,6 +18,8 @@ from tempi.workflows.slack_types import (
 LABEL_MAX = 80
 DETAIL_MAX = 1_500
 TEXT_MAX = 35_000
+# mom's `_Error: ..._` line for a failed tool call shows this much of its result.
+ERROR_MAX = 200
 # An answer reaches Slack whole, split over messages; this only keeps one result well inside
 # Temporal's payload limit.
 ANSWER_MAX = 400_000
@@ -52,11 +54,17 @@ def _text_of(content: Any) -> str:
 
 
 def summarize(
-    events: list[dict[str, Any]], next_offset: int, labels: dict[str, tuple[str, str, str]]
+    events: list[dict[str, Any]],
+    next_offset: int,
+    labels: dict[str, tuple[str, str, str]],
+    seen_at: list[float] | None = None,
 ) -> RunProgress:
-    """`labels` maps call ids to (tool, label) across calls, as ends may come in a later page."""
+    """`labels` maps call ids to (tool, label) across calls, as ends may come in a later page;
+    `seen_at` says when each event was first seen (a Unix time): a tool's end, to time it."""
     progress = RunProgress(next_offset=next_offset)
-    for event in events:
+    started_ms: dict[str, int] = {}
+    ended_at: dict[str, float] = {}
+    for index, event in enumerate(events):
         kind = event.get("type")
         if kind == "tool_execution_start":
             name = str(event.get("toolName", "tool"))
@@ -64,10 +72,14 @@ def summarize(
             call_id = str(event.get("toolCallId", ""))
             label = tool_label(name, args)
             labels[call_id] = (name, label, tool_args(args))
-            progress.started.append(ToolStarted(call_id=call_id, label=label))
+            progress.started.append(ToolStarted(call_id=call_id, label=label, args=labels[call_id][2]))
+            progress.lines.append(f"_→ {label}_")
         elif kind == "tool_execution_end":
             call_id = str(event.get("toolCallId", ""))
             name, label, args_text = labels.get(call_id, (str(event.get("toolName", "tool")), "", ""))
+            result = _text_of(event.get("result"))
+            if seen_at is not None and index < len(seen_at):
+                ended_at[call_id] = seen_at[index]
             progress.ended.append(
                 ToolEnded(
                     call_id=call_id,
@@ -75,12 +87,18 @@ def summarize(
                     label=label,
                     is_error=bool(event.get("isError")),
                     args=args_text,
-                    result=_clip(_text_of(event.get("result")), DETAIL_MAX),
+                    result=_clip(result, DETAIL_MAX),
                     upload=None if event.get("isError") else _upload(name, event.get("result")),
                 )
             )
+            if event.get("isError"):
+                # mom echoes a failed call in the main message.
+                progress.lines.append(f"_Error: {_one_line(result)[:ERROR_MAX]}_")
         elif kind == "message_end":
             message = event.get("message") or {}
+            if message.get("role") == "toolResult" and isinstance(message.get("timestamp"), int):
+                # A tool's result is stamped with the session's time when the tool began.
+                started_ms[str(message.get("toolCallId", ""))] = message["timestamp"]
             if message.get("role") != "assistant":
                 continue
             _assistant_end(progress, message)
@@ -103,7 +121,15 @@ def summarize(
             _notice(progress, "_Compacting context..._")
         elif kind == "compaction_end":
             _compaction_end(progress, event)
+    for ended in progress.ended:
+        began, end = started_ms.get(ended.call_id), ended_at.get(ended.call_id)
+        if began is not None and end is not None:
+            ended.seconds = max(end - began / 1000, 0.0)
     return progress
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 def _notice(progress: RunProgress, text: str) -> None:
@@ -169,15 +195,17 @@ def _assistant_end(progress: RunProgress, message: dict[str, Any]) -> None:
     for thinking in _parts(content, "thinking"):
         if thinking.strip():
             progress.thinking.append(_clip(thinking, TEXT_MAX))
+            progress.lines.append(f"_{progress.thinking[-1]}_")
             progress.copies.append(ThreadCopy(text=f"_{thinking}_", after_tools=tools_so_far))
     text = "\n".join(_parts(content, "text"))
     if not text.strip():
         return
     text = _clip(text, ANSWER_MAX)
     progress.final_text = text
-    progress.copies.append(ThreadCopy(text=text, after_tools=tools_so_far))
+    progress.copies.append(ThreadCopy(text=text, after_tools=tools_so_far, is_text=True))
     if any(isinstance(p, dict) and p.get("type") == "toolCall" for p in content or []):
         progress.texts.append(_clip(text, TEXT_MAX))
+        progress.lines.append(progress.texts[-1])
 
 
 def _upload(tool: str, result: Any) -> FileUpload | None:

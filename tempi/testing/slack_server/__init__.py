@@ -5,6 +5,7 @@ talk to it as to Slack, and lets a test act as the workspace's people (control.p
 """
 
 from tempi.testing.slack_server.control import DEFAULT_APP_TOKEN, DEFAULT_BOT_TOKEN, Attachment, SlackControl
+from tempi.testing.slack_server.holds import Hold
 from tempi.testing.slack_server.records import ApiCall, BotAction, BotMessage
 from tempi.testing.slack_server.server import ScriptedSlackServer
 from tempi.testing.slack_server.socket_mode import Delivery
@@ -17,6 +18,7 @@ __all__ = [
     "BotAction",
     "BotMessage",
     "Delivery",
+    "Hold",
     "ScriptedSlackServer",
     "SlackControl",
 ]

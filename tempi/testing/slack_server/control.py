@@ -10,6 +10,7 @@ import uuid
 
 from tempi.testing.slack_server.events import event_callback, user_message_events
 from tempi.testing.slack_server.files import FileService
+from tempi.testing.slack_server.holds import Hold, Holds, Match
 from tempi.testing.slack_server.methods import MAX_TEXT, SlackMethods
 from tempi.testing.slack_server.outages import Outages
 from tempi.testing.slack_server.rate_limits import RateLimits
@@ -48,6 +49,7 @@ class SlackControl:
         self.hub = SocketModeHub(self.workspace.app_id, ack_timeout=ack_timeout)
         self.rate_limits = RateLimits()
         self.outages = Outages()
+        self.holds = Holds()
         self._methods = SlackMethods(self.workspace, self.hub, echo_bot_events=echo_bot_events)
         self._methods.socket_url = self._socket_url
         self._files = FileService(self._methods, lambda: self.bot_token)
@@ -55,7 +57,7 @@ class SlackControl:
         table = self._methods.table()
         table["files.getUploadURLExternal"] = self._files.get_upload_url
         table["files.completeUploadExternal"] = self._files.complete_upload
-        self._web = WebApi(table, bot_token, app_token, self.rate_limits, self.outages)
+        self._web = WebApi(table, bot_token, app_token, self.rate_limits, self.outages, self.holds)
 
     @property
     def base_url(self) -> str:
@@ -136,6 +138,11 @@ class SlackControl:
     def fail(self, method: str, times: int = 1, status: int = 503) -> None:
         """The next `times` calls of `method` get HTTP `status` (5xx), as during a Slack incident."""
         self.outages.fail(method, times, status)
+
+    def hold(self, method: str, match: Match | None = None, *, applied: bool = True) -> Hold:
+        """The next call of `method` (that `match` accepts) stays in flight until `release()`:
+        done in Slack but unanswered (`applied`), or lost before Slack saw it."""
+        return self.holds.add(method, match or (lambda args: True), applied)
 
     def revoke(self, token: str) -> None:
         """From now on the token gets `token_revoked`, as after an uninstall or a rotation."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -147,8 +148,9 @@ class SlackMethods:
         newest_first = list(reversed(top_level))
         limit = int_arg(args, "limit", default=100, maximum=999)
         chunk, metadata = page(newest_first, lambda m: m.ts, "next_ts", args.get("cursor"), limit)
+        with_metadata = bool_arg(args, "include_all_metadata")
         return {
-            "messages": [ws.message_to_slack(m) for m in chunk],
+            "messages": [ws.message_to_slack(m, with_metadata=with_metadata) for m in chunk],
             "has_more": bool(metadata["next_cursor"]),
             "pin_count": 0,
             "channel_actions_ts": None,
@@ -170,8 +172,9 @@ class SlackMethods:
         ]
         limit = int_arg(args, "limit", default=1000, maximum=1000)
         chunk, metadata = page(thread, lambda m: m.ts, "next_ts", args.get("cursor"), limit)
+        with_metadata = bool_arg(args, "include_all_metadata")
         return {
-            "messages": [ws.message_to_slack(m) for m in chunk],
+            "messages": [ws.message_to_slack(m, with_metadata=with_metadata) for m in chunk],
             "has_more": bool(metadata["next_cursor"]),
             "response_metadata": metadata,
         }
@@ -195,6 +198,7 @@ class SlackMethods:
                 text=text,
                 thread_ts=thread_ts,
                 bot_id=ws.bot.bot_id,
+                metadata=_metadata(args),
             )
         )
         self.record("post", message, text)
@@ -231,7 +235,7 @@ class SlackMethods:
 
     def _bot_view(self, message: Message) -> dict[str, Any]:
         ws = self.workspace
-        body = ws.message_to_slack(message)
+        body = ws.message_to_slack(message, with_metadata=True)
         body["bot_profile"] = {
             "id": ws.bot.bot_id,
             "app_id": ws.app_id,
@@ -251,6 +255,26 @@ def _text(args: dict[str, Any]) -> str:
             return ""
         raise SlackError("no_text")
     return str(text)[:MAX_TEXT]
+
+
+def _metadata(args: dict[str, Any]) -> dict[str, Any] | None:
+    """A message's `metadata`: an object (JSON bodies) or its JSON text (forms), with a string
+    `event_type` and an object `event_payload`, as Slack checks it."""
+    raw = args.get("metadata")
+    if raw is None or raw == "":
+        return None
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            raise SlackError("invalid_metadata_format") from None
+    if (
+        not isinstance(raw, dict)
+        or not isinstance(raw.get("event_type"), str)
+        or not isinstance(raw.get("event_payload"), dict)
+    ):
+        raise SlackError("invalid_metadata_schema")
+    return {"event_type": raw["event_type"], "event_payload": raw["event_payload"]}
 
 
 def _ts_range(args: dict[str, Any]) -> Callable[[str], bool]:

@@ -67,6 +67,7 @@ class ScriptedSlackServer(SlackControl):
 
     async def stop(self) -> None:
         runner, self._runner = self._runner, None
+        self.holds.release_all()
         await self.hub.close()
         if runner is not None:
             await runner.cleanup()

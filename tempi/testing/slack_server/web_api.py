@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from aiohttp import web
 
+from tempi.testing.slack_server.holds import Holds
 from tempi.testing.slack_server.outages import Outages
 from tempi.testing.slack_server.paging import SlackError
 from tempi.testing.slack_server.rate_limits import RateLimits
@@ -32,12 +33,14 @@ class WebApi:
         app_token: str,
         rate_limits: RateLimits,
         outages: Outages | None = None,
+        holds: Holds | None = None,
     ) -> None:
         self.methods = methods
         self.bot_token = bot_token
         self.app_token = app_token
         self.rate_limits = rate_limits
         self.outages = outages or Outages()
+        self.holds = holds or Holds()
         # Tokens revoked by the workspace (an app uninstalled, a token rotated).
         self.revoked: set[str] = set()
         self.calls: list[ApiCall] = []
@@ -66,7 +69,16 @@ class WebApi:
                     status=429,
                     headers={"Retry-After": str(retry_after)},
                 )
+            hold = self.holds.take(name, args)
+            if hold is not None and not hold.applied:
+                # Lost on the way: Slack never sees it, the caller never hears back.
+                await hold.released.wait()
+                self._record(name, args, 503, "lost_in_flight")
+                return web.json_response({"ok": False, "error": "lost_in_flight"}, status=503)
             body = await method(args)
+            if hold is not None:
+                # Done in Slack, but the answer stays in flight until the test lets it go.
+                await hold.released.wait()
         except SlackError as err:
             self._record(name, args, err.status, err.code)
             return web.json_response({"ok": False, "error": err.code, **err.extra}, status=err.status)

@@ -160,6 +160,8 @@ class Message:
     deleted: bool = False
     reply_ts: list[str] = field(default_factory=list)
     client_msg_id: str | None = None
+    # chat.postMessage's `metadata` ({"event_type", "event_payload"}), as an app attaches it.
+    metadata: dict[str, Any] | None = None
 
     @property
     def is_reply(self) -> bool:
@@ -275,7 +277,9 @@ class Workspace:
         found = [m for m in self.messages.get(channel, {}).values() if not m.deleted]
         return sorted(found, key=lambda m: m.ts)
 
-    def message_to_slack(self, message: Message, *, with_channel: bool = False) -> dict[str, Any]:
+    def message_to_slack(
+        self, message: Message, *, with_channel: bool = False, with_metadata: bool = False
+    ) -> dict[str, Any]:
         body: dict[str, Any] = {
             "type": "message",
             "ts": message.ts,
@@ -313,4 +317,6 @@ class Workspace:
             body["latest_reply"] = max(replies)
         if message.client_msg_id is None:
             body.pop("client_msg_id", None)
+        if with_metadata and message.metadata is not None:
+            body["metadata"] = message.metadata
         return body
