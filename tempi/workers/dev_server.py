@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -94,7 +95,7 @@ def start_dev_server(
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
-        preexec_fn=_die_with_parent if die_with_parent else None,
+        preexec_fn=_dies_with_this_process() if die_with_parent else None,
     )
     deadline = time.monotonic() + 60
     while not port_open(port):
@@ -158,6 +159,12 @@ def _die_with_parent() -> None:
     from tempi.workers.netns_bridge import die_with_parent
 
     die_with_parent()
+
+
+def _dies_with_this_process() -> Callable[[], None]:
+    from tempi.workers.netns_bridge import die_with
+
+    return die_with(os.getpid())
 
 
 def launch_isolated_dev_server(

@@ -28,6 +28,7 @@ import struct
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from tempi.workers.dev_server import dev_server_args
@@ -45,6 +46,19 @@ def die_with_parent() -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+
+
+def die_with(parent_pid: int) -> Callable[[], None]:
+    """A preexec_fn for a child that must die with `parent_pid` (the caller): the request only
+    covers a death after it is made, so a parent already gone by then ends the child too
+    (else a server started as its parent was killed outlived it)."""
+
+    def arrange() -> None:
+        die_with_parent()
+        if os.getppid() != parent_pid:
+            os._exit(1)
+
+    return arrange
 
 
 def loopback_up() -> None:
@@ -183,7 +197,7 @@ def main() -> None:
         # The server holds the lock too, so a second server cannot start on this database
         # until this one is gone; and it dies with this bridge.
         pass_fds=(lock_fd,),
-        preexec_fn=die_with_parent,
+        preexec_fn=die_with(os.getpid()),
     )
     try:
         deadline = time.monotonic() + 60
