@@ -17,6 +17,7 @@ from tempi.config.oauth_login.common import (
     Prompt,
     browser_or_paste,
     fetch_json,
+    issued_tokens,
     parse_authorization_input,
     pkce,
 )
@@ -119,13 +120,7 @@ async def exchange_code(code: str, state: str, verifier: str, redirect_uri: str)
             "code_verifier": verifier,
         },
     )
-    access, refresh, expires_in = data.get("access_token"), data.get("refresh_token"), data.get("expires_in")
-    if (
-        not isinstance(access, str)
-        or not isinstance(refresh, str)
-        or not isinstance(expires_in, (int, float))
-    ):
-        raise LoginFailed(f"{url} answered without access_token, refresh_token or expires_in")
+    access, refresh, expires_in = issued_tokens(data, url)
     return {
         "refresh": refresh,
         "access": access,

@@ -102,6 +102,18 @@ async def fetch_json(method: str, url: str, what: str, **kwargs: Any) -> dict[st
     return data
 
 
+def issued_tokens(data: dict[str, Any], url: str) -> tuple[str, str, float]:
+    """The access token, refresh token and lifetime (s) a token endpoint answered with."""
+    access, refresh, expires_in = data.get("access_token"), data.get("refresh_token"), data.get("expires_in")
+    if (
+        not isinstance(access, str)
+        or not isinstance(refresh, str)
+        or not isinstance(expires_in, (int, float))
+    ):
+        raise LoginFailed(f"{url} answered without access_token, refresh_token or expires_in")
+    return access, refresh, expires_in
+
+
 async def browser_or_paste(
     redirected: Awaitable[dict[str, str] | None] | None,
     pasted: Callable[[], Awaitable[str]] | None,
