@@ -26,11 +26,11 @@ from urllib.parse import urlsplit
 
 from tempi.config.auth_json import Entries, auth_json_path, read_auth, update_auth
 from tempi.config.errors import ConfigError
+from tempi.config.token_endpoint import TIMEOUT_S, TokenEndpointError, json_object, unreachable
 
 if TYPE_CHECKING:
     import httpx
 
-TIMEOUT_S = 30.0
 FIVE_MINUTES_MS = 5 * 60 * 1000
 
 # pi's public OAuth client ids (pi keeps the Anthropic and Copilot ones base64-encoded too).
@@ -82,19 +82,11 @@ def _answer(url: str, send: Callable[[httpx.Client], httpx.Response]) -> dict[st
 
     try:
         with httpx.Client(timeout=TIMEOUT_S) as client:
-            response = send(client)
+            return json_object(send(client), url)
     except httpx.HTTPError as exc:
-        raise RefreshFailed(f"{url} could not be reached ({type(exc).__name__})") from None
-    if response.status_code >= 400:
-        # Never the body: an error answer may echo the refresh token.
-        raise RefreshFailed(f"{url} answered HTTP {response.status_code}")
-    try:
-        data = response.json()
-    except ValueError:
-        raise RefreshFailed(f"{url} answered with something other than JSON") from None
-    if not isinstance(data, dict):
-        raise RefreshFailed(f"{url} answered with something other than a JSON object")
-    return data
+        raise RefreshFailed(str(unreachable(url, exc))) from None
+    except TokenEndpointError as err:
+        raise RefreshFailed(str(err)) from None
 
 
 def _refresh_anthropic(credential: Entries) -> Entries:

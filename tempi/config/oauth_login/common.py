@@ -15,8 +15,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from tempi.config.auth_json import Entries
-
-TIMEOUT_S = 30.0
+from tempi.config.token_endpoint import TIMEOUT_S, TokenEndpointError, json_object, unreachable
 
 
 class LoginFailed(Exception):
@@ -89,17 +88,11 @@ async def fetch_json(method: str, url: str, what: str, **kwargs: Any) -> dict[st
     try:
         async with httpx.AsyncClient(timeout=TIMEOUT_S) as client:
             response = await client.request(method, url, **kwargs)
+        return json_object(response, url)
     except httpx.HTTPError as exc:
-        raise LoginFailed(f"{what}: {url} could not be reached ({type(exc).__name__})") from None
-    if response.status_code >= 400:
-        raise LoginFailed(f"{what}: {url} answered HTTP {response.status_code}")
-    try:
-        data = response.json()
-    except ValueError:
-        raise LoginFailed(f"{what}: {url} answered with something other than JSON") from None
-    if not isinstance(data, dict):
-        raise LoginFailed(f"{what}: {url} answered with something other than a JSON object")
-    return data
+        raise LoginFailed(f"{what}: {unreachable(url, exc)}") from None
+    except TokenEndpointError as err:
+        raise LoginFailed(f"{what}: {err}") from None
 
 
 def issued_tokens(data: dict[str, Any], url: str) -> tuple[str, str, float]:

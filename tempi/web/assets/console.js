@@ -19,6 +19,21 @@
     if (text !== undefined && text !== null) node.textContent = text;
     return node;
   }
+  // A control, sent as the page's own request; its refusal is shown in `problem`.
+  function postJSON(url, body, problem) {
+    problem.textContent = "";
+    return fetch(url, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(body || {}),
+    }).then(function (r) {
+      return r.json().then(function (answer) {
+        if (!r.ok) throw new Error(answer.error || r.statusText);
+        return answer;
+      });
+    }).catch(function (err) { problem.textContent = err.message; throw err; });
+  }
   function info() {
     return fetch("/api/info", { credentials: "same-origin" }).then(function (r) { return r.json(); })
       .then(function (i) {
@@ -179,18 +194,7 @@
       source.onerror = function () { statusEl.textContent = "reconnecting…"; };
     }
     function post(path, body) {
-      problem.textContent = "";
-      return fetch(base + path, {
-        method: "POST",
-        credentials: "same-origin",
-        headers: { "Content-Type": "application/json" },
-        body: JSON.stringify(body || {}),
-      }).then(function (r) {
-        return r.json().then(function (answer) {
-          if (!r.ok) throw new Error(answer.error || r.statusText);
-          return answer;
-        });
-      }).catch(function (err) { problem.textContent = err.message; throw err; });
+      return postJSON(base + path, body, problem);
     }
     function send(how) {
       var message = text.value;
@@ -267,20 +271,6 @@
   }
 
   // --- one pipeline ------------------------------------------------------------------------
-  function postJSON(url, body, problem) {
-    problem.textContent = "";
-    return fetch(url, {
-      method: "POST",
-      credentials: "same-origin",
-      headers: { "Content-Type": "application/json" },
-      body: JSON.stringify(body || {}),
-    }).then(function (r) {
-      return r.json().then(function (answer) {
-        if (!r.ok) throw new Error(answer.error || r.statusText);
-        return answer;
-      });
-    }).catch(function (err) { problem.textContent = err.message; throw err; });
-  }
   function pipeline() {
     var id = decodeURIComponent(location.pathname.replace(/^\/p\//, ""));
     var base = "/api/pipelines/" + encodeURIComponent(id);
