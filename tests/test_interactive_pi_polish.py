@@ -71,7 +71,8 @@ def test_the_header_lists_what_was_loaded_and_the_footer_the_branch(
 
     # A refused `/word` is not lost: it stays in the editor to be corrected.
     _run(t, "/revew app.py")
-    screen = t.wait_for("Unknown command /revew")
+    # The editor is redrawn with the kept text just after the message is printed.
+    screen = t.wait_for("❯ /revew app.py", after="Unknown command /revew")
     assert screen.rstrip().count("❯ /revew app.py") == 1
     assert screen.rindex("❯ /revew app.py") > screen.index("Unknown command /revew")
     assert scripted_server.requests_for("polish-header") == []
