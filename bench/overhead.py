@@ -10,7 +10,7 @@ Where a turn's time goes, from the timed worker's activity log:
                session file, entries fsynced, live deltas written).
 
 Beside it, Temporal alone: a workflow awaiting a no-op activity on the same server
-(bench/temporal_floor.py). A read turn pays one such round trip and a bash turn two, so what
+(bench/temporal_floor.py). A read turn and a bash turn pay one such round trip each, so what
 a turn's overhead has above them is tempi's own; the worker's and the server's CPU per turn
 (the whole run over its turns, the watching client's queries included) say who pays it.
 """
@@ -53,9 +53,12 @@ from bench.sessions import (
 
 TURNS = 50
 KINDS: tuple[TurnKind, ...] = ("tool", "bash")
-# Server round trips a turn pays: the model call's activity, plus bash's own activity (read
-# runs as a local activity inside the workflow task).
-ROUND_TRIPS: dict[TurnKind, int] = {"tool": 1, "bash": 2}
+# Server round trips a turn pays: the model call's activity only. read runs as a local
+# activity inside the workflow task, and so does a bash command that ends within a moment
+# (a longer one is awaited by an activity: a second round trip).
+ROUND_TRIPS: dict[TurnKind, int] = {"tool": 1, "bash": 1}
+# The activities a tool call's time is spent in.
+TOOL_ACTIVITIES = frozenset({"run_tool", "run_tool_briefly", "await_tool"})
 DEFAULT_PI = "/opt/pi-0.73.1/node_modules/.bin/pi"  # where .ci/run installs it
 
 
@@ -81,7 +84,7 @@ def turn_breakdown(records: list[dict[str, Any]]) -> list[dict[str, float]]:
     """Per tool turn: wall, LLM activity and tool activity seconds (the final answer turn
     has no next LLM call to end it and is left out)."""
     llm = sorted((r for r in records if r["type"] == "call_llm"), key=lambda r: r["start"])
-    tools = [r for r in records if r["type"] == "run_tool"]
+    tools = [r for r in records if r["type"] in TOOL_ACTIVITIES]
     turns = []
     for this, nxt in itertools.pairwise(llm):
         tool_s = sum(t["end"] - t["start"] for t in tools if this["start"] <= t["start"] < nxt["start"])

@@ -15,16 +15,18 @@ import json
 import signal
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import IO, Any
 
 from temporalio import activity
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
+from tempi.activities.tool_handoff import ToolHandoff, own_queue
 from tempi.config.paths import default_sessions_root
 from tempi.workers.provider_preload import preload_default_provider
 from tempi.workers.temporal_client import configured_address, connect
-from tempi.workers.worker import build_worker
+from tempi.workers.worker import build_handoff_worker, build_worker, session_activities
 
 
 class ActivityTimings(Interceptor):
@@ -60,17 +62,21 @@ async def _serve(task_queue: str, timings: Path) -> None:
         raise SystemExit("set TEMPORAL_ADDRESS")
     client = await connect(address)
     with open(timings, "a") as out:
+        timed = ActivityTimings(out)
+        handoff = ToolHandoff(session_activities(default_sessions_root(), None), own_queue(task_queue))
         worker = build_worker(
             client,
             task_queue=task_queue,
             sessions_root=default_sessions_root(),
-            activity_hook=ActivityTimings(out),
+            activity_hook=timed,
+            handoff=handoff,
         )
+        handoff_worker = build_handoff_worker(client, handoff, timed, timedelta(0))
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGTERM, stop.set)
         loop.add_signal_handler(signal.SIGINT, stop.set)
-        async with worker:
+        async with worker, handoff_worker:
             # `tempi worker` loads the default model's SDK in the background once it polls; the
             # benchmarks time a worker that has done so, not its one-time import.
             await preload_default_provider()

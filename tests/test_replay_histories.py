@@ -27,6 +27,7 @@ REPLAYER = Replayer(
 EXPECTED = {
     "abort_streaming": 1,
     "abort_tool": 1,
+    "brief_tools": 1,
     "dequeue_abort": 1,
     "docker_sandbox": 2,
     "handoff_late_local_tool_result": 3,

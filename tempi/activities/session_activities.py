@@ -14,6 +14,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 from weakref import WeakKeyDictionary
@@ -49,7 +50,7 @@ from tempi.agent.model_spec import ModelSpec, ThinkingLevel
 from tempi.agent.partial_message import compact_delta
 from tempi.agent.session_entries import MessageEntry
 from tempi.agent.session_tree import SessionTree
-from tempi.agent.tool_specs import labelled, tool_specs
+from tempi.agent.tool_specs import ToolOutcome, labelled, tool_specs
 from tempi.config.errors import ConfigError
 from tempi.config.settings import Settings, settings_at_call
 from tempi.extensions.compaction_hook import BeforeCompactHooks
@@ -143,10 +144,10 @@ def _sandbox_lost(
         text = f"Cannot run the tool: {err}"
     else:
         text = f"The sandbox is gone ({err}); a fresh one starts with the next tool call. Files changed in it may be lost."
-    return ToolCallResult(message=_error_result(call, timestamp_ms, text), sandbox_lost=True)
+    return ToolCallResult(message=error_result(call, timestamp_ms, text), sandbox_lost=True)
 
 
-def _error_result(call: ToolCall, timestamp_ms: int, text: str) -> ToolResultMessage:
+def error_result(call: ToolCall, timestamp_ms: int, text: str) -> ToolResultMessage:
     return ToolResultMessage(
         tool_call_id=call.id,
         tool_name=call.name,
@@ -296,6 +297,41 @@ class Heartbeater:
             activity.heartbeat()
 
 
+@dataclass
+class RunningTool:
+    """A tool call running on this worker: the task running it and how to stop it."""
+
+    inp: ToolCallInput
+    task: asyncio.Task[tuple[ToolOutcome, ExtensionEffects]]
+    abort: asyncio.Event
+    live: LiveWriter
+
+    async def kill(self) -> None:
+        self.abort.set()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.task, ABORT_GRACE_S)
+        self.live.close()
+
+    async def stop(self) -> ToolCallResult:
+        """Kill the call (an abort, or this worker stopping) and park what that says."""
+        await self.kill()
+        text = WORKER_STOPPED_TOOL_TEXT if activity.is_worker_shutdown() else "Aborted by the user."
+        return park_result(self.inp, error_result(self.inp.tool_call, self.inp.timestamp_ms, text), None)
+
+    def conclude(self, outcome: ToolOutcome, effects: ExtensionEffects | None) -> ToolCallResult:
+        self.live.close()
+        call = self.inp.tool_call
+        message = ToolResultMessage(
+            tool_call_id=call.id,
+            tool_name=call.name,
+            content=outcome.content,
+            details=outcome.details,
+            is_error=outcome.is_error,
+            timestamp=self.inp.timestamp_ms,
+        )
+        return park_result(self.inp, message, effects)
+
+
 class SessionActivities:
     def __init__(self, store: SessionStore, credentials: CredentialResolver) -> None:
         self.store = store
@@ -409,12 +445,20 @@ class SessionActivities:
             return await traced_tool_call(inp.tool_call.name, self._run_tool(inp))
 
     async def _run_tool(self, inp: ToolCallInput) -> ToolCallResult:
+        started = await self.start_tool(inp)
+        if isinstance(started, ToolCallResult):
+            return started
+        return await self.finish_tool(started)
+
+    async def start_tool(self, inp: ToolCallInput) -> ToolCallResult | RunningTool:
+        """The call's result when it needs no run (parked by an earlier attempt, refused by
+        the sandbox policy, its sandbox gone), else the call started on this worker."""
         parked = find_parked(inp.file, inp.entry_id)
         if parked is not None:
             return ToolCallResult(message=for_history(ToolResultMessage.model_validate(parked["message"])))
         call = inp.tool_call
         if (refused := refusal(inp.file.sandbox)) is not None:
-            return ToolCallResult(message=_error_result(call, inp.timestamp_ms, refused))
+            return ToolCallResult(message=error_result(call, inp.timestamp_ms, refused))
         try:
             backend, cwd = await make_backend(inp.file)
         except SandboxUnavailableError as err:
@@ -442,41 +486,20 @@ class SessionActivities:
                 inp.extensions, context_for(inp.file), call, lambda args: execute_tool(call.name, args, ctx)
             )
         )
+        return RunningTool(inp, task, abort, live)
+
+    async def finish_tool(self, running: RunningTool) -> ToolCallResult:
+        """Wait for a started call under heartbeats (an abort arrives in their answer) and
+        park its result."""
         try:
             async with Heartbeater():
-                outcome, effects = await asyncio.shield(task)
+                outcome, effects = await asyncio.shield(running.task)
         except asyncio.CancelledError:
-            abort.set()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(task, ABORT_GRACE_S)
-            outcome, effects = None, None
-        finally:
-            live.close()
-        if outcome is None:
-            message = ToolResultMessage(
-                tool_call_id=call.id,
-                tool_name=call.name,
-                content=[
-                    TextContent(
-                        text=WORKER_STOPPED_TOOL_TEXT
-                        if activity.is_worker_shutdown()
-                        else "Aborted by the user."
-                    )
-                ],
-                details={},
-                is_error=True,
-                timestamp=inp.timestamp_ms,
-            )
-        else:
-            message = ToolResultMessage(
-                tool_call_id=call.id,
-                tool_name=call.name,
-                content=outcome.content,
-                details=outcome.details,
-                is_error=outcome.is_error,
-                timestamp=inp.timestamp_ms,
-            )
-        return park_result(inp, message, effects)
+            return await running.stop()
+        except BaseException:
+            running.live.close()
+            raise
+        return running.conclude(outcome, effects)
 
     @activity.defn(name=names.RUN_USER_BASH)
     async def run_user_bash(self, inp: UserBashInput) -> BashResult:

@@ -68,3 +68,9 @@ def live_path(session_path: str | Path, session_id: str, key: str) -> Path:
     """The live file of an LLM call (keyed by its entry id) or a tool call (by the model's
     call id); writers, the flush that removes it and watchers all find it here."""
     return sidecar_dir(session_path, session_id) / "live" / f"{safe_key(key)}.jsonl"
+
+
+def started_path(session_path: str | Path, session_id: str, entry_id: str) -> Path:
+    """The mark a command leaves as it starts inside a workflow task (keyed by its result's
+    entry id): a run of the same task after a lost worker finds it and does not run it again."""
+    return sidecar_dir(session_path, session_id) / "started" / safe_key(entry_id)

@@ -21,6 +21,7 @@ from tempi.activities.mcp.activities import McpActivities
 from tempi.activities.pipeline import PIPELINE_ACTIVITIES
 from tempi.activities.sandbox_activities import SandboxActivities
 from tempi.activities.session_activities import CredentialResolver, SessionActivities
+from tempi.activities.tool_handoff import ToolHandoff, own_queue
 from tempi.store.session_store import SessionStore
 from tempi.workers.model_guard import owner_credentials
 from tempi.workers.orphans import sweep_orphan_sandboxes
@@ -121,10 +122,15 @@ def build_worker(
     deployment: str | None = None,
     grace: timedelta = timedelta(0),
     creates_sandboxes: bool = False,
+    handoff: ToolHandoff | None = None,
 ) -> Worker:
     """The main queue's worker. `creates_sandboxes` (a Docker engine answers here) also takes
-    the sandbox creations of sessions that began before they had a queue of their own."""
-    activities = SessionActivities(SessionStore(sessions_root), credentials or owner_credentials())
+    the sandbox creations of sessions that began before they had a queue of their own.
+    Without `handoff` (and its worker, `build_handoff_worker`), a bash, grep or find call runs
+    to its end inside the workflow task."""
+    if handoff is None:
+        handoff = ToolHandoff(session_activities(sessions_root, credentials), None)
+    activities = handoff.tools
     return Worker(
         client,
         task_queue=task_queue,
@@ -132,6 +138,7 @@ def build_worker(
         # One set of MCP connections per worker: servers start once and serve every session.
         activities=[
             *activities.all(),
+            handoff.run_tool_briefly,
             *McpActivities().all(),
             *ExtensionActivities(activities.store).all(),
             *([SandboxActivities().create] if creates_sandboxes else []),
@@ -144,6 +151,29 @@ def build_worker(
         interceptors=[activity_hook] if activity_hook else [],
         graceful_shutdown_timeout=grace,
         **versioning(deployment),
+    )
+
+
+def session_activities(sessions_root: Path, credentials: CredentialResolver | None) -> SessionActivities:
+    return SessionActivities(SessionStore(sessions_root), credentials or owner_credentials())
+
+
+def build_handoff_worker(
+    client: Client, handoff: ToolHandoff, activity_hook: Interceptor | None, grace: timedelta
+) -> Worker:
+    """Awaits the tool calls this process started inside workflow tasks, on its own queue.
+    Unversioned, as the sandbox host's worker is: it runs no workflow code."""
+    assert handoff.queue is not None
+    return Worker(
+        client,
+        task_queue=handoff.queue,
+        activities=[handoff.await_tool, handoff.stop_tool],
+        max_concurrent_activities=200,
+        max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
+        default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
+        interceptors=[activity_hook] if activity_hook else [],
+        graceful_shutdown_timeout=grace,
+        build_id=build_id(),
     )
 
 
@@ -204,7 +234,7 @@ def build_sandbox_worker(
     activity_hook: Interceptor | None = None,
     grace: timedelta = timedelta(0),
 ) -> Worker:
-    activities = SessionActivities(SessionStore(sessions_root), credentials or owner_credentials())
+    activities = session_activities(sessions_root, credentials)
     # Unversioned even in a versioned deployment: it runs no workflow code, and a session pinned
     # to an older build must still reach the tools of whatever build serves this host.
     return Worker(
@@ -242,17 +272,19 @@ async def running_workers(
     retry policy allows). Where a Docker engine answers, also the sandbox creations of the
     main queue's sessions and the tools of this host's sandboxes."""
     queue = docker_host_queue() if host_sandboxes else None
+    handoff = ToolHandoff(session_activities(sessions_root, credentials), own_queue(task_queue))
     workers = [
         build_worker(
             client,
             task_queue=task_queue,
             sessions_root=sessions_root,
-            credentials=credentials,
             activity_hook=activity_hook,
             deployment=deployment,
             grace=grace,
             creates_sandboxes=queue is not None,
-        )
+            handoff=handoff,
+        ),
+        build_handoff_worker(client, handoff, activity_hook, grace),
     ]
     if queue:
         await sweep_orphan_sandboxes(client)

@@ -2,6 +2,10 @@
 
 CALL_LLM = "call_llm"
 RUN_TOOL = "run_tool"
+# A tool started inside the workflow task; one still running then is awaited on its worker.
+RUN_TOOL_BRIEFLY = "run_tool_briefly"
+AWAIT_TOOL = "await_tool"
+STOP_TOOL = "stop_tool"
 RUN_USER_BASH = "run_user_bash"
 FLUSH_ENTRIES = "flush_entries"
 COMPACT = "compact"

@@ -141,6 +141,14 @@ class ToolCallResult(PiModel):
     effects: ExtensionEffects | None = None  # what extension code asked of the session
 
 
+class BriefToolRun(PiModel):
+    """A tool call's first moments inside the workflow task: its result when it ended in
+    them, else the queue of the worker it goes on running on."""
+
+    result: ToolCallResult | None = None
+    running_on: str | None = None
+
+
 class FlushInput(PiModel):
     file: SessionFileRef
     outbox: list[OutboxItem]

@@ -344,6 +344,46 @@ async def local_file_tools(rig: Rig) -> None:
 
 
 @scenario
+async def brief_tools(rig: Rig) -> None:
+    """bash, grep and find started in the workflow task (the `brief-tools-in-the-workflow-task`
+    patch): quick calls, a slow bash awaited on the worker's own queue, then an abort of a
+    slow bash within its first moment and one after it."""
+    key = rig.script(
+        "brief",
+        {
+            "select": "sequential",
+            "turns": [
+                {
+                    "tool_calls": [
+                        {"name": "bash", "arguments": {"command": "echo quick > a.txt"}},
+                        {"name": "grep", "arguments": {"pattern": "quick"}},
+                        {"name": "find", "arguments": {"pattern": "*.txt"}},
+                    ]
+                },
+                {"tool_calls": [{"name": "bash", "arguments": {"command": "sleep 1; echo slow"}}]},
+                {"text": "Both ran."},
+                {"tool_calls": [{"name": "bash", "arguments": {"command": "sleep 30"}}]},
+                {"tool_calls": [{"name": "bash", "arguments": {"command": "sleep 30"}}]},
+                {"text": "Next prompt answered."},
+            ],
+        },
+    )
+    s = await rig.start(key, tools=["read", "bash", "grep", "find"])
+    await s.prompt("Run the commands.")
+    await s.run_to_idle()
+    await s.prompt("Wait, and be stopped at once.")
+    await s.handle.signal(AgentSessionWorkflow.abort)
+    await s.run_to_idle(timeout=20)
+    await s.prompt("Wait, and be stopped later.")
+    await s.collect_until(lambda e: e["type"] == "tool_execution_start" and e.get("toolName") == "bash")
+    await asyncio.sleep(1)
+    await s.handle.signal(AgentSessionWorkflow.abort)
+    await s.run_to_idle(timeout=20)
+    await s.prompt("And now?")
+    await s.run_to_idle()
+
+
+@scenario
 async def user_bash(rig: Rig) -> None:
     key = rig.script("bash", {"select": "sequential", "turns": [{"text": "I saw your command."}]})
     s = await rig.start(key)

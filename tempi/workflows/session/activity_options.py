@@ -44,6 +44,8 @@ ACTIVITY_OPTIONS: dict[str, ActivityOptions] = {
     act.COMPACT: ActivityOptions(LLM_TIMEOUT, INFRA_RETRY, LLM_HEARTBEAT, WAIT_CANCELLED),
     act.SUMMARIZE_BRANCH: ActivityOptions(LLM_TIMEOUT, INFRA_RETRY, LLM_HEARTBEAT),
     act.RUN_TOOL: ActivityOptions(TOOL_TIMEOUT, INFRA_RETRY, TOOL_HEARTBEAT, WAIT_CANCELLED),
+    # Kills a handed-off tool whose awaiting activity an abort cancelled before it started.
+    act.STOP_TOOL: ActivityOptions(timedelta(minutes=1), INFRA_RETRY),
     act.RUN_USER_BASH: ActivityOptions(TOOL_TIMEOUT, RUN_ONCE, TOOL_HEARTBEAT, WAIT_CANCELLED),
     act.FLUSH_ENTRIES: ActivityOptions(STORE_TIMEOUT, INFRA_RETRY),
     # Listing starts each server once; a server that does not answer is reported, not retried.

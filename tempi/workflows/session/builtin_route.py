@@ -4,6 +4,7 @@ queue when the session has a docker sandbox."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, CancelledError, FailureError
@@ -14,7 +15,7 @@ with workflow.unsafe.imports_passed_through():
     from tempi.agent.tool_specs import tool_effect
     from tempi.agent.tools.definition import ToolEffect
     from tempi.workflows import activity_names as act
-    from tempi.workflows.activity_payloads import ToolCallInput, ToolCallResult
+    from tempi.workflows.activity_payloads import BriefToolRun, ToolCallInput, ToolCallResult
     from tempi.workflows.session.activity_errors import never_started, tool_failure_text
     from tempi.workflows.session.activity_options import Activities, tool_options
     from tempi.workflows.session.entries import EntryWriter, now_ms
@@ -45,6 +46,13 @@ LOCAL_TOOLS = frozenset({"read", "write", "edit", "ls"})
 # failed for good (a full disk while parking its result) failed the whole session; now it is
 # a tool result the model reads, as any other tool's failure is.
 LOCAL_TOOL_FAILURE_IS_A_RESULT = "local-tool-failure-is-a-result"
+# bash, grep and find on the session's own worker start as a local activity too, and only a
+# call still running after a moment is awaited by an activity (on its worker's own queue, so
+# an abort reaches it by heartbeat): most end in that moment, and their turn then pays one
+# round trip instead of two. A bash command still runs at most once (a mark left as it
+# starts; tempi/activities/tool_handoff.py).
+BRIEF_TOOLS_PATCH = "brief-tools-in-the-workflow-task"
+BRIEF_TOOLS = frozenset({"bash", "grep", "find"})
 
 
 class BuiltinToolRoute:
@@ -95,13 +103,14 @@ class BuiltinToolRoute:
             run = self.activities.execute_local(
                 act.RUN_TOOL, inp, ToolCallResult, options=tool_options(effect)
             )
+        elif queue is None and call.name in BRIEF_TOOLS and workflow.patched(BRIEF_TOOLS_PATCH):
+            return await self._run_briefly(call, inp, effect)
         else:
             run = self.activities.execute(
                 act.RUN_TOOL, inp, ToolCallResult, task_queue=queue, options=tool_options(effect)
             )
-        task = asyncio.ensure_future(run)
         try:
-            result: ToolCallResult = await self.control.track(task)
+            result: ToolCallResult = await self.control.track(asyncio.ensure_future(run))
         except (ActivityError, CancelledError, asyncio.CancelledError) as err:
             if self.control.abort_requested:
                 return self._failed(call, ABORTED_TEXT)
@@ -115,6 +124,42 @@ class BuiltinToolRoute:
             if not workflow.patched(LOCAL_TOOL_FAILURE_IS_A_RESULT):
                 raise
             return self._failed(call, self._failure_text(err, effect))
+        return self._routed(result)
+
+    async def _run_briefly(self, call: ToolCall, inp: ToolCallInput, effect: ToolEffect) -> RouteResult:
+        """A local activity while the call is brief, then an activity on the queue of the
+        worker it runs on (see tempi/activities/tool_handoff.py)."""
+        options = tool_options(effect)
+        running_on: str | None = None
+        try:
+            brief: BriefToolRun = await self.control.track(
+                asyncio.ensure_future(
+                    self.activities.execute_local(act.RUN_TOOL_BRIEFLY, inp, BriefToolRun, options=options)
+                )
+            )
+            if brief.result is not None:
+                return self._routed(brief.result)
+            running_on = brief.running_on
+            assert running_on is not None
+            result: ToolCallResult = await self.control.track(
+                asyncio.ensure_future(
+                    self.activities.execute(
+                        act.AWAIT_TOOL, inp, ToolCallResult, task_queue=running_on, options=options
+                    )
+                )
+            )
+        except (ActivityError, FailureError, CancelledError, asyncio.CancelledError) as err:
+            if self.control.abort_requested:
+                if running_on is not None:
+                    # The awaiting activity may have been cancelled before it started, which
+                    # left the call running on its worker.
+                    with contextlib.suppress(ActivityError):
+                        await self.activities.execute(act.STOP_TOOL, inp, task_queue=running_on)
+                return self._failed(call, ABORTED_TEXT)
+            return self._failed(call, self._failure_text(err, effect))
+        return self._routed(result)
+
+    def _routed(self, result: ToolCallResult) -> RouteResult:
         if result.sandbox_lost:
             self.sandbox.forget()
             return RouteResult(result.message)
