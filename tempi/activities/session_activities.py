@@ -176,8 +176,18 @@ def ensure_session_file(store: SessionStore, ref: SessionFileRef) -> None:
 
 def write_outbox(store: SessionStore, ref: SessionFileRef, outbox: list[OutboxItem]) -> None:
     """Append the outbox in order, pulling parked tool results; safe to repeat."""
+    for blob in append_outbox(store, ref, outbox, durable=True):
+        with contextlib.suppress(FileNotFoundError):
+            blob.unlink()
+
+
+def append_outbox(
+    store: SessionStore, ref: SessionFileRef, outbox: list[OutboxItem], *, durable: bool
+) -> list[Path]:
+    """Append the outbox in order; returns the parked results it took in, whose files may
+    go once the lines are durable."""
     if not outbox:
-        return
+        return []
     ensure_session_file(store, ref)
     entries: list[dict[str, Any]] = []
     parked: list[Path] = []
@@ -195,10 +205,8 @@ def write_outbox(store: SessionStore, ref: SessionFileRef, outbox: list[OutboxIt
                 raise RuntimeError(
                     f"tool result {item.pending_id} was neither parked nor written to {ref.session_path}"
                 ) from None
-    store.append(Path(ref.session_path), entries)
-    for blob in parked:
-        with contextlib.suppress(FileNotFoundError):
-            blob.unlink()
+    store.append(Path(ref.session_path), entries, durable=durable)
+    return parked
 
 
 def park_entry(ref: SessionFileRef, entry: dict[str, Any]) -> None:
@@ -384,7 +392,17 @@ class SessionActivities:
             outbox, continues = turns.continue_from_file(inp.outbox)
             if not continues:
                 raise file_changed(inp.file.session_path)
-        write_outbox(self.store, inp.file, outbox)
+        # The outbox's lines become durable with the answer's (one fsync a turn, not two).
+        taken = append_outbox(self.store, inp.file, outbox, durable=False)
+        try:
+            return await self._answer(inp, path, turns, answered)
+        finally:
+            self.store.sync(path)
+            for blob in taken:
+                with contextlib.suppress(FileNotFoundError):
+                    blob.unlink()
+
+    async def _answer(self, inp: LlmCallInput, path: Path, turns: FileTurns, answered: bool) -> LlmCallResult:
         turns.settle()
         if answered:
             # An earlier attempt finished and wrote its answer; do not ask the model twice.

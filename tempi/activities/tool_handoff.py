@@ -105,7 +105,9 @@ class ToolHandoff:
             await asyncio.wait({started.task}, timeout=self.brief_s if self.queue else None)
         except asyncio.CancelledError:  # this worker is stopping
             return BriefToolRun(result=await _ended(started.stop(), mark))
-        if started.task.done() or self.queue is None:
+        if started.task.done() or self.queue is None or activity.is_worker_shutdown():
+            # A stopping worker no longer polls its own queue: the call ends here, within
+            # the grace its shutdown gives running work.
             return BriefToolRun(result=await _ended(self.tools.finish_tool(started), mark))
         key = _key(inp)
         self.running[key] = started
@@ -144,13 +146,10 @@ def _mark(inp: ToolCallInput) -> Path:
 
 def _leave_mark(mark: Path) -> None:
     """Durable before the command starts: a machine that loses power mid-command must still
-    find it when the workflow task runs again."""
+    find it when the workflow task runs again. The mark is empty, so its folder's entry is
+    all there is to sync."""
     make_private_dirs(mark.parent)
-    fd = create_private_file(mark, os.O_WRONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    os.close(create_private_file(mark, os.O_WRONLY))
     fsync_dir(mark.parent)
 
 

@@ -125,6 +125,7 @@ class Appender:
         self._locks = locks
         self._indexes: dict[str, _IdIndex] = {}
         self._guard = threading.Lock()
+        self._unsynced: set[str] = set()
 
     def create(self, path: Path, header: SessionHeader | Mapping[str, Any]) -> None:
         """Write the header line of a new file. Creating again with the same header is a
@@ -165,9 +166,12 @@ class Appender:
             os.fsync(handle.fileno())
         fsync_dir(path.parent)
 
-    def append(self, path: Path, entries: Sequence[EntryBase | Mapping[str, Any]]) -> int:
+    def append(
+        self, path: Path, entries: Sequence[EntryBase | Mapping[str, Any]], *, durable: bool = True
+    ) -> int:
         """Append the entries whose ids the file does not hold yet; returns how many were
-        written. Dicts are checked as entries first (ValueError when one is not)."""
+        written. Dicts are checked as entries first (ValueError when one is not).
+        `durable=False` leaves the fsync to the file's next durable append or `sync`."""
         prepared: list[tuple[str, bytes]] = []
         for entry in entries:
             data = entry.to_json_dict() if isinstance(entry, EntryBase) else dict(entry)
@@ -181,10 +185,27 @@ class Appender:
             prepared.append((str(data["id"]), json_line(data)))
 
         try:
-            return self._append_lines(path, prepared)
+            written = self._append_lines(path, prepared, durable)
         except _NeedsUpgrade:
             upgrade_file(self._locks, path)
-            return self._append_lines(path, prepared)
+            written = self._append_lines(path, prepared, durable)
+        key = str(path.absolute())
+        if durable:
+            self._unsynced.discard(key)  # fsync covers every earlier write to the file
+        elif written:
+            self._unsynced.add(key)
+        return written
+
+    def sync(self, path: Path) -> None:
+        """fsync what `append(durable=False)` left in the file, if anything."""
+        key = str(path.absolute())
+        if key in self._unsynced:
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            self._unsynced.discard(key)
 
     def has_entry(self, path: Path, entry_id: str) -> bool:
         """Whether the file holds an entry with this id (as read now, other writers included)."""
@@ -198,7 +219,7 @@ class Appender:
         with self._locks.locked(path) as handle:
             return self._current_index(path, handle)
 
-    def _append_lines(self, path: Path, prepared: list[tuple[str, bytes]]) -> int:
+    def _append_lines(self, path: Path, prepared: list[tuple[str, bytes]], durable: bool) -> int:
         with self._locks.locked(path) as handle:
             index = self._current_index(path, handle)
             new_ids: list[str] = []
@@ -210,7 +231,7 @@ class Appender:
             if lines:
                 # A torn line another writer may still be finishing gets its own line.
                 payload = (b"\n" if index.torn else b"") + b"".join(lines)
-                start, end = _append_once(path, handle, payload)
+                start, end = _append_once(path, handle, payload, durable)
                 # Only now: a failed write must leave the ids retryable.
                 index.ids.update(new_ids)
                 if start == index.size + index.torn:
@@ -276,8 +297,8 @@ def _untouched_since(handle: BinaryIO, size: int, seconds: float) -> bool:
     return stat.st_size == size and time.time_ns() - stat.st_mtime_ns > seconds * 1e9
 
 
-def _append_once(path: Path, handle: BinaryIO, payload: bytes) -> tuple[int, int]:
-    """Append `payload` in one `O_APPEND` write and fsync it; where it landed (start, end).
+def _append_once(path: Path, handle: BinaryIO, payload: bytes, durable: bool = True) -> tuple[int, int]:
+    """Append `payload` in one `O_APPEND` write, fsynced if `durable`; where it landed (start, end).
 
     Another writer's appends may land before it but never inside it. A write cut short
     (a full disk) is rolled back, when nothing was appended after it, so readers never see
@@ -295,7 +316,8 @@ def _append_once(path: Path, handle: BinaryIO, payload: bytes) -> tuple[int, int
             while written < len(payload):
                 written += os.write(fd, view[written:])
                 end = os.lseek(fd, 0, os.SEEK_CUR)
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         except OSError:
             if written:
                 # Truncating needs no space; only our own bytes are cut.

@@ -56,10 +56,17 @@ class SessionStore:
         no-op (a retried activity); a different session already there is an error."""
         self._appender.create(path, header)
 
-    def append(self, path: Path, entries: Sequence[EntryBase | Mapping[str, Any]]) -> int:
+    def append(
+        self, path: Path, entries: Sequence[EntryBase | Mapping[str, Any]], *, durable: bool = True
+    ) -> int:
         """Append the entries whose ids the file does not hold yet; returns how many were
-        written. Dicts are checked as entries first (ValueError when one is not)."""
-        return self._appender.append(path, entries)
+        written. Dicts are checked as entries first (ValueError when one is not).
+        `durable=False` leaves the fsync to the file's next durable append or `sync`."""
+        return self._appender.append(path, entries, durable=durable)
+
+    def sync(self, path: Path) -> None:
+        """Make durable what a `durable=False` append left in the file."""
+        self._appender.sync(path)
 
     def has_entry(self, path: Path, entry_id: str) -> bool:
         """Whether the file holds an entry with this id (as read now, other writers included)."""

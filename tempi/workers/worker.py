@@ -284,8 +284,8 @@ async def running_workers(
             creates_sandboxes=queue is not None,
             handoff=handoff,
         ),
-        build_handoff_worker(client, handoff, activity_hook, grace),
     ]
+    handoff_worker = build_handoff_worker(client, handoff, activity_hook, grace)
     if queue:
         await sweep_orphan_sandboxes(client)
         workers += [
@@ -300,6 +300,9 @@ async def running_workers(
             ),
         ]
     async with contextlib.AsyncExitStack() as stack:
+        # Left last: a call handed to this process's own queue as the main queue's worker
+        # drained is still awaited there.
+        await stack.enter_async_context(handoff_worker)
         for worker in workers:
             await stack.enter_async_context(worker)
-        yield workers
+        yield [*workers, handoff_worker]
