@@ -83,10 +83,12 @@ class Rig:
         assert len(found) == 1, found
         return found[0]
 
-    def messages(self, session_id: str) -> list[dict[str, Any]]:
+    def entries(self, session_id: str) -> list[dict[str, Any]]:
         lines = self.session_file(session_id).read_text().splitlines()[1:]
-        entries = [json.loads(line) for line in lines if line.strip()]
-        return [e["message"] for e in entries if e.get("type") == "message"]
+        return [json.loads(line) for line in lines if line.strip()]
+
+    def messages(self, session_id: str) -> list[dict[str, Any]]:
+        return [e["message"] for e in self.entries(session_id) if e.get("type") == "message"]
 
     def close(self) -> None:
         for console in self.consoles:
