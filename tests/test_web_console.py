@@ -356,6 +356,8 @@ async def _ops_until(stream: aiohttp.ClientResponse, done: Any, timeout: float =
     async with asyncio.timeout(timeout):
         while not done(ops):
             line = (await stream.content.readline()).decode()
+            if not line:
+                raise AssertionError(f"the event stream ended; it had sent {ops}")
             if line.startswith("data: "):
                 ops.append(json.loads(line[len("data: ") :]))
     return ops

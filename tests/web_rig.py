@@ -54,15 +54,7 @@ class Rig:
             stderr=subprocess.PIPE,
             text=True,
         )
-        assert proc.stdout is not None
-        line = proc.stdout.readline()  # the URL, or EOF when it failed
-        found = re.search(r"(http://[^/\s]+)/\?token=(\S+)", line)
-        if found is None:
-            proc.kill()
-            raise AssertionError(
-                f"tempi web printed {line!r}; stderr: {proc.stderr.read() if proc.stderr else ''}"
-            )
-        console = Console(proc, found.group(1), found.group(2))
+        console = Console(proc, *console_url(proc))
         self.consoles.append(console)
         return console
 
@@ -94,6 +86,19 @@ class Rig:
         for console in self.consoles:
             console.stop()
         stop_process(self.worker, 15)
+
+
+def console_url(proc: subprocess.Popen[str]) -> tuple[str, str]:
+    """The base URL and token a starting `tempi web` printed."""
+    assert proc.stdout is not None
+    line = proc.stdout.readline()  # the URL, or EOF when it failed
+    found = re.search(r"(http://[^/\s]+)/\?token=(\S+)", line)
+    if found is None:
+        proc.kill()
+        raise AssertionError(
+            f"tempi web printed {line!r}; stderr: {proc.stderr.read() if proc.stderr else ''}"
+        )
+    return found.group(1), found.group(2)
 
 
 def start_rig(home: Path, project: Path, temporal_address: str) -> Rig:
