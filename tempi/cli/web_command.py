@@ -40,9 +40,10 @@ def _loopback(host: str) -> bool:
 async def cmd_web(argv: list[str]) -> int:
     p = argparse.ArgumentParser(
         prog="tempi web",
-        description="A browser console for every session and pipeline: the lists with cost totals, "
-        "each session's live transcript with prompt, steer, follow-up, abort, model, thinking, "
-        "compact and export, and each pipeline's shards with its controls.",
+        description="A browser console for every session, pipeline and Slack conversation: the "
+        "lists with cost totals, each session's live transcript and tree with prompt, steer, "
+        "follow-up, abort, model, thinking, compact, branch switch, fork and export, and each "
+        "pipeline's shards with its controls.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -34,6 +34,7 @@ from tempi.store.sidecar import is_safe_session_id
 from tempi.web.access import access_middleware
 from tempi.web.pipelines import Pipelines
 from tempi.web.session_controls import SessionControls
+from tempi.web.slack import SlackConversations
 from tempi.web.transcript_view import Op, TranscriptView
 from tempi.web.tree_controls import TreeControls
 from tempi.workers.temporal_client import server_gone
@@ -109,6 +110,8 @@ class Console:
         self.link = link
         self.wakeups = _Wakeups()
         self.summaries = SummaryCache(service.store.roots)
+        # Session files outside the store, by session id: Slack conversations' (mom's context.jsonl).
+        self.known_files: dict[str, Path] = {}
 
     # --- pages and lists -------------------------------------------------------------
 
@@ -168,6 +171,8 @@ class Console:
         return session_id
 
     def file_of(self, session_id: str) -> Path:
+        if session_id in self.known_files:
+            return self.known_files[session_id]
         try:
             return self.service.store.find_session(session_id)
         except SessionFileError as err:
@@ -479,4 +484,5 @@ def console_app(
     app.router.add_get("/api/pipelines", pipelines.list)
     app.router.add_get("/api/pipelines/{workflow_id}", pipelines.show)
     app.router.add_post("/api/pipelines/{workflow_id}/control", pipelines.act)
+    app.router.add_get("/api/slack", SlackConversations(service.client, console).list)
     return app

@@ -111,7 +111,33 @@
       });
       document.querySelector("#pipelines tbody").replaceChildren(fragment);
     }
+    function slack(list) {
+      document.getElementById("slack-section").hidden = !list.length;
+      var fragment = document.createDocumentFragment();
+      list.forEach(function (c) {
+        var tr = el("tr");
+        tr.setAttribute("data-id", c.id);
+        tr.appendChild(el("td", "mono", c.channel || c.id));
+        tr.appendChild(el("td", "mono", c.thread || (c.mode === "channel" ? "whole channel" : "–")));
+        var state = el("td");
+        state.appendChild(el("span", "status " + c.state, c.state + (c.for.length ? " (for " + c.for.join(", ") + ")" : "")));
+        tr.appendChild(state);
+        tr.appendChild(el("td", "age", age(c.lastActivity)));
+        var session = el("td");
+        if (c.session) {
+          var link = el("a", "open", c.session.slice(0, 8));
+          link.href = "/s/" + encodeURIComponent(c.session);
+          session.appendChild(link);
+        }
+        tr.appendChild(session);
+        fragment.appendChild(tr);
+      });
+      document.querySelector("#slack tbody").replaceChildren(fragment);
+    }
     function load() {
+      fetch("/api/slack", { credentials: "same-origin" })
+        .then(function (r) { return r.json(); })
+        .then(function (data) { slack(data.conversations || []); }, function () {});
       fetch("/api/pipelines", { credentials: "same-origin" })
         .then(function (r) { return r.json(); })
         .then(function (data) { pipelines(data.pipelines || []); }, function () {});
