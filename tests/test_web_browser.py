@@ -1,7 +1,7 @@
 """`tempi web` in a real browser (Debian's chromium over the DevTools protocol): open the
 printed URL, find the session in the overview, open it, send a prompt from the page and
 watch the scripted answer arrive, then abort a slow answer and see it stop, in the page
-and in the session file."""
+and in the session file; move back in the session's tree; lose the console."""
 
 from __future__ import annotations
 
@@ -79,6 +79,27 @@ async def test_a_session_driven_from_the_browser(rig: Rig, tmp_path: Path) -> No
         await page.wait_for(f"{status} === 'working' && {messages}.includes('This slow answer goes on')")
         await page.evaluate("document.getElementById('abort').click()")
         await page.wait_for(f"{status} === 'idle' && {messages}.includes('aborted')")
+
+        # The tree, as the export draws it: choose the second prompt and continue from
+        # there, as /tree does; its text comes back to the composer, the branch goes.
+        node = (
+            "[...document.querySelectorAll('#tree .node.user')]"
+            ".find(n => n.innerText.includes('Answer me from the page'))"
+        )
+        await page.wait_for(f"{node} && {node}.classList.contains('on-path')")
+        await page.evaluate(f"{node}.click()")
+        await page.wait_for("!document.getElementById('switch').disabled")
+        await page.evaluate("document.getElementById('switch').click()")
+        await page.wait_for(
+            "document.getElementById('text').value === 'Answer me from the page' && "
+            f"!{messages}.includes('Answer me from the page') && {messages}.includes(\"The session's first answer.\")"
+        )
+        assert await page.evaluate("document.getElementById('offline').hidden") is True
+
+        # The console goes away: the page says so instead of going dead.
+        console.stop()
+        await page.wait_for("!document.getElementById('offline').hidden")
+        assert "reconnecting" in await page.evaluate("document.getElementById('offline').innerText")
 
     answers = [m for m in rig.messages(session_id) if m["role"] == "assistant"]
     assert len(answers) == 3

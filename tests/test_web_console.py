@@ -15,6 +15,8 @@ from typing import Any
 import aiohttp
 import pytest
 
+from tempi.cli.html_export import session_tree
+from tempi.store.session_store import SessionStore
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tests.conftest import run_tempi, write_models_json
 from tests.web_rig import SECRET, Console, Rig, start_rig, wait_until
@@ -46,6 +48,7 @@ SCENARIO = {
         },
         "guarded-session": {"turns": [{"text": "Guarded answer."}, {"text": "Sent from the right page."}]},
         "controls-session": {"turns": [{"text": "Before the switch."}, {"text": "After the switch."}]},
+        "tree-session": {"turns": [{"text": "Answer one."}, {"text": "Answer two."}]},
     },
 }
 
@@ -193,6 +196,8 @@ async def test_read_only_refuses_every_control(rig: Rig, http: aiohttp.ClientSes
         ("model", {"provider": "mock", "id": "mock-thinker"}),
         ("thinking", {"level": "high"}),
         ("compact", {}),
+        ("navigate", {"entryId": rig.entries(session_id)[0]["id"]}),
+        ("fork", {"entryId": rig.entries(session_id)[0]["id"]}),
     ):
         async with http.post(
             f"{dashboard.base}/api/sessions/{session_id}/{action}",
@@ -351,6 +356,8 @@ async def _ops_until(stream: aiohttp.ClientResponse, done: Any, timeout: float =
     async with asyncio.timeout(timeout):
         while not done(ops):
             line = (await stream.content.readline()).decode()
+            if not line:
+                raise AssertionError(f"the event stream ended; it had sent {ops}")
             if line.startswith("data: "):
                 ops.append(json.loads(line[len("data: ") :]))
     return ops
@@ -361,3 +368,89 @@ async def _read_events(
 ) -> list[dict[str, Any]]:
     async with http.get(f"{console.base}/api/sessions/{session_id}/events", headers=_auth(console)) as stream:
         return await _ops_until(stream, done)
+
+
+async def test_the_tree_switches_the_sessions_branch_and_forks_a_new_session(
+    rig: Rig, console: Console, http: aiohttp.ClientSession
+) -> None:
+    session_id = rig.run_session("tree-session: one")
+    base = f"{console.base}/api/sessions/{session_id}"
+    headers = _auth(console, Origin=console.origin)
+    assert (await _prompt(http, console, session_id, "tree-session: two"))[0] == 200
+    wait_until(lambda: _entry(rig, session_id, "Answer two."), what="the second answer")
+    one, answer_one = _entry(rig, session_id, "tree-session: one"), _entry(rig, session_id, "Answer one.")
+    two, answer_two = _entry(rig, session_id, "tree-session: two"), _entry(rig, session_id, "Answer two.")
+
+    async with http.get(base + "/tree", headers=_auth(console)) as got:
+        tree = await got.json()
+    source = rig.session_file(session_id)
+    # The export's sidebar, drawn by the export's renderer: the console has no tree formatter.
+    assert tree["html"] == session_tree(SessionStore(rig.home / "sessions").load(source)).html
+    assert [f'data-id="{e["id"]}"' in tree["html"] for e in (one, answer_one, two, answer_two)] == [True] * 4
+    assert tree["leaf"] == answer_two["id"] and tree["path"][-4:] == [
+        e["id"] for e in (one, answer_one, two, answer_two)
+    ]
+    assert tree["title"] == "4 messages · 1 branch"
+
+    async with http.get(base + "/events", headers=_auth(console)) as stream:
+        await _ops_until(stream, lambda ops: _has_text(ops, "Answer two."))
+        # Choosing a user message continues from before it, its text back for the composer.
+        async with http.post(base + "/navigate", json={"entryId": two["id"]}, headers=headers) as moved:
+            assert moved.status == 200, await moved.text()
+            assert await moved.json() == {"leaf": answer_one["id"], "editorText": "tree-session: two"}
+        # The page's transcript starts again on the branch it moved to.
+        ops = await _ops_until(stream, lambda ops: _after_reset(ops, lambda o: o.get("op") == "state"))
+        shown = _after_reset(ops, lambda o: True)
+        assert _has_text(shown, "Answer one.") and not _has_text(shown, "Answer two.")
+
+        assert (await _prompt(http, console, session_id, "tree-session: three"))[0] == 200
+        # (The scripted model answers by the turns in context: "Answer two." again.)
+        await _ops_until(
+            stream,
+            lambda ops: (
+                _has_text(ops, "tree-session: three")
+                and {"op": "state", "running": True, "streaming": False} in ops
+            ),
+        )
+        three = _entry(rig, session_id, "tree-session: three")
+        assert three is not None and three["parentId"] == answer_one["id"]  # on the chosen branch
+
+        # A move made by another front end (here another console) shows on this page too.
+        other = rig.start_console()
+        async with http.post(
+            f"{other.base}/api/sessions/{session_id}/navigate",
+            json={"entryId": answer_two["id"]},
+            headers=_auth(other, Origin=other.origin),
+        ) as moved:
+            assert (await moved.json())["leaf"] == answer_two["id"]
+        ops = await _ops_until(stream, lambda ops: _after_reset(ops, lambda o: o.get("op") == "state"))
+        shown = _after_reset(ops, lambda o: True)
+        assert _has_text(shown, "tree-session: two") and not _has_text(shown, "tree-session: three")
+    async with http.get(base + "/tree", headers=_auth(console)) as got:
+        assert (await got.json())["title"].endswith("2 branches")
+
+    # Fork at the user message "two": a new session file holding the branch before it.
+    async with http.post(base + "/fork", json={"entryId": two["id"]}, headers=headers) as forked:
+        assert forked.status == 200, await forked.text()
+        fork = await forked.json()
+    assert fork["editorText"] == "tree-session: two" and fork["id"] != session_id
+    fork_file = rig.session_file(fork["id"])
+    header, *copied = (json.loads(line) for line in fork_file.read_text().splitlines())
+    assert header["parentSession"] == str(source)
+    assert [e["id"] for e in copied if e["type"] == "message"] == [one["id"], answer_one["id"]]
+    async with http.get(f"{console.base}/api/sessions/{fork['id']}", headers=_auth(console)) as info:
+        assert (await info.json())["running"] is True  # continued, ready for its first message
+
+    async with http.post(base + "/navigate", json={"entryId": "nope"}, headers=headers) as unknown:
+        assert unknown.status == 404 and "no entry nope" in (await unknown.json())["error"]
+
+
+def _entry(rig: Rig, session_id: str, text: str) -> dict[str, Any] | None:
+    return next((e for e in rig.entries(session_id) if text in json.dumps(e.get("message", {}))), None)
+
+
+def _after_reset(ops: list[dict[str, Any]], found: Any) -> list[dict[str, Any]]:
+    """The ops after the (last) reset when one of them is `found`; else []."""
+    resets = [i for i, op in enumerate(ops) if op.get("op") == "reset"]
+    tail = ops[resets[-1] + 1 :] if resets else []
+    return tail if any(found(op) for op in tail) else []

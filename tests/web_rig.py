@@ -54,15 +54,7 @@ class Rig:
             stderr=subprocess.PIPE,
             text=True,
         )
-        assert proc.stdout is not None
-        line = proc.stdout.readline()  # the URL, or EOF when it failed
-        found = re.search(r"(http://[^/\s]+)/\?token=(\S+)", line)
-        if found is None:
-            proc.kill()
-            raise AssertionError(
-                f"tempi web printed {line!r}; stderr: {proc.stderr.read() if proc.stderr else ''}"
-            )
-        console = Console(proc, found.group(1), found.group(2))
+        console = Console(proc, *console_url(proc))
         self.consoles.append(console)
         return console
 
@@ -83,15 +75,30 @@ class Rig:
         assert len(found) == 1, found
         return found[0]
 
-    def messages(self, session_id: str) -> list[dict[str, Any]]:
+    def entries(self, session_id: str) -> list[dict[str, Any]]:
         lines = self.session_file(session_id).read_text().splitlines()[1:]
-        entries = [json.loads(line) for line in lines if line.strip()]
-        return [e["message"] for e in entries if e.get("type") == "message"]
+        return [json.loads(line) for line in lines if line.strip()]
+
+    def messages(self, session_id: str) -> list[dict[str, Any]]:
+        return [e["message"] for e in self.entries(session_id) if e.get("type") == "message"]
 
     def close(self) -> None:
         for console in self.consoles:
             console.stop()
         stop_process(self.worker, 15)
+
+
+def console_url(proc: subprocess.Popen[str]) -> tuple[str, str]:
+    """The base URL and token a starting `tempi web` printed."""
+    assert proc.stdout is not None
+    line = proc.stdout.readline()  # the URL, or EOF when it failed
+    found = re.search(r"(http://[^/\s]+)/\?token=(\S+)", line)
+    if found is None:
+        proc.kill()
+        raise AssertionError(
+            f"tempi web printed {line!r}; stderr: {proc.stderr.read() if proc.stderr else ''}"
+        )
+    return found.group(1), found.group(2)
 
 
 def start_rig(home: Path, project: Path, temporal_address: str) -> Rig:

@@ -274,9 +274,7 @@ def _download_link(session_id: str, jsonl: bytes | None) -> str:
     )
 
 
-def render_session_html(
-    loaded: LoadedSession, *, setup: SessionSetup | None = None, jsonl: bytes | None = None
-) -> str:
+def _shown_entries(loaded: LoadedSession) -> dict[str, _Shown]:
     entries = loaded.tree.entries
     results: dict[str, dict[str, Any]] = {}
     for entry in entries:
@@ -289,6 +287,37 @@ def render_session_html(
         item = _shown(entry, results)
         if item is not None:
             shown[entry.id] = item
+    return shown
+
+
+@dataclass
+class SessionTree:
+    """The sidebar's tree of a session, as the export draws it (the console shows the same)."""
+
+    html: str
+    messages: int
+    branches: int
+
+    @property
+    def title(self) -> str:
+        return f"{self.messages} messages · {self.branches} branch{'es' if self.branches != 1 else ''}"
+
+
+def session_tree(loaded: LoadedSession, shown: dict[str, _Shown] | None = None) -> SessionTree:
+    shown = _shown_entries(loaded) if shown is None else shown
+    entries = loaded.tree.entries
+    return SessionTree(
+        html=_tree_html(shown, entries, loaded.tree.labels()),
+        messages=sum(1 for item in shown.values() if item.in_tree),
+        branches=sum(1 for entry in entries if not loaded.tree.children(entry.id)),
+    )
+
+
+def render_session_html(
+    loaded: LoadedSession, *, setup: SessionSetup | None = None, jsonl: bytes | None = None
+) -> str:
+    entries = loaded.tree.entries
+    shown = _shown_entries(loaded)
 
     leaf = loaded.tree.leaf_id
     path = loaded.tree.path_to(leaf) if leaf else []
@@ -312,8 +341,7 @@ def render_session_html(
         meta += f" · forked from {header.parent_session}"
     nodes = {entry.id: [entry.parent_id, _ms(entry)] for entry in entries}
     articles = "".join(_article(item, key in path_ids) for key, item in shown.items())
-    branches = sum(1 for entry in entries if not loaded.tree.children(entry.id))
-    listed = sum(1 for item in shown.values() if item.in_tree)
+    tree = session_tree(loaded, shown)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
@@ -322,8 +350,8 @@ def render_session_html(
         '<aside id="sidebar"><div class="side-head">'
         '<input id="search" type="search" placeholder="Search messages  ( / )" autocomplete="off">'
         f'<div id="search-status" class="dim"></div></div>'
-        f'<div class="side-title dim">{listed} messages · {branches} branch{"es" if branches != 1 else ""}</div>'
-        f'<nav id="tree">{_tree_html(shown, entries, loaded.tree.labels())}</nav></aside>'
+        f'<div class="side-title dim">{tree.title}</div>'
+        f'<nav id="tree">{tree.html}</nav></aside>'
         '<main id="content"><header id="top">'
         f'<h1>{escape(title)}</h1><div class="dim meta">{escape(meta)}</div>'
         f"{stats_table(branch, session)}"

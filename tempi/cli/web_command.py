@@ -40,9 +40,10 @@ def _loopback(host: str) -> bool:
 async def cmd_web(argv: list[str]) -> int:
     p = argparse.ArgumentParser(
         prog="tempi web",
-        description="A browser console for every session and pipeline: the lists with cost totals, "
-        "each session's live transcript with prompt, steer, follow-up, abort, model, thinking, "
-        "compact and export, and each pipeline's shards with its controls.",
+        description="A browser console for every session, pipeline and Slack conversation: the "
+        "lists with cost totals, each session's live transcript and tree with prompt, steer, "
+        "follow-up, abort, model, thinking, compact, branch switch, fork and export, and each "
+        "pipeline's shards with its controls.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -54,6 +55,7 @@ async def cmd_web(argv: list[str]) -> int:
     args = p.parse_args(argv)
     # Imported only now: the runtime brings in the Temporal client, `--help` does without.
     from tempi.cli.runtime import open_runtime
+    from tempi.cli.server_link import link_for
     from tempi.client import SessionService
     from tempi.web.app import console_app
 
@@ -61,7 +63,8 @@ async def cmd_web(argv: list[str]) -> int:
     token = load_or_create_token(home)
     async with open_runtime(no_worker=True, quiet=True) as rt:
         service = SessionService(rt.client, SessionStore(default_sessions_root()))
-        runner = web.AppRunner(console_app(service, token, read_only=args.read_only), access_log=None)
+        app = console_app(service, token, read_only=args.read_only, link=link_for(rt.embedded))
+        runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         # Open event streams are ended at once on Ctrl+C; the pages reconnect to the next console.
         site = web.TCPSite(runner, args.host, args.port, shutdown_timeout=1.0)

@@ -84,6 +84,18 @@ class TranscriptView:
         if call_id in self._owner:
             self._dirty.add(self._owner[call_id])
 
+    @staticmethod
+    def stamps(messages: list[dict[str, Any]]) -> list[tuple[str, int]]:
+        """Each shown message's role and time: what tells one branch from another."""
+        return [
+            (str(m.get("role")), int(m.get("timestamp") or 0))
+            for m in messages
+            if m.get("role") != "toolResult"
+        ]
+
+    def shown(self) -> list[tuple[str, int]]:
+        return self.stamps([self._messages[key] for key in sorted(self._messages)])
+
     def flush(self) -> list[Op]:
         ops = [{"op": "block", "key": key, "html": self._article(key)} for key in sorted(self._dirty)]
         self._dirty.clear()

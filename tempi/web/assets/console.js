@@ -111,7 +111,33 @@
       });
       document.querySelector("#pipelines tbody").replaceChildren(fragment);
     }
+    function slack(list) {
+      document.getElementById("slack-section").hidden = !list.length;
+      var fragment = document.createDocumentFragment();
+      list.forEach(function (c) {
+        var tr = el("tr");
+        tr.setAttribute("data-id", c.id);
+        tr.appendChild(el("td", "mono", c.channel || c.id));
+        tr.appendChild(el("td", "mono", c.thread || (c.mode === "channel" ? "whole channel" : "–")));
+        var state = el("td");
+        state.appendChild(el("span", "status " + c.state, c.state + (c.for.length ? " (for " + c.for.join(", ") + ")" : "")));
+        tr.appendChild(state);
+        tr.appendChild(el("td", "age", age(c.lastActivity)));
+        var session = el("td");
+        if (c.session) {
+          var link = el("a", "open", c.session.slice(0, 8));
+          link.href = "/s/" + encodeURIComponent(c.session);
+          session.appendChild(link);
+        }
+        tr.appendChild(session);
+        fragment.appendChild(tr);
+      });
+      document.querySelector("#slack tbody").replaceChildren(fragment);
+    }
     function load() {
+      fetch("/api/slack", { credentials: "same-origin" })
+        .then(function (r) { return r.json(); })
+        .then(function (data) { slack(data.conversations || []); }, function () {});
       fetch("/api/pipelines", { credentials: "same-origin" })
         .then(function (r) { return r.json(); })
         .then(function (data) { pipelines(data.pipelines || []); }, function () {});
@@ -174,14 +200,25 @@
       document.getElementById("steer").disabled = !state.running || !state.streaming;
       document.getElementById("follow-up").disabled = !state.running || !state.streaming;
       document.getElementById("abort").disabled = !state.running || !state.streaming;
+      treeButtons();
+    }
+    var offline = document.getElementById("offline");
+    function unavailable(yes) {
+      // The transcript stays as it was; the stream starts again from a reset once it can.
+      offline.hidden = !yes;
+      document.body.classList.toggle("offline", yes);
     }
     function apply(op) {
-      if (op.op === "reset") { messages.replaceChildren(); blocks = {}; }
+      if (op.op === "offline") { unavailable(true); return; }
+      unavailable(false);
+      if (op.op === "reset") { messages.replaceChildren(); blocks = {}; loadTree(); }
       else if (op.op === "block") place(op.key, op.html);
       else if (op.op === "state") {
+        var ended = state.streaming && !op.streaming;
         state.running = op.running;
         state.streaming = !!op.streaming;
         showState();
+        if (ended) loadTree();
       }
     }
     function connect() {
@@ -191,7 +228,72 @@
         apply(JSON.parse(e.data));
         if (bottom) document.getElementById("content").scrollTop = 1e9;
       };
-      source.onerror = function () { statusEl.textContent = "reconnecting…"; };
+      source.onerror = function () { unavailable(true); };
+    }
+
+    // The session's tree, drawn by the export's renderer; a chosen entry can become the
+    // session's leaf (/tree) or the end of a new session's branch (/fork).
+    var tree = document.getElementById("tree");
+    var chosen = null;
+    var treeAsked = 0;
+    function markTree(answer) {
+      var onPath = {};
+      (answer.path || []).forEach(function (p) { onPath[p] = true; });
+      var last = null;
+      tree.querySelectorAll(".node").forEach(function (node) {
+        var nodeId = node.getAttribute("data-id");
+        node.classList.toggle("on-path", !!onPath[nodeId]);
+        node.classList.toggle("selected", nodeId === chosen);
+        node.classList.remove("leaf");
+        if (onPath[nodeId]) last = node;
+      });
+      if (last) last.classList.add("leaf");
+    }
+    function treeButtons() {
+      var can = state.running && !state.streaming && chosen !== null;
+      document.getElementById("switch").disabled = !can;
+      document.getElementById("fork").disabled = !can;
+    }
+    function loadTree() {
+      var asked = ++treeAsked;
+      return fetch(base + "/tree", { credentials: "same-origin" }).then(function (r) { return r.json(); })
+        .then(function (answer) {
+          if (asked !== treeAsked) return;  // a newer answer is on its way
+          tree.innerHTML = answer.html || "";
+          document.getElementById("tree-title").textContent = answer.title || "";
+          if (chosen !== null && !tree.querySelector('.node[data-id="' + CSS.escape(chosen) + '"]')) chosen = null;
+          markTree(answer);
+          treeButtons();
+        }, function () {});
+    }
+    tree.addEventListener("click", function (e) {
+      var node = e.target.closest(".node");
+      if (!node) return;
+      e.preventDefault();
+      chosen = node.getAttribute("data-id");
+      tree.querySelectorAll(".node").forEach(function (n) { n.classList.toggle("selected", n === node); });
+      treeButtons();
+    });
+    document.getElementById("switch").addEventListener("click", function () {
+      if (chosen === null) return;
+      var summarize = document.getElementById("summarize").checked;
+      post("/navigate", { entryId: chosen, summarize: summarize }).then(function (answer) {
+        if (answer.editorText && !text.value.trim()) text.value = answer.editorText;
+        chosen = null;
+        loadTree();
+      }, function () {});
+    });
+    document.getElementById("fork").addEventListener("click", function () {
+      if (chosen === null) return;
+      post("/fork", { entryId: chosen }).then(function (answer) {
+        if (answer.editorText) sessionStorage.setItem("tempi-compose-" + answer.id, answer.editorText);
+        location.href = "/s/" + encodeURIComponent(answer.id);
+      }, function () {});
+    });
+    var composed = sessionStorage.getItem("tempi-compose-" + id);
+    if (composed !== null) {
+      sessionStorage.removeItem("tempi-compose-" + id);
+      text.value = composed;
     }
     function post(path, body) {
       return postJSON(base + path, body, problem);
