@@ -346,3 +346,10 @@ def test_an_encrypting_key_id_the_ring_lacks_is_named(env: dict[str, str], says:
     with pytest.raises(CodecKeyError, match=re.escape(says)) as raised:
         load_key_ring(env)
     assert KEY_1 not in str(raised.value)
+
+
+def test_a_rotation_can_live_in_the_mounted_secret_files(tmp_path: Path) -> None:
+    (tmp_path / "TEMPI_CODEC_KEYS").write_text(f"k1:{KEY_1}\nk2:{KEY_2}\n")
+    (tmp_path / "TEMPI_CODEC_ENCRYPT_KEY_ID").write_text("k1\n")
+    ring = load_key_ring({"TEMPI_SECRETS_DIR": str(tmp_path)})
+    assert ring is not None and ring.describe() == "encrypts with k1; decrypt only: k2"

@@ -6,7 +6,8 @@ the ring decrypts.
 Keys come from TEMPI_CODEC_KEYS, the file TEMPI_CODEC_KEYS_FILE names, or the file
 TEMPI_CODEC_KEYS in TEMPI_SECRETS_DIR (config/secret_files.py): entries
 `ID:BASE64KEY` (16, 24 or 32 bytes), separated by commas or lines, oldest first. The newest
-encrypts unless TEMPI_CODEC_ENCRYPT_KEY_ID names another: that is how a rotation hands every
+encrypts unless TEMPI_CODEC_ENCRYPT_KEY_ID (a variable, or a file in TEMPI_SECRETS_DIR) names
+another: that is how a rotation hands every
 process a new key to decrypt with before any process encrypts with it (docs/operations.md,
 "Rotating keys"). Without keys, payloads stay as they are, and a client that meets an
 encrypted one says which key it needs instead of failing on an unknown encoding."""
@@ -124,7 +125,11 @@ def load_key_ring(environ: Mapping[str, str] | None = None) -> KeyRing | None:
     """The ring the environment configures, or None when encryption is off."""
     env = os.environ if environ is None else environ
     inline, path = env.get(KEYS_VARIABLE), env.get(KEYS_FILE_VARIABLE)
-    encrypt_id = env.get(ENCRYPT_KEY_VARIABLE, "").strip() or None
+    # Beside the keys when they are files (a Secret mounted as TEMPI_SECRETS_DIR), so one
+    # Secret holds a rotation's state.
+    encrypt_id = (
+        env.get(ENCRYPT_KEY_VARIABLE, "").strip() or secret_in_dir(ENCRYPT_KEY_VARIABLE, environ)
+    ) or None
     if not inline and not path:
         # What `tempi worker` took out of its environment, or TEMPI_SECRETS_DIR's file.
         inline = (held_secret(KEYS_VARIABLE) if environ is None else None) or secret_in_dir(
