@@ -104,12 +104,14 @@ class Runs:
     """The session's runs one after another (a prompt, a tool call, a reply), each timed and
     labelled with the step of the rotation it started in. A run that fails ends them."""
 
-    def __init__(self, session: Session, client: Client) -> None:
+    def __init__(self, session: Session, client: Client, *, move: bool) -> None:
         self.session = session
         self.client = client
+        self.move = move
         self.step = "before"
         self.times: list[tuple[str, float]] = []
         self.failure: tuple[str, float, BaseException] | None = None
+        self.cut: tuple[str, float] | None = None  # the run `stop(at_once=True)` ended
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._began = time.monotonic()
@@ -123,22 +125,29 @@ class Runs:
             self._between.set()
             await self._go.wait()
             self._between.clear()
-            await self._move()
+            if self.move:
+                await self._move()
             number += 1
             step, began = self.step, time.monotonic()
             self._began = began
             try:
                 await self.session.prompt(f"Run {number}.", timeout=RUN_LIMIT_S)
                 await self.session.run_to_idle(timeout=RUN_LIMIT_S)
-            except (Exception, asyncio.CancelledError) as err:
+            except asyncio.CancelledError:
+                self.cut = (step, time.monotonic() - began)
+                return
+            except Exception as err:
                 self.failure = (step, time.monotonic() - began, err)
                 return
             self.times.append((step, time.monotonic() - began))
 
     async def _move(self) -> None:
-        """Let any worker take the session's next run, as a roll does to the sessions of each
-        worker it stops: without this, a session stays on the worker that has it cached (its
-        workflow tasks sticky to it, its activities eager) and never crosses keys."""
+        """Let any worker take the session's next run. A session stays on the worker that has
+        it cached (its workflow tasks sticky to it, its activities eager), and moves when that
+        worker stops; with many sessions and workers some always move from a worker on the new
+        key to one on the old. This makes the one session of the test move before each run.
+        (Not in the two-phase test: a reset now and then left the sticky task it had just
+        re-established unpolled for the 10 s sticky timeout, roll or not.)"""
         await self.client.workflow_service.reset_sticky_task_queue(
             ResetStickyTaskQueueRequest(
                 namespace=self.client.namespace,
@@ -157,10 +166,14 @@ class Runs:
 
     @contextlib.asynccontextmanager
     async def paused(self) -> AsyncIterator[None]:
-        """No run in flight inside: the current one finishes, the next waits."""
+        """No run in flight inside, nor a workflow task: the current run finishes, the next
+        waits."""
         self._go.clear()
         try:
             while not self._between.is_set() and self.failure is None:
+                await asyncio.sleep(0.01)
+            # The run is over for its follower; the workflow may still finish a last task.
+            while (await self.session.handle.describe()).raw_description.HasField("pending_workflow_task"):
                 await asyncio.sleep(0.01)
             yield
         finally:
@@ -182,9 +195,9 @@ class Runs:
         return [seconds for s, seconds in self.times if s == step]
 
     def slowest(self, step: str) -> float:
-        """The longest run of `step`, counting a failed one."""
-        failed = [self.failure[1]] if self.failure and self.failure[0] == step else []
-        return max(self.of(step) + failed)
+        """The longest run of `step`, counting a failed one and one cut short."""
+        ended = [e[1] for e in (self.failure, self.cut) if e is not None and e[0] == step]
+        return max(self.of(step) + ended)
 
     def report(self) -> str:
         steps = dict.fromkeys(s for s, _ in self.times)
@@ -196,6 +209,8 @@ class Runs:
         if self.failure:
             step, seconds, err = self.failure
             said += f"; a run of {step} failed after {seconds:.2f} s: {type(err).__name__}"
+        if self.cut:
+            said += f"; a run of {self.cut[0]} was cut short after {self.cut[1]:.2f} s"
         return said
 
 
@@ -205,6 +220,8 @@ async def _rotation(
     temporal_client: Client,
     scripted_server: ScriptedLLMServer,
     roll: Callable[[Rig, Runs], Awaitable[None]],
+    *,
+    move: bool,
 ) -> Rotation:
     scenario = f"rotation-{tmp_path.name}"
     # Every run: a command, then a reply (turns picked by the number of assistant messages).
@@ -233,7 +250,7 @@ async def _rotation(
         session = await start_session(
             client, tmp_path, scripted_model(scripted_server, scenario), task_queue=rig.queue
         )
-        runs = Runs(session, client)
+        runs = Runs(session, client, move=move)
         runs.start()
         await runs.wait_for(RUNS_PER_STEP + 1)  # the first run pays the workers' warm-up
         await roll(rig, runs)
@@ -266,7 +283,8 @@ async def test_a_two_phase_rotation_keeps_a_running_session_at_its_pace(
         runs.step = "after"
         await runs.wait_for(RUNS_PER_STEP)
 
-    done = await _rotation(tmp_path, temporal_address, temporal_client, scripted_server, roll)
+    # The session moves to the other worker at each restart, across phases' configurations.
+    done = await _rotation(tmp_path, temporal_address, temporal_client, scripted_server, roll, move=False)
 
     runs, logs = done.runs, done.logs
     assert "codec keys: encrypts with k1; decrypt only: k2" in logs  # phase 1 as the workers say
@@ -297,7 +315,7 @@ async def test_a_one_phase_rotation_fails_the_old_workers_tasks_and_they_say_why
             await asyncio.sleep(0.05)
         await runs.stop(at_once=True)
 
-    done = await _rotation(tmp_path, temporal_address, temporal_client, scripted_server, roll)
+    done = await _rotation(tmp_path, temporal_address, temporal_client, scripted_server, roll, move=True)
 
     # What it costs the session: workflow tasks the old worker failed (each retried after a
     # delay), a stalled run, or a follower failing on the old worker's answer to its query.
