@@ -109,6 +109,14 @@ def test_production_compose_config_passes_with_the_example_env(tmp_path: Path) -
     # Published ports stay on loopback unless the operator says otherwise.
     for name in ("temporal", "temporal-ui", "codec-server"):
         assert all(p["host_ip"] == "127.0.0.1" for p in services[name]["ports"])
+    # The UI's page may call the codec server, and passes its users' access token when asked.
+    codec_env = services["codec-server"]["environment"]
+    assert (
+        codec_env["TEMPI_CODEC_CORS_ORIGINS"]
+        == services["temporal-ui"]["environment"]["TEMPORAL_CORS_ORIGINS"]
+    )
+    assert {"TEMPI_CODEC_AUTH_TOKEN", "TEMPI_CODEC_OIDC_ISSUER", "TEMPI_CODEC_OIDC_ALLOWED"} <= set(codec_env)
+    assert "TEMPORAL_CODEC_PASS_ACCESS_TOKEN" in services["temporal-ui"]["environment"]
 
 
 def test_production_compose_refuses_to_start_without_a_database_password(tmp_path: Path) -> None:

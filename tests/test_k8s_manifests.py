@@ -166,7 +166,17 @@ def test_temporal_helm_values_point_at_an_external_database_and_the_codec() -> N
         values[chart]["enabled"] for chart in ("cassandra", "mysql", "postgresql", "elasticsearch")
     )
     env = {e["name"]: e["value"] for e in values["web"]["additionalEnv"]}
+    # https: the UI sends its users' access token (passAccessToken) to an https endpoint only.
     assert env["TEMPORAL_CODEC_ENDPOINT"].startswith("https://")
+    assert env["TEMPORAL_CODEC_PASS_ACCESS_TOKEN"] == "true"
+
+
+def test_the_codec_server_lets_the_ui_origin_call_it(rendered: list[dict[str, Any]]) -> None:
+    [(_, _, spec)] = [p for p in pod_specs(rendered) if p[0].startswith("tempi-codec-server")]
+    [container] = spec["containers"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["TEMPI_CODEC_CORS_ORIGINS"].startswith("https://")
+    assert "--cors-origin" not in container["args"] and "0.0.0.0" in container["args"]
 
 
 def test_workers_read_model_keys_from_files_and_run_no_local_tools(rendered: list[dict[str, Any]]) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -299,7 +300,7 @@ def test_the_background_server_refuses_a_client_with_other_codec_keys(tmp_path: 
         assert tempi(f"k1:{KEY_1}", "--model", "faux/demo", "-p", "hello").returncode == 0
         for keys, says in [
             (None, "encrypts with codec keys this command does not have"),
-            (f"k2:{KEY_2}", "runs with other codec keys than this command"),
+            (f"k2:{KEY_2}", "runs with other codec keys"),
         ]:
             refused = tempi(keys, "--model", "faux/demo", "-p", "hello")
             assert refused.returncode == 3, refused.stderr
@@ -312,3 +313,43 @@ def test_the_background_server_refuses_a_client_with_other_codec_keys(tmp_path: 
         assert refused.returncode == 3 and "was started without codec keys" in refused.stderr, refused.stderr
     finally:
         tempi(None, "server", "stop")
+
+
+async def test_the_encrypting_key_is_the_one_named_and_the_others_only_decrypt() -> None:
+    plain = [Payload(metadata={"encoding": b"json/plain"}, data=b'"hello"')]
+    keys = f"k1:{KEY_1},k2:{KEY_2}"
+    phase_1 = EncryptionCodec(load_key_ring({"TEMPI_CODEC_KEYS": keys, "TEMPI_CODEC_ENCRYPT_KEY_ID": "k1"}))
+    [sealed] = await phase_1.encode(plain)
+    assert sealed.metadata["encryption-key-id"] == b"k1"
+    # Phase 2 (the newest key encrypts by default) still opens what phase 1 wrote.
+    phase_2 = EncryptionCodec(load_key_ring({"TEMPI_CODEC_KEYS": keys}))
+    assert (await phase_2.decode([sealed])) == plain
+    assert (await phase_2.encode(plain))[0].metadata["encryption-key-id"] == b"k2"
+
+
+@pytest.mark.parametrize(
+    ("env", "says"),
+    [
+        pytest.param(
+            {"TEMPI_CODEC_KEYS": f"k1:{KEY_1}", "TEMPI_CODEC_ENCRYPT_KEY_ID": "k2"},
+            "TEMPI_CODEC_ENCRYPT_KEY_ID names key 'k2', which TEMPI_CODEC_KEYS does not hold (it has k1)",
+            id="unknown-id",
+        ),
+        pytest.param(
+            {"TEMPI_CODEC_ENCRYPT_KEY_ID": "k1"},
+            "TEMPI_CODEC_ENCRYPT_KEY_ID is set ('k1') but this process has no codec keys",
+            id="no-keys",
+        ),
+    ],
+)
+def test_an_encrypting_key_id_the_ring_lacks_is_named(env: dict[str, str], says: str) -> None:
+    with pytest.raises(CodecKeyError, match=re.escape(says)) as raised:
+        load_key_ring(env)
+    assert KEY_1 not in str(raised.value)
+
+
+def test_a_rotation_can_live_in_the_mounted_secret_files(tmp_path: Path) -> None:
+    (tmp_path / "TEMPI_CODEC_KEYS").write_text(f"k1:{KEY_1}\nk2:{KEY_2}\n")
+    (tmp_path / "TEMPI_CODEC_ENCRYPT_KEY_ID").write_text("k1\n")
+    ring = load_key_ring({"TEMPI_SECRETS_DIR": str(tmp_path)})
+    assert ring is not None and ring.describe() == "encrypts with k1; decrypt only: k2"

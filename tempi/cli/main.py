@@ -198,7 +198,10 @@ def foreground_server_warning(port: int) -> str:
 
 
 async def cmd_worker(argv: list[str]) -> int:
+    import logging
+
     from tempi.activities.sandbox_policy import KINDS, allowed_sandboxes
+    from tempi.workers.codec import UNKNOWN_KEY_LOG, load_key_ring
     from tempi.workers.provider_preload import preload_default_provider
     from tempi.workers.secret_guard import forbid_inspection, withhold_secrets
     from tempi.workers.temporal_client import configured_address
@@ -228,6 +231,11 @@ async def cmd_worker(argv: list[str]) -> int:
         print(f"tempi worker: {err}", file=sys.stderr)
         return EXIT_CONFIG
     forbid_inspection()
+    # A key this worker lacks fails its workflow tasks with an error only an encrypted failure
+    # in the history would show: say it where the operator rolling the workers looks.
+    report = logging.StreamHandler(sys.stderr)
+    report.setFormatter(logging.Formatter("tempi worker: %(message)s"))
+    UNKNOWN_KEY_LOG.addHandler(report)
     telemetry.serve_metrics()
     address = configured_address()
     if address is None:
@@ -256,8 +264,11 @@ async def cmd_worker(argv: list[str]) -> int:
         queues = ", ".join(w.task_queue for w in workers)
         build = f" as build {build_id()} of deployment {deployment}" if deployment else ""
         tools = ", ".join(k for k in KINDS if k in sandboxes)
+        ring = load_key_ring()
+        # Which phase of a key rotation this worker is in, for whoever rolls the workers.
+        codec = f"; codec keys: {ring.describe()}" if ring else ""
         print(
-            f"tempi worker: polling {queues} on {address}{build}; tools run in: {tools}",
+            f"tempi worker: polling {queues} on {address}{build}; tools run in: {tools}{codec}",
             file=sys.stderr,
             flush=True,
         )
