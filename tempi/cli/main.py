@@ -101,9 +101,7 @@ async def run_session_command(args: argparse.Namespace) -> int:
             return await run_print(opened, prompts, images, args.mode)
         finally:
             mark.clear()
-            # A print run's session closes with it (it stayed Running for a week, with its
-            # sandbox container); an RPC client keeps its session, as pi's does.
-            await opened.close(one_shot=out is None)
+            await opened.close()
 
 
 def _export(args: argparse.Namespace) -> int:

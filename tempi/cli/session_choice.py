@@ -21,9 +21,6 @@ from tempi.store.errors import SessionFileError
 from tempi.store.session_store import SessionStore
 from tempi.workflows.session_types import SessionConfig
 
-# A closing session flushes its file and finishes its sandbox: well under a second.
-CLOSE_WAIT_S = 10.0
-
 
 @dataclass
 class OpenSession:
@@ -32,8 +29,6 @@ class OpenSession:
     session: SessionClient
     # --no-session: the directory to remove when the run is over.
     throwaway_dir: Path | None = None
-    # This front end started the session's workflow (it was not running already).
-    started_here: bool = True
 
     @property
     def config(self) -> SessionConfig:
@@ -41,16 +36,13 @@ class OpenSession:
         assert self.session.config is not None
         return self.session.config
 
-    async def close(self, *, one_shot: bool = False) -> None:
-        """A throwaway session ends with its front end, and so does a `-p` run's session
-        that the run started (`--continue` starts it again from its file); any other goes
-        on running, to be watched, steered and continued from anywhere."""
-        if self.throwaway_dir is None and not (one_shot and self.started_here):
+    async def close(self) -> None:
+        """A throwaway session ends with its front end; a kept one goes on running."""
+        if self.throwaway_dir is None:
             return
         with contextlib.suppress(RPCError):
-            await self.session.shutdown(wait_s=CLOSE_WAIT_S if self.throwaway_dir is None else 0)
-        if self.throwaway_dir is not None:
-            shutil.rmtree(self.throwaway_dir, ignore_errors=True)
+            await self.session.shutdown()
+        shutil.rmtree(self.throwaway_dir, ignore_errors=True)
 
 
 def find_session_path(store: SessionStore, reference: str, session_dir: Path | None = None) -> Path:
@@ -183,13 +175,11 @@ async def open_session(
             await service.start(options, session_dir=choice.session_dir, session_file=choice.new_file)
         )
     try:
-        loaded = service.store.load_for_resume(choice.existing)
-        for warning in loaded.warnings:
+        for warning in service.store.load_for_resume(choice.existing).warnings:
             print(f"tempi: warning: {warning}", file=sys.stderr)
-        was_running = await service.get(loaded.header.id).is_running()
         session = await service.resume(
             choice.existing, options, override_model=override_model, find_model=find_model, fixed=fixed or ()
         )
     except (SessionFileError, SessionMismatch) as err:
         raise UserError(str(err)) from err
-    return OpenSession(session, started_here=not was_running)
+    return OpenSession(session)

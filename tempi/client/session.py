@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Awaitable, Sequence
 from typing import Any, Literal, TypeVar
 
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
 from tempi.agent.messages import ImageContent
@@ -241,14 +240,9 @@ class SessionClient:
     async def set_follow_up_mode(self, mode: QueueMode) -> None:
         await self.handle.signal(AgentSessionWorkflow.set_follow_up_mode, mode)
 
-    async def shutdown(self, *, wait_s: float = 0) -> None:
-        """End the workflow (its sandbox goes with it); the file stays and can be continued.
-        With `wait_s`, wait that long for it to have ended, so that a client continuing the
-        file right after starts a workflow of its own instead of joining one that is closing."""
+    async def shutdown(self) -> None:
+        """End the workflow (its sandbox goes with it); the file stays and can be continued."""
         await self.handle.signal(AgentSessionWorkflow.shutdown)
-        if wait_s > 0:
-            with contextlib.suppress(asyncio.TimeoutError, WorkflowFailureError, RPCError):
-                await asyncio.wait_for(self.handle.result(), wait_s)
 
     # --- reading -----------------------------------------------------------------------
 
