@@ -147,6 +147,7 @@ class ShardPrepareInput(BaseModel):
     base_commit: str
     state_dir: str
     shard_id: str
+    spare: str | None = None  # a committed shard whose worktree this one may take over
 
 
 class VerifyInput(BaseModel):

@@ -5,6 +5,7 @@ names the shard's patch file; the pipeline integrates it."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any
 
@@ -30,6 +31,9 @@ with workflow.unsafe.imports_passed_through():
     from tempi.workflows.session_workflow import AgentSessionWorkflow
 
 SHARD_ACTIVITY_RETRY = RetryPolicy(maximum_attempts=5, initial_interval=timedelta(seconds=1))
+# Histories from before waited for the parent to take the "stepped" signal before going on,
+# and sent it with no verify to come.
+TELL_WITHOUT_WAITING = "pipeline-shard-tell-without-waiting"
 
 
 @workflow.defn(name=names.SHARD_WORKFLOW)
@@ -152,7 +156,21 @@ class PipelineShardWorkflow(AgentSessionWorkflow):
             if failed:
                 return self._result(failed)
             self.next_step += 1
-        await self._tell("stepped")
+        if not workflow.patched(TELL_WITHOUT_WAITING):
+            await self._tell("stepped")
+            return await self._verify_and_save(inp, values, resuming)
+        if spec.verify is None:  # "stepped" would say its verify runs
+            return await self._verify_and_save(inp, values, resuming)
+        # The verify need not wait for the parent to take the news.
+        told = asyncio.ensure_future(self._tell("stepped"))
+        try:
+            return await self._verify_and_save(inp, values, resuming)
+        finally:
+            await told
+
+    async def _verify_and_save(self, inp: ShardInput, values: dict[str, str], resuming: bool) -> ShardResult:
+        """The verify (and repairs), then the shard's patch saved."""
+        spec = inp.spec
         if spec.verify is not None:
             repair = spec.verify.repair
             if resuming:  # handed over in the middle of a repair

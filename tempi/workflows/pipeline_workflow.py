@@ -91,6 +91,9 @@ class PipelineWorkflow:
         self.active = 0  # shards whose session is at work (the window counts these)
         self.busy = 0  # shards started and not yet integrated
         self.draining = False  # the history is full: no new start, then continue as new
+        # Committed shards of this run whose worktrees the next shards take over (instead of
+        # a new checkout each, and as many left for the end to remove).
+        self.spare_worktrees: list[str] = []
 
     @workflow.query
     def get_progress(self) -> PipelineProgress:
@@ -443,6 +446,9 @@ class PipelineWorkflow:
         inp = self.inp
         shard = status.shard
         status.state = "running"
+        # A shard that ran before (a retry, a re-run) has its own worktree to go on with.
+        fresh = start_commit is None and not status.retries and not self.legacy
+        spare = self.spare_worktrees.pop(0) if fresh and self.spare_worktrees else None
         worktree: str = await workflow.execute_activity(
             names.PREPARE_SHARD,
             ShardPrepareInput(
@@ -450,6 +456,7 @@ class PipelineWorkflow:
                 base_commit=start_commit or inp.base_commit,
                 state_dir=inp.state_dir,
                 shard_id=shard.id,
+                spare=spare,
             ),
             result_type=str,
             start_to_close_timeout=GIT_TIMEOUT,
@@ -536,6 +543,7 @@ class PipelineWorkflow:
             done = await self._integrate(status, again, output)
         if done.commit:
             status.state, status.commit = "committed", done.commit
+            self.spare_worktrees.append(status.shard.id)
         else:
             tried = " (nor did a re-run on its head)" if status.rerun else ""
             status.state, status.reason = (

@@ -70,7 +70,9 @@ async def setup(inp: SetupInput) -> CommandOutcome | None:
 @activity.defn(name=names.PREPARE_SHARD)
 async def prepare_shard(inp: ShardPrepareInput) -> str:
     def work() -> str:
-        tree = git_work.prepare_shard_worktree(inp.repo_root, inp.base_commit, inp.state_dir, inp.shard_id)
+        tree = git_work.prepare_shard_worktree(
+            inp.repo_root, inp.base_commit, inp.state_dir, inp.shard_id, inp.spare
+        )
         # Steps and verify run here: they get what setup made in the output checkout.
         share_setup(git_work.output_worktree(inp.state_dir), tree)
         return tree
