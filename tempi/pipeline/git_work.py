@@ -135,8 +135,8 @@ def prepare_shard_worktree(
     """A clean checkout of the base commit for one shard. A shard that starts again (its
     session lost) starts from the base commit, not from what its last attempt left. `spare`:
     a committed shard whose worktree is no longer needed; it moves here and is reset, which
-    touches only what that shard changed instead of checking out the whole tree again, and
-    leaves one worktree fewer for the run's end to remove."""
+    touches only what that shard changed instead of writing every file of the tree again,
+    and leaves one worktree fewer for the run's end to remove."""
     path = shard_worktree(state_dir, shard_id)
     if not _is_worktree(path):
         if path.exists():
@@ -144,16 +144,17 @@ def prepare_shard_worktree(
         path.parent.mkdir(parents=True, exist_ok=True)
         donor = shard_worktree(state_dir, spare) if spare else None
         with worktree_changes(repo_root):
-            # A move git refuses (a worktree with submodules) makes a new one instead.
+            # A move git refuses (a worktree it forgot, one with submodules) makes a new one.
             moved = (
                 donor is not None
-                and _is_worktree(donor)
+                and (donor / ".git").exists()
                 and git_ok(repo_root, "worktree", "move", str(donor), str(path))
             )
             if not moved:
                 git(repo_root, "worktree", "prune")
-                git(repo_root, "worktree", "add", "-q", "--detach", str(path), base_commit)
-                return str(path)
+                # Only git's record under the lock: the files are written below, beside
+                # other shards' (a big tree takes a second or more).
+                git(repo_root, "worktree", "add", "-q", "--no-checkout", "--detach", str(path), base_commit)
     clear_stale_locks(path)
     git(path, "reset", "-q", "--hard", base_commit)
     git(path, "clean", "-q", "-fdx")
@@ -225,41 +226,59 @@ def _shard_commits(worktree: str, pipeline_id: str, *revs: str) -> dict[str, str
     return found
 
 
-def integrate(
+def integrate_many(
     worktree: str,
-    base_commit: str,
-    patch_path: str,
     pipeline_id: str,
-    shard_id: str,
-    message: str,
+    patches: list[tuple[str, str, str]],
     keep: list[str] | None = None,
-) -> tuple[str | None, str | None]:
-    """Apply a shard's patch on the output branch and commit it with the trailers; returns
-    (commit, None), or (None, why) when the patch does not apply on the branch's head. A
-    retry after the commit was made finds it by its trailer instead of committing twice.
-    `keep`: pathspecs of what setup made in the checkout, which stays."""
+) -> tuple[list[str], str | None]:
+    """Commit shards' patches on the output branch in order, each with its trailers:
+    `patches` holds (shard id, patch file, message). Returns the commits of those committed,
+    and why the next one's patch does not apply on the branch's head (None when all did);
+    the ones after it are not tried. Integrations on the branch go one at a time, so what an
+    earlier attempt of this one committed is among its last len(patches) commits: a retry
+    finds those by their trailers instead of committing twice (reading the whole branch
+    each time grew with the shard count). `keep`: pathspecs of what setup made in the
+    checkout, which stays."""
     clear_stale_locks(worktree)
-    # Integrations on the branch go one at a time, so a commit an earlier attempt of this
-    # one made is the head (reading the whole branch each time grew with the shard count).
-    done = _shard_commits(worktree, pipeline_id, "-1", "HEAD").get(shard_id)
-    if done:
-        return done, None
+    last = f"-{len(patches)}"
+    done = _shard_commits(worktree, pipeline_id, last, "HEAD")
+    todo = [p for p in patches if p[0] not in done]
+    conflict = None
+    if todo:
+        # What a killed attempt left half applied goes.
+        git(worktree, "reset", "-q", "--hard", "HEAD")
+        git(worktree, "clean", "-q", "-fd", "--", ".", *(keep or []))
+    for shard_id, patch_path, message in todo:
+        conflict = _apply(worktree, patch_path)
+        if conflict is not None:
+            break
+        text = f"{message}\n\n{PIPELINE_TRAILER}: {pipeline_id}\n{SHARD_TRAILER}: {shard_id}\n"
+        git(worktree, "commit", "-q", "--allow-empty", "--no-verify", "-F", "-", stdin=text.encode())
+    if todo:
+        done = _shard_commits(worktree, pipeline_id, last, "HEAD")
+    commits = []
+    for shard_id, _, _ in patches:
+        if shard_id not in done:
+            break
+        commits.append(done[shard_id])
+    return commits, conflict
+
+
+def _apply(worktree: str, patch_path: str) -> str | None:
+    """Apply a patch to the checkout and its index; why it does not apply, or None."""
+    if not Path(patch_path).read_bytes().strip():
+        return None
+    proc = subprocess.run(
+        ["git", "-C", worktree, "apply", "--index", "--3way", patch_path],
+        capture_output=True,
+        check=False,
+        timeout=300,
+    )
+    if proc.returncode == 0:
+        return None
     git(worktree, "reset", "-q", "--hard", "HEAD")
-    git(worktree, "clean", "-q", "-fd", "--", ".", *(keep or []))
-    patch = Path(patch_path).read_bytes()
-    if patch.strip():
-        proc = subprocess.run(
-            ["git", "-C", worktree, "apply", "--index", "--3way", patch_path],
-            capture_output=True,
-            check=False,
-            timeout=300,
-        )
-        if proc.returncode != 0:
-            git(worktree, "reset", "-q", "--hard", "HEAD")
-            return None, proc.stderr.decode(errors="replace").strip()[-2000:]
-    text = f"{message}\n\n{PIPELINE_TRAILER}: {pipeline_id}\n{SHARD_TRAILER}: {shard_id}\n"
-    git(worktree, "commit", "-q", "--allow-empty", "--no-verify", "-F", "-", stdin=text.encode())
-    return git(worktree, "rev-parse", "HEAD").strip(), None
+    return proc.stderr.decode(errors="replace").strip()[-2000:]
 
 
 def squash_output(

@@ -31,9 +31,6 @@ with workflow.unsafe.imports_passed_through():
     from tempi.workflows.session_workflow import AgentSessionWorkflow
 
 SHARD_ACTIVITY_RETRY = RetryPolicy(maximum_attempts=5, initial_interval=timedelta(seconds=1))
-# Histories from before waited for the parent to take the "stepped" signal before going on,
-# and sent it with no verify to come.
-TELL_WITHOUT_WAITING = "pipeline-shard-tell-without-waiting"
 
 
 @workflow.defn(name=names.SHARD_WORKFLOW)
@@ -156,7 +153,7 @@ class PipelineShardWorkflow(AgentSessionWorkflow):
             if failed:
                 return self._result(failed)
             self.next_step += 1
-        if not workflow.patched(TELL_WITHOUT_WAITING):
+        if inp.revision == 0:
             await self._tell("stepped")
             return await self._verify_and_save(inp, values, resuming)
         if spec.verify is None:  # "stepped" would say its verify runs
@@ -198,17 +195,33 @@ class PipelineShardWorkflow(AgentSessionWorkflow):
                 failed = await self._prompt(prompt, f"repair {self.repairs_done}", None)
                 if failed:
                     return self._result(failed, outcome.tail)
-        patch: str = await workflow.execute_activity(
+        patch = await self._save_patch(inp)
+        return self._result(None).model_copy(update={"state": "verified", "patch_path": patch})
+
+    async def _save_patch(self, inp: ShardInput) -> str:
+        save = PatchInput(
+            cwd=self.config.cwd,
+            base_commit=inp.start_commit or inp.base_commit,
+            state_dir=inp.state_dir,
+            shard_id=inp.shard.id,
+        )
+        if inp.revision == 0:
+            patch: str = await workflow.execute_activity(
+                names.SAVE_SHARD_PATCH,
+                save,
+                result_type=str,
+                start_to_close_timeout=timedelta(minutes=5),
+                heartbeat_timeout=ACTIVITY_HEARTBEAT,
+                retry_policy=SHARD_ACTIVITY_RETRY,
+            )
+            return patch
+        # On this worker, within the workflow task: no server round trip to schedule it and
+        # none to hand the result back (a lost worker's task runs it again; it is idempotent).
+        local: str = await workflow.execute_local_activity(
             names.SAVE_SHARD_PATCH,
-            PatchInput(
-                cwd=self.config.cwd,
-                base_commit=inp.start_commit or inp.base_commit,
-                state_dir=inp.state_dir,
-                shard_id=inp.shard.id,
-            ),
+            save,
             result_type=str,
             start_to_close_timeout=timedelta(minutes=5),
-            heartbeat_timeout=ACTIVITY_HEARTBEAT,
             retry_policy=SHARD_ACTIVITY_RETRY,
         )
-        return self._result(None).model_copy(update={"state": "verified", "patch_path": patch})
+        return local
