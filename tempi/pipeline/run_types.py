@@ -114,6 +114,7 @@ class PipelineCarried(BaseModel):
     progress: PipelineProgress
     output_worktree: str
     started_at: datetime
+    spare_worktrees: list[str] = Field(default_factory=list)  # committed shards' worktrees to take over
 
 
 class OutputInput(BaseModel):

@@ -100,7 +100,7 @@ class PipelineWorkflow:
         self.draining = False  # the history is full: no new start, then continue as new
         # Committed shards of this run whose worktrees the next shards take over (instead of
         # a new checkout each, and as many left for the end to remove).
-        self.spare_worktrees: list[str] = []
+        self.spare_worktrees: list[str] = list(carried.spare_worktrees) if carried is not None else []
         # This run integrates shards together and runs their workflows at SHARD_REVISION.
         self.together = False
 
@@ -238,7 +238,10 @@ class PipelineWorkflow:
             if self.draining and self.queue and not self.stop_new:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 carried = PipelineCarried(
-                    progress=self.progress, output_worktree=output, started_at=self.started
+                    progress=self.progress,
+                    output_worktree=output,
+                    started_at=self.started,
+                    spare_worktrees=self.spare_worktrees,
                 )
                 workflow.continue_as_new(inp.model_copy(update={"carried": carried}))
         await self._final(output)
