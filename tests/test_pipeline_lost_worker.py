@@ -77,7 +77,7 @@ async def test_worktrees_their_repository_forgot_are_made_again(tmp_path: Path) 
     state = tmp_path / "state"
     patch = _shard_patch(repo, base, state)
     output = git_work.prepare_output(str(repo), base, "tempi/out", str(state))
-    commit, _ = git_work.integrate(output, base, patch, "p1", "s1", "m")
+    [commit], _ = git_work.integrate_many(output, "p1", [("s1", patch, "m")])
     for admin in (repo / ".git/worktrees").iterdir():
         shutil.rmtree(admin)
 

@@ -16,8 +16,8 @@ def _commit_shards(repo: Path, state: Path, base: str, shards: list[str]) -> str
         work = git_work.prepare_shard_worktree(str(repo), base, str(state), shard)
         (Path(work) / f"{shard}.txt").write_text(f"{shard}\n")
         patch = git_work.save_shard_patch(work, base, str(state), shard)
-        commit, conflict = git_work.integrate(output, base, patch, "p1", shard, f"shard {shard}")
-        assert commit and conflict is None
+        commits, conflict = git_work.integrate_many(output, "p1", [(shard, patch, f"shard {shard}")])
+        assert len(commits) == 1 and conflict is None
     return output
 
 

@@ -38,6 +38,7 @@ EXPECTED = {
     "overflow_compaction": 2,
     "parallel_writes_same_path": 1,
     "pipeline_before_controls": 5,
+    "pipeline_before_together": 7,
     "retry_429": 1,
     "settings_signals": 1,
     "slack_before_display": 2,

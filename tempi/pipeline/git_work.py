@@ -79,16 +79,37 @@ def _is_worktree(path: Path) -> bool:
     return git(path, "rev-parse", "--git-dir", check=False) != ""
 
 
+def git_dirs(worktree: str | Path) -> tuple[Path, Path]:
+    """(git directory, common directory) of a checkout, read from the files git itself reads
+    (`.git`, and a linked worktree's `commondir`) instead of asking a git process: a shard's
+    activities need them several times each. Anything unusual is left to `git rev-parse`."""
+    dot = Path(worktree) / ".git"
+    try:
+        if dot.is_dir():
+            return dot.absolute(), dot.absolute()
+        text = dot.read_text()
+        if text.startswith("gitdir: "):
+            git_dir = Path(worktree).absolute() / text[len("gitdir: ") :].strip()
+            common = git_dir / (git_dir / "commondir").read_text().strip()
+            if git_dir.is_dir() and common.is_dir():
+                return Path(os.path.normpath(git_dir)), Path(os.path.normpath(common))
+    except OSError:
+        pass
+    out = git(worktree, "rev-parse", "--path-format=absolute", "--absolute-git-dir", "--git-common-dir")
+    git_dir_line, common_line = out.splitlines()[:2]
+    return Path(git_dir_line), Path(common_line)
+
+
 def clear_stale_locks(worktree: str | Path) -> None:
     """Remove the lock files a git command killed with its worker leaves in a worktree (its
     index, its HEAD, its branch), which would make every retry fail. Only one activity works
     in a pipeline's worktree at a time, so a lock found at the start of one is stale."""
-    git_dir = Path(git(worktree, "rev-parse", "--absolute-git-dir").strip())
-    common = Path(git(worktree, "rev-parse", "--path-format=absolute", "--git-common-dir").strip())
-    branch = git(worktree, "symbolic-ref", "-q", "HEAD", check=False).strip()
+    git_dir, common = git_dirs(worktree)
     locks = [git_dir / "index.lock", git_dir / "HEAD.lock"]
-    if branch:
-        locks.append(common / f"{branch}.lock")
+    with contextlib.suppress(OSError):
+        head = (git_dir / "HEAD").read_text().strip()
+        if head.startswith("ref: "):
+            locks.append(common / f"{head[len('ref: ') :]}.lock")
     for lock in locks:
         lock.unlink(missing_ok=True)
 
@@ -98,7 +119,7 @@ def worktree_changes(repo_root: str) -> Iterator[None]:
     """One `git worktree add/remove/prune` at a time in a repository: git keeps every shard's
     worktree record under `.git/worktrees/work*`, and two shards adding theirs at once race
     for the same name ("failed to read .git/worktrees/work/commondir")."""
-    common = Path(git(repo_root, "rev-parse", "--path-format=absolute", "--git-common-dir").strip())
+    _, common = git_dirs(repo_root)
     with open(common / "tempi-worktrees.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield
@@ -108,21 +129,35 @@ def shard_worktree(state_dir: str, shard_id: str) -> Path:
     return Path(state_dir) / "shards" / shard_id / "work"
 
 
-def prepare_shard_worktree(repo_root: str, base_commit: str, state_dir: str, shard_id: str) -> str:
+def prepare_shard_worktree(
+    repo_root: str, base_commit: str, state_dir: str, shard_id: str, spare: str | None = None
+) -> str:
     """A clean checkout of the base commit for one shard. A shard that starts again (its
-    session lost) starts from the base commit, not from what its last attempt left."""
+    session lost) starts from the base commit, not from what its last attempt left. `spare`:
+    a committed shard whose worktree is no longer needed; it moves here and is reset, which
+    touches only what that shard changed instead of writing every file of the tree again,
+    and leaves one worktree fewer for the run's end to remove."""
     path = shard_worktree(state_dir, shard_id)
-    if _is_worktree(path):
-        clear_stale_locks(path)
-        git(path, "reset", "-q", "--hard", base_commit)
-        git(path, "clean", "-q", "-fdx")
-        return str(path)
-    if path.exists():
-        shutil.rmtree(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with worktree_changes(repo_root):
-        git(repo_root, "worktree", "prune")
-        git(repo_root, "worktree", "add", "-q", "--detach", str(path), base_commit)
+    if not _is_worktree(path):
+        if path.exists():
+            shutil.rmtree(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        donor = shard_worktree(state_dir, spare) if spare else None
+        with worktree_changes(repo_root):
+            # A move git refuses (a worktree it forgot, one with submodules) makes a new one.
+            moved = (
+                donor is not None
+                and (donor / ".git").exists()
+                and git_ok(repo_root, "worktree", "move", str(donor), str(path))
+            )
+            if not moved:
+                git(repo_root, "worktree", "prune")
+                # Only git's record under the lock: the files are written below, beside
+                # other shards' (a big tree takes a second or more).
+                git(repo_root, "worktree", "add", "-q", "--no-checkout", "--detach", str(path), base_commit)
+    clear_stale_locks(path)
+    git(path, "reset", "-q", "--hard", base_commit)
+    git(path, "clean", "-q", "-fdx")
     return str(path)
 
 
@@ -167,10 +202,15 @@ def prepare_output(repo_root: str, base_commit: str, branch: str, state_dir: str
 def committed_shards(worktree: str, base_commit: str, pipeline_id: str) -> dict[str, str]:
     """Shard id -> commit for this pipeline's commits on the output branch since the base,
     read from their trailers, so a run whose Temporal state is gone skips them."""
+    return _shard_commits(worktree, pipeline_id, f"{base_commit}..HEAD")
+
+
+def _shard_commits(worktree: str, pipeline_id: str, *revs: str) -> dict[str, str]:
+    """Shard id -> commit for this pipeline's commits among `git log REVS`."""
     fmt = (
         f"%H%x00%(trailers:key={PIPELINE_TRAILER},valueonly)%x00%(trailers:key={SHARD_TRAILER},valueonly)%x1e"
     )
-    out = git(worktree, "log", f"--format={fmt}", f"{base_commit}..HEAD")
+    out = git(worktree, "log", f"--format={fmt}", *revs)
     found: dict[str, str] = {}
     for record in out.split("\x1e"):
         parts = record.strip("\n").split("\x00")
@@ -186,39 +226,59 @@ def committed_shards(worktree: str, base_commit: str, pipeline_id: str) -> dict[
     return found
 
 
-def integrate(
+def integrate_many(
     worktree: str,
-    base_commit: str,
-    patch_path: str,
     pipeline_id: str,
-    shard_id: str,
-    message: str,
+    patches: list[tuple[str, str, str]],
     keep: list[str] | None = None,
-) -> tuple[str | None, str | None]:
-    """Apply a shard's patch on the output branch and commit it with the trailers; returns
-    (commit, None), or (None, why) when the patch does not apply on the branch's head. A
-    retry after the commit was made finds it by its trailer instead of committing twice.
-    `keep`: pathspecs of what setup made in the checkout, which stays."""
+) -> tuple[list[str], str | None]:
+    """Commit shards' patches on the output branch in order, each with its trailers:
+    `patches` holds (shard id, patch file, message). Returns the commits of those committed,
+    and why the next one's patch does not apply on the branch's head (None when all did);
+    the ones after it are not tried. Integrations on the branch go one at a time, so what an
+    earlier attempt of this one committed is among its last len(patches) commits: a retry
+    finds those by their trailers instead of committing twice (reading the whole branch
+    each time grew with the shard count). `keep`: pathspecs of what setup made in the
+    checkout, which stays."""
     clear_stale_locks(worktree)
-    done = committed_shards(worktree, base_commit, pipeline_id).get(shard_id)
-    if done:
-        return done, None
+    last = f"-{len(patches)}"
+    done = _shard_commits(worktree, pipeline_id, last, "HEAD")
+    todo = [p for p in patches if p[0] not in done]
+    conflict = None
+    if todo:
+        # What a killed attempt left half applied goes.
+        git(worktree, "reset", "-q", "--hard", "HEAD")
+        git(worktree, "clean", "-q", "-fd", "--", ".", *(keep or []))
+    for shard_id, patch_path, message in todo:
+        conflict = _apply(worktree, patch_path)
+        if conflict is not None:
+            break
+        text = f"{message}\n\n{PIPELINE_TRAILER}: {pipeline_id}\n{SHARD_TRAILER}: {shard_id}\n"
+        git(worktree, "commit", "-q", "--allow-empty", "--no-verify", "-F", "-", stdin=text.encode())
+    if todo:
+        done = _shard_commits(worktree, pipeline_id, last, "HEAD")
+    commits = []
+    for shard_id, _, _ in patches:
+        if shard_id not in done:
+            break
+        commits.append(done[shard_id])
+    return commits, conflict
+
+
+def _apply(worktree: str, patch_path: str) -> str | None:
+    """Apply a patch to the checkout and its index; why it does not apply, or None."""
+    if not Path(patch_path).read_bytes().strip():
+        return None
+    proc = subprocess.run(
+        ["git", "-C", worktree, "apply", "--index", "--3way", patch_path],
+        capture_output=True,
+        check=False,
+        timeout=300,
+    )
+    if proc.returncode == 0:
+        return None
     git(worktree, "reset", "-q", "--hard", "HEAD")
-    git(worktree, "clean", "-q", "-fd", "--", ".", *(keep or []))
-    patch = Path(patch_path).read_bytes()
-    if patch.strip():
-        proc = subprocess.run(
-            ["git", "-C", worktree, "apply", "--index", "--3way", patch_path],
-            capture_output=True,
-            check=False,
-            timeout=300,
-        )
-        if proc.returncode != 0:
-            git(worktree, "reset", "-q", "--hard", "HEAD")
-            return None, proc.stderr.decode(errors="replace").strip()[-2000:]
-    text = f"{message}\n\n{PIPELINE_TRAILER}: {pipeline_id}\n{SHARD_TRAILER}: {shard_id}\n"
-    git(worktree, "commit", "-q", "--allow-empty", "--no-verify", "-F", "-", stdin=text.encode())
-    return git(worktree, "rev-parse", "HEAD").strip(), None
+    return proc.stderr.decode(errors="replace").strip()[-2000:]
 
 
 def squash_output(
@@ -242,12 +302,13 @@ def squash_output(
 def release_worktrees(repo_root: str, state_dir: str, done_shards: list[str]) -> None:
     """At the end of a run: the output worktree goes, so the branch can be checked out
     elsewhere (a rerun makes it again), and so do the worktrees of committed shards. A failed
-    shard's worktree stays for a look at what it left."""
+    shard's worktree stays for a look at what it left. The checkouts are deleted and git
+    forgets them in one `worktree prune`, instead of one `worktree remove` each."""
     paths = [output_worktree(state_dir), *(shard_worktree(state_dir, s) for s in done_shards)]
     with worktree_changes(repo_root):
         for path in paths:
-            if _is_worktree(path):
-                git(repo_root, "worktree", "remove", "--force", str(path))
+            if (path / ".git").exists():
+                shutil.rmtree(path)
         git(repo_root, "worktree", "prune")
 
 

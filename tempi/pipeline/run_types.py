@@ -26,6 +26,7 @@ PREPARE_SHARD = "pipeline_prepare_shard"
 RUN_VERIFY = "pipeline_run_verify"
 SAVE_SHARD_PATCH = "pipeline_save_shard_patch"
 INTEGRATE_SHARD = "pipeline_integrate_shard"
+INTEGRATE_SHARDS = "pipeline_integrate_shards"
 RELEASE_WORKTREES = "pipeline_release_worktrees"
 SQUASH_OUTPUT = "pipeline_squash_output"
 
@@ -47,6 +48,7 @@ DONE_STATES = frozenset({"committed", "failed", "conflict", "skipped"})
 # A run continues as new once its history has this many events (or Temporal suggests it).
 HISTORY_EVENT_BUDGET = 10_000
 # A shard's session workflow is started with this template; `{cwd}` is filled per shard.
+SHARD_REVISION = 1  # see ShardInput.revision
 SHARD_CWD_MARK = "@@TEMPI_SHARD_CWD@@"
 
 
@@ -112,6 +114,7 @@ class PipelineCarried(BaseModel):
     progress: PipelineProgress
     output_worktree: str
     started_at: datetime
+    spare_worktrees: list[str] = Field(default_factory=list)  # committed shards' worktrees to take over
 
 
 class OutputInput(BaseModel):
@@ -147,6 +150,7 @@ class ShardPrepareInput(BaseModel):
     base_commit: str
     state_dir: str
     shard_id: str
+    spare: str | None = None  # a committed shard whose worktree this one may take over
 
 
 class VerifyInput(BaseModel):
@@ -174,6 +178,26 @@ class IntegrateInput(BaseModel):
 class IntegrateResult(BaseModel):
     commit: str | None = None
     conflict: str | None = None  # why the patch did not apply
+    head: str | None = None  # the output branch's commit it did not apply on
+
+
+class ShardPatch(BaseModel):
+    shard_id: str
+    patch_path: str
+    message: str
+
+
+class IntegrateManyInput(BaseModel):
+    """Shards whose turn on the output branch has come together, in order."""
+
+    worktree: str
+    pipeline_id: str
+    shards: list[ShardPatch]
+
+
+class IntegrateManyResult(BaseModel):
+    commits: list[str]  # of the first len(commits) shards, in order
+    conflict: str | None = None  # why the next one's patch did not apply (the rest were not tried)
     head: str | None = None  # the output branch's commit it did not apply on
 
 
@@ -208,6 +232,11 @@ class ShardInput(BaseModel):
     # A re-run after a conflict starts at this output-branch commit, and its patch is taken
     # against it, instead of the base commit.
     start_commit: str | None = None
+    # What the shard's workflow does, for the command sequence its history holds: 0 (runs
+    # from before) tells the pipeline its steps are done always, waiting for the signal to
+    # land, and saves its patch in an activity; 1 (SHARD_REVISION) tells only when a verify
+    # follows, going on at once, and saves its patch in a local activity.
+    revision: int = 0
 
 
 class ShardProgressSignal(BaseModel):

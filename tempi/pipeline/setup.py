@@ -23,7 +23,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from tempi.pipeline.commands import run_command
-from tempi.pipeline.git_work import GitWorkError, git
+from tempi.pipeline.git_work import GitWorkError, git, git_dirs
 from tempi.pipeline.run_types import CommandOutcome
 
 SETUP_TIMEOUT_S = 3600
@@ -38,7 +38,7 @@ class SetupRecord(BaseModel):
 
 
 def _marker(worktree: str | Path) -> Path:
-    return Path(git(worktree, "rev-parse", "--absolute-git-dir").strip()) / MARKER
+    return git_dirs(worktree)[0] / MARKER
 
 
 def setup_record(worktree: str | Path) -> SetupRecord | None:
@@ -81,6 +81,8 @@ def share_setup(source: str | Path, target: str | Path) -> list[str]:
     checkout); returns the paths given, none when setup did not run there."""
     record = setup_record(source) if Path(source).exists() else None
     if record is None or not record.products:
+        # A worktree a committed shard handed on may hold that shard's note.
+        (git_dirs(target)[0] / SHARED).unlink(missing_ok=True)
         return []
     _link_farm(Path(source), Path(target), record.products)
     _relocate(Path(source), Path(target), record.products)
@@ -145,7 +147,7 @@ def setup_excludes(worktree: str | Path) -> list[str]:
     """Pathspecs that keep setup's results out of a `git add` or `git clean` in a checkout
     that has them (a repository whose .gitignore does not name its `.venv` would otherwise
     put it in every patch, or lose it from the output checkout)."""
-    git_dir = Path(git(worktree, "rev-parse", "--absolute-git-dir").strip())
+    git_dir = git_dirs(worktree)[0]
     try:
         products: list[str] = json.loads((git_dir / SHARED).read_text())
     except (OSError, ValueError):
@@ -155,5 +157,4 @@ def setup_excludes(worktree: str | Path) -> list[str]:
 
 
 def _note_shared(target: Path, products: list[str]) -> None:
-    git_dir = Path(git(target, "rev-parse", "--absolute-git-dir").strip())
-    (git_dir / SHARED).write_text(json.dumps(products))
+    (git_dirs(target)[0] / SHARED).write_text(json.dumps(products))

@@ -5,6 +5,7 @@ names the shard's patch file; the pipeline integrates it."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any
 
@@ -152,7 +153,21 @@ class PipelineShardWorkflow(AgentSessionWorkflow):
             if failed:
                 return self._result(failed)
             self.next_step += 1
-        await self._tell("stepped")
+        if inp.revision == 0:
+            await self._tell("stepped")
+            return await self._verify_and_save(inp, values, resuming)
+        if spec.verify is None:  # "stepped" would say its verify runs
+            return await self._verify_and_save(inp, values, resuming)
+        # The verify need not wait for the parent to take the news.
+        told = asyncio.ensure_future(self._tell("stepped"))
+        try:
+            return await self._verify_and_save(inp, values, resuming)
+        finally:
+            await told
+
+    async def _verify_and_save(self, inp: ShardInput, values: dict[str, str], resuming: bool) -> ShardResult:
+        """The verify (and repairs), then the shard's patch saved."""
+        spec = inp.spec
         if spec.verify is not None:
             repair = spec.verify.repair
             if resuming:  # handed over in the middle of a repair
@@ -180,17 +195,33 @@ class PipelineShardWorkflow(AgentSessionWorkflow):
                 failed = await self._prompt(prompt, f"repair {self.repairs_done}", None)
                 if failed:
                     return self._result(failed, outcome.tail)
-        patch: str = await workflow.execute_activity(
+        patch = await self._save_patch(inp)
+        return self._result(None).model_copy(update={"state": "verified", "patch_path": patch})
+
+    async def _save_patch(self, inp: ShardInput) -> str:
+        save = PatchInput(
+            cwd=self.config.cwd,
+            base_commit=inp.start_commit or inp.base_commit,
+            state_dir=inp.state_dir,
+            shard_id=inp.shard.id,
+        )
+        if inp.revision == 0:
+            patch: str = await workflow.execute_activity(
+                names.SAVE_SHARD_PATCH,
+                save,
+                result_type=str,
+                start_to_close_timeout=timedelta(minutes=5),
+                heartbeat_timeout=ACTIVITY_HEARTBEAT,
+                retry_policy=SHARD_ACTIVITY_RETRY,
+            )
+            return patch
+        # On this worker, within the workflow task: no server round trip to schedule it and
+        # none to hand the result back (a lost worker's task runs it again; it is idempotent).
+        local: str = await workflow.execute_local_activity(
             names.SAVE_SHARD_PATCH,
-            PatchInput(
-                cwd=self.config.cwd,
-                base_commit=inp.start_commit or inp.base_commit,
-                state_dir=inp.state_dir,
-                shard_id=inp.shard.id,
-            ),
+            save,
             result_type=str,
             start_to_close_timeout=timedelta(minutes=5),
-            heartbeat_timeout=ACTIVITY_HEARTBEAT,
             retry_policy=SHARD_ACTIVITY_RETRY,
         )
-        return self._result(None).model_copy(update={"state": "verified", "patch_path": patch})
+        return local

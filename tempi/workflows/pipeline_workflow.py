@@ -26,8 +26,11 @@ with workflow.unsafe.imports_passed_through():
     from tempi.pipeline.run_types import (
         ACTIVITY_HEARTBEAT,
         SHARD_CWD_MARK,
+        SHARD_REVISION,
         CommandOutcome,
         IntegrateInput,
+        IntegrateManyInput,
+        IntegrateManyResult,
         IntegrateResult,
         OutputInput,
         OutputReady,
@@ -37,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
         ReleaseInput,
         SetupInput,
         ShardInput,
+        ShardPatch,
         ShardPrepareInput,
         ShardProgressSignal,
         ShardResult,
@@ -58,6 +62,9 @@ CONTROLS = "pipeline-controls"
 # needed what setup made failed in a run whose shards were all committed), and a failed
 # setup left the output worktree holding the branch.
 SETUP_EVERYWHERE = "pipeline-setup-everywhere"
+# Histories from before integrated one shard per activity, and ran their shards' workflows
+# at revision 0 (see ShardInput.revision).
+INTEGRATE_TOGETHER = "pipeline-integrate-together"
 SETUP_RETRY = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(seconds=1))
 
 
@@ -91,6 +98,11 @@ class PipelineWorkflow:
         self.active = 0  # shards whose session is at work (the window counts these)
         self.busy = 0  # shards started and not yet integrated
         self.draining = False  # the history is full: no new start, then continue as new
+        # Committed shards of this run whose worktrees the next shards take over (instead of
+        # a new checkout each, and as many left for the end to remove).
+        self.spare_worktrees: list[str] = list(carried.spare_worktrees) if carried is not None else []
+        # This run integrates shards together and runs their workflows at SHARD_REVISION.
+        self.together = False
 
     @workflow.query
     def get_progress(self) -> PipelineProgress:
@@ -226,7 +238,10 @@ class PipelineWorkflow:
             if self.draining and self.queue and not self.stop_new:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 carried = PipelineCarried(
-                    progress=self.progress, output_worktree=output, started_at=self.started
+                    progress=self.progress,
+                    output_worktree=output,
+                    started_at=self.started,
+                    spare_worktrees=self.spare_worktrees,
                 )
                 workflow.continue_as_new(inp.model_copy(update={"carried": carried}))
         await self._final(output)
@@ -338,10 +353,25 @@ class PipelineWorkflow:
         integrated = 0
         integrating = asyncio.Lock()
 
+        self.together = workflow.patched(INTEGRATE_TOGETHER)
+        together = self.together
+
         async def integrate_in_order() -> None:
             nonlocal integrated
             async with integrating:
                 while integrated < len(order) and integrated in results:
+                    if together:
+                        # Every shard whose turn has come, in one activity: integration keeps
+                        # up with shards however fast they end.
+                        ready, upto = [], integrated
+                        while upto < len(order) and upto in results:
+                            status, result = self.by_id[order[upto]], results[upto]
+                            if result is not None and result.state == "verified" and result.patch_path:
+                                ready.append((status, result))
+                            upto += 1
+                        await self._commit_together(ready, output)
+                        integrated = upto
+                        continue
                     status, result = self.by_id[order[integrated]], results[integrated]
                     if result is not None and result.state == "verified" and result.patch_path:
                         await self._commit_or_rerun(status, result, output)
@@ -443,6 +473,9 @@ class PipelineWorkflow:
         inp = self.inp
         shard = status.shard
         status.state = "running"
+        # A shard that ran before (a retry, a re-run) has its own worktree to go on with.
+        fresh = start_commit is None and not status.retries and not self.legacy
+        spare = self.spare_worktrees.pop(0) if fresh and self.spare_worktrees else None
         worktree: str = await workflow.execute_activity(
             names.PREPARE_SHARD,
             ShardPrepareInput(
@@ -450,6 +483,7 @@ class PipelineWorkflow:
                 base_commit=start_commit or inp.base_commit,
                 state_dir=inp.state_dir,
                 shard_id=shard.id,
+                spare=spare,
             ),
             result_type=str,
             start_to_close_timeout=GIT_TIMEOUT,
@@ -480,6 +514,7 @@ class PipelineWorkflow:
             state_dir=inp.state_dir,
             parent_workflow_id=workflow.info().workflow_id,
             start_commit=start_commit,
+            revision=SHARD_REVISION if self.together else 0,
         )
         task = asyncio.ensure_future(self._child(child, status.retries))
         self.running[shard.id] = task
@@ -521,12 +556,44 @@ class PipelineWorkflow:
         return result
 
     async def _commit_or_rerun(self, status: ShardStatus, result: ShardResult, output: str) -> None:
-        """Commit a verified shard on the output branch. A patch that does not apply there
-        (an earlier shard changed the same lines) runs the shard once more, in a fresh
+        """Commit a verified shard on the output branch (see _settle)."""
+        await self._settle(status, await self._integrate(status, result, output), output)
+
+    async def _commit_together(self, ready: list[tuple[ShardStatus, ShardResult]], output: str) -> None:
+        """Commit verified shards on the output branch in order, as many as apply in one
+        activity; one whose patch does not apply is settled (see _settle) before the ones
+        after it are tried."""
+        while ready:
+            done: IntegrateManyResult = await workflow.execute_activity(
+                names.INTEGRATE_SHARDS,
+                IntegrateManyInput(
+                    worktree=output,
+                    pipeline_id=self.inp.pipeline_id,
+                    shards=[
+                        ShardPatch(
+                            shard_id=s.shard.id, patch_path=r.patch_path or "", message=self._message(s)
+                        )
+                        for s, r in ready
+                    ],
+                ),
+                result_type=IntegrateManyResult,
+                start_to_close_timeout=GIT_TIMEOUT,
+                heartbeat_timeout=ACTIVITY_HEARTBEAT,
+                retry_policy=GIT_RETRY,
+            )
+            for (status, _), commit in zip(ready, done.commits, strict=False):
+                self._committed(status, commit)
+            ready = ready[len(done.commits) :]
+            if ready:
+                status, _ = ready.pop(0)
+                await self._settle(status, IntegrateResult(conflict=done.conflict, head=done.head), output)
+
+    async def _settle(self, status: ShardStatus, done: IntegrateResult, output: str) -> None:
+        """A verified shard after its patch met the output branch. A patch that did not apply
+        there (an earlier shard changed the same lines) runs the shard once more, in a fresh
         worktree at the branch's head, and that patch is committed; if it does not apply
         either, or no new shard may start, the shard is a `conflict`. Integration waits for
         the re-run, so at most one runs beyond the window."""
-        done = await self._integrate(status, result, output)
         if done.conflict and done.head and workflow.patched(RERUN_ON_CONFLICT) and self._may_start():
             status.rerun = True
             again = await self._shard(status, start_commit=done.head)
@@ -535,7 +602,7 @@ class PipelineWorkflow:
                 return
             done = await self._integrate(status, again, output)
         if done.commit:
-            status.state, status.commit = "committed", done.commit
+            self._committed(status, done.commit)
         else:
             tried = " (nor did a re-run on its head)" if status.rerun else ""
             status.state, status.reason = (
@@ -543,9 +610,16 @@ class PipelineWorkflow:
                 f"its patch does not apply on the output branch{tried}: {done.conflict}",
             )
 
+    def _committed(self, status: ShardStatus, commit: str) -> None:
+        status.state, status.commit = "committed", commit
+        self.spare_worktrees.append(status.shard.id)
+
+    def _message(self, status: ShardStatus) -> str:
+        step_names = ", ".join(s.name for s in self.inp.spec.steps)
+        return f"{self.inp.spec.name} ({step_names}): {' '.join(status.shard.files)}"
+
     async def _integrate(self, status: ShardStatus, result: ShardResult, output: str) -> IntegrateResult:
         assert result.patch_path is not None
-        step_names = ", ".join(s.name for s in self.inp.spec.steps)
         done: IntegrateResult = await workflow.execute_activity(
             names.INTEGRATE_SHARD,
             IntegrateInput(
@@ -554,7 +628,7 @@ class PipelineWorkflow:
                 patch_path=result.patch_path,
                 pipeline_id=self.inp.pipeline_id,
                 shard_id=status.shard.id,
-                message=f"{self.inp.spec.name} ({step_names}): {' '.join(status.shard.files)}",
+                message=self._message(status),
             ),
             result_type=IntegrateResult,
             start_to_close_timeout=GIT_TIMEOUT,

@@ -21,12 +21,15 @@ from tempi.pipeline.rebase import rebase_output, shards_on_base
 from tempi.pipeline.run_types import (
     CommandOutcome,
     IntegrateInput,
+    IntegrateManyInput,
+    IntegrateManyResult,
     IntegrateResult,
     OutputInput,
     OutputReady,
     PatchInput,
     ReleaseInput,
     SetupInput,
+    ShardPatch,
     ShardPrepareInput,
     SquashInput,
     VerifyInput,
@@ -70,7 +73,9 @@ async def setup(inp: SetupInput) -> CommandOutcome | None:
 @activity.defn(name=names.PREPARE_SHARD)
 async def prepare_shard(inp: ShardPrepareInput) -> str:
     def work() -> str:
-        tree = git_work.prepare_shard_worktree(inp.repo_root, inp.base_commit, inp.state_dir, inp.shard_id)
+        tree = git_work.prepare_shard_worktree(
+            inp.repo_root, inp.base_commit, inp.state_dir, inp.shard_id, inp.spare
+        )
         # Steps and verify run here: they get what setup made in the output checkout.
         share_setup(git_work.output_worktree(inp.state_dir), tree)
         return tree
@@ -98,22 +103,32 @@ async def save_patch(inp: PatchInput) -> str:
 
 @activity.defn(name=names.INTEGRATE_SHARD)
 async def integrate(inp: IntegrateInput) -> IntegrateResult:
-    def work() -> tuple[str | None, str | None]:
-        return git_work.integrate(
-            inp.worktree,
-            inp.base_commit,
-            inp.patch_path,
-            inp.pipeline_id,
-            inp.shard_id,
-            inp.message,
-            keep=setup_excludes(inp.worktree),
+    """One shard (histories from before shards were integrated together)."""
+    done = await integrate_many(
+        IntegrateManyInput(
+            worktree=inp.worktree,
+            pipeline_id=inp.pipeline_id,
+            shards=[ShardPatch(shard_id=inp.shard_id, patch_path=inp.patch_path, message=inp.message)],
+        )
+    )
+    return IntegrateResult(
+        commit=done.commits[0] if done.commits else None, conflict=done.conflict, head=done.head
+    )
+
+
+@activity.defn(name=names.INTEGRATE_SHARDS)
+async def integrate_many(inp: IntegrateManyInput) -> IntegrateManyResult:
+    def work() -> tuple[list[str], str | None]:
+        patches = [(s.shard_id, s.patch_path, s.message) for s in inp.shards]
+        return git_work.integrate_many(
+            inp.worktree, inp.pipeline_id, patches, keep=setup_excludes(inp.worktree)
         )
 
-    commit, conflict = await _beating(work)
+    commits, conflict = await _beating(work)
     if conflict is None:
-        return IntegrateResult(commit=commit)
+        return IntegrateManyResult(commits=commits)
     head = await _beating(git_work.git, inp.worktree, "rev-parse", "HEAD")
-    return IntegrateResult(conflict=conflict, head=head.strip())
+    return IntegrateManyResult(commits=commits, conflict=conflict, head=head.strip())
 
 
 @activity.defn(name=names.SQUASH_OUTPUT)
@@ -141,6 +156,7 @@ PIPELINE_ACTIVITIES: list[Callable[..., Any]] = [
     verify,
     save_patch,
     integrate,
+    integrate_many,
     squash,
     release,
 ]
