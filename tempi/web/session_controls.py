@@ -41,11 +41,11 @@ def _available() -> list[ModelSpec]:
     return [m for m in registry.models if has_configured_key(m.provider, registry)]
 
 
-def _error(status: int, message: str) -> web.Response:
+def error_response(status: int, message: str) -> web.Response:
     return web.json_response({"error": message}, status=status)
 
 
-async def _body(request: web.Request) -> dict[str, Any]:
+async def json_body(request: web.Request) -> dict[str, Any]:
     try:
         body = await request.json()
     except ValueError:
@@ -61,7 +61,7 @@ class SessionControls:
         try:
             models = await asyncio.to_thread(_available)
         except ConfigError as err:
-            return _error(409, str(err))
+            return error_response(409, str(err))
         return web.json_response(
             {
                 "models": [
@@ -73,15 +73,15 @@ class SessionControls:
 
     async def set_model(self, request: web.Request) -> web.StreamResponse:
         session_id = self.console.session_id_of(request)
-        body = await _body(request)
+        body = await json_body(request)
         provider, model_id = body.get("provider"), body.get("id")
         try:
             models = await asyncio.to_thread(_available)
         except ConfigError as err:
-            return _error(409, str(err))
+            return error_response(409, str(err))
         found = next((m for m in models if m.provider == provider and m.id == model_id), None)
         if found is None:
-            return _error(
+            return error_response(
                 400,
                 f"no model {provider}/{model_id} with an API key; GET /api/models lists the ones there are",
             )
@@ -96,9 +96,9 @@ class SessionControls:
 
     async def set_thinking(self, request: web.Request) -> web.StreamResponse:
         session_id = self.console.session_id_of(request)
-        level = (await _body(request)).get("level")
+        level = (await json_body(request)).get("level")
         if level not in THINKING_LEVELS:
-            return _error(400, f'"level" is one of {", ".join(THINKING_LEVELS)}')
+            return error_response(400, f'"level" is one of {", ".join(THINKING_LEVELS)}')
         session = await self.console.running_session(session_id)
         chosen = await session.set_thinking_level(cast(ThinkingLevel, level))
         self.console.wakeups.wake(session_id)
@@ -106,14 +106,14 @@ class SessionControls:
 
     async def compact(self, request: web.Request) -> web.StreamResponse:
         session_id = self.console.session_id_of(request)
-        instructions = (await _body(request)).get("instructions")
+        instructions = (await json_body(request)).get("instructions")
         session = await self.console.running_session(session_id)
         try:
             result = await session.compact(
                 instructions if isinstance(instructions, str) and instructions else None
             )
         except SessionRefused as err:
-            return _error(409, str(err))
+            return error_response(409, str(err))
         self.console.wakeups.wake(session_id)
         return web.json_response({"ok": True, "tokensBefore": result.tokens_before})
 

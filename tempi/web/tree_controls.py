@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -18,23 +18,12 @@ from tempi.client import SessionRefused
 from tempi.client.options import SessionOptions
 from tempi.client.transcript import load_at_leaf, user_text
 from tempi.store.loading import LoadedSession
+from tempi.web.session_controls import error_response, json_body
 
 if TYPE_CHECKING:
     from tempi.web.app import Console
 
 MAX_INSTRUCTIONS_CHARS = 20_000
-
-
-def _error(status: int, message: str) -> web.Response:
-    return web.json_response({"error": message}, status=status)
-
-
-async def _body(request: web.Request) -> dict[str, Any]:
-    try:
-        body = await request.json()
-    except ValueError:
-        return {}
-    return body if isinstance(body, dict) else {}
 
 
 def _user_entry(entry: SessionEntry) -> MessageEntry | None:
@@ -70,7 +59,7 @@ class TreeControls:
 
     async def _chosen(self, request: web.Request) -> tuple[str, LoadedSession, SessionEntry, Path]:
         session_id = self.console.session_id_of(request)
-        entry_id = (await _body(request)).get("entryId")
+        entry_id = (await json_body(request)).get("entryId")
         if not isinstance(entry_id, str) or not entry_id:
             raise _refusal(400, 'name the entry: {"entryId": "..."} (the tree\'s data-id)')
         await self.console.running_session(session_id)
@@ -83,13 +72,15 @@ class TreeControls:
     async def navigate(self, request: web.Request) -> web.StreamResponse:
         """/tree's move: {"entryId", "summarize": bool, "instructions": text}."""
         session_id, _, entry, _ = await self._chosen(request)
-        body = await _body(request)
+        body = await json_body(request)
         summarize = body.get("summarize") is True
         instructions = body.get("instructions")
         if not isinstance(instructions, str) or not instructions.strip():
             instructions = None
         elif len(instructions) > MAX_INSTRUCTIONS_CHARS:
-            return _error(413, f"summary instructions are at most {MAX_INSTRUCTIONS_CHARS} characters")
+            return error_response(
+                413, f"summary instructions are at most {MAX_INSTRUCTIONS_CHARS} characters"
+            )
         user_entry = _user_entry(entry)
         new_leaf = user_entry.parent_id if user_entry is not None else entry.id
         session = self.console.service.get(session_id)
@@ -98,7 +89,7 @@ class TreeControls:
                 entry.id, new_leaf, summarize=summarize, custom_instructions=instructions
             )
         except SessionRefused as err:
-            return _error(409, f"could not move there: {err}")
+            return error_response(409, f"could not move there: {err}")
         self.console.wakeups.wake(session_id, reload=True)
         return web.json_response(
             {

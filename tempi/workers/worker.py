@@ -164,10 +164,21 @@ def build_handoff_worker(
     """Awaits the tool calls this process started inside workflow tasks, on its own queue.
     Unversioned, as the sandbox host's worker is: it runs no workflow code."""
     assert handoff.queue is not None
+    return _tools_worker(client, handoff.queue, [handoff.await_tool, handoff.stop_tool], activity_hook, grace)
+
+
+def _tools_worker(
+    client: Client,
+    queue: str,
+    activities: Sequence[Callable[..., Any]],
+    activity_hook: Interceptor | None,
+    grace: timedelta,
+) -> Worker:
+    """An unversioned worker of tool activities: heartbeats as often as an abort needs."""
     return Worker(
         client,
-        task_queue=handoff.queue,
-        activities=[handoff.await_tool, handoff.stop_tool],
+        task_queue=queue,
+        activities=activities,
         max_concurrent_activities=200,
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
@@ -237,21 +248,17 @@ def build_sandbox_worker(
     activities = session_activities(sessions_root, credentials)
     # Unversioned even in a versioned deployment: it runs no workflow code, and a session pinned
     # to an older build must still reach the tools of whatever build serves this host.
-    return Worker(
+    return _tools_worker(
         client,
-        task_queue=queue,
-        activities=[
+        queue,
+        [
             activities.run_tool,
             activities.run_user_bash,
             ExtensionActivities(activities.store).call_extension_tool,
             SandboxActivities().finish,
         ],
-        max_concurrent_activities=200,
-        max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
-        default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
-        interceptors=[activity_hook] if activity_hook else [],
-        graceful_shutdown_timeout=grace,
-        build_id=build_id(),
+        activity_hook,
+        grace,
     )
 
 
