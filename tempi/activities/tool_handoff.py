@@ -3,10 +3,11 @@ activity on the worker's own queue.
 
 A tool run as a regular activity costs its turn a second server round trip. Run as a local
 activity it costs none, but the workflow then hears nothing (an abort included) until the
-activity ends. So bash, grep and find start as a local activity that waits `BRIEF_S` (TEMPI_BRIEF_TOOL_SECONDS) for
-them: most end in that time and their turn pays one round trip, as a read's does. One that
-is still running is left running on this worker and awaited by `await_tool` on a queue only
-this worker process polls, where heartbeats deliver an abort as they do for any tool.
+activity ends. So bash, grep and find start as a local activity that waits `BRIEF_S`
+(TEMPI_BRIEF_TOOL_SECONDS) for them: most end in that time and their turn pays one round
+trip, as a read's does. One that is still running is left running on this worker and
+awaited by `await_tool` on a queue only this worker process polls, where heartbeats deliver
+an abort as they do for any tool.
 
 A command runs at most once: it leaves a durable mark beside the session file before it
 starts, and a run of the same workflow task after a lost worker finds the mark and answers
@@ -111,7 +112,7 @@ class ToolHandoff:
             return BriefToolRun(result=await _ended(self.tools.finish_tool(started), mark))
         key = _key(inp)
         self.running[key] = started
-        asyncio.get_running_loop().call_later(UNCLAIMED_S, self._stop_unclaimed, key, started)
+        asyncio.get_running_loop().call_later(UNCLAIMED_S, self._stop_unclaimed, key, started, mark)
         return BriefToolRun(running_on=self.queue)
 
     async def _await(self, inp: ToolCallInput) -> ToolCallResult:
@@ -123,10 +124,11 @@ class ToolHandoff:
             return _lost(inp)
         return await _ended(self.tools.finish_tool(started), mark)
 
-    def _stop_unclaimed(self, key: str, started: RunningTool) -> None:
+    def _stop_unclaimed(self, key: str, started: RunningTool, mark: Path | None) -> None:
         if self.running.get(key) is started:
             del self.running[key]
-            started.abort.set()
+            killing = asyncio.ensure_future(started.kill())
+            killing.add_done_callback(lambda _: _clear(mark))
 
 
 async def _ended(finishing: Awaitable[ToolCallResult], mark: Path | None) -> ToolCallResult:
