@@ -34,6 +34,7 @@ from tempi.config.mcp_json import load_mcp_servers
 from tempi.config.models_json import load_model_registry, registry_stamp
 from tempi.config.paths import models_json_path, pi_agent_dir, tempi_home
 from tempi.config.resources import load_prompt_templates, load_skills
+from tempi.config.session_idle import idle_close_seconds
 from tempi.config.settings import Settings, merged_settings
 from tempi.extensions.discovery import discover_extensions, project_config_root
 from tempi.extensions.loader import check_extensions
@@ -263,6 +264,10 @@ def plan_run(
     retry = settings.retry
     if kind == "container":
         check_user_container(detail, cwd)
+    try:
+        idle_close_s = idle_close_seconds(settings)
+    except ConfigError as err:
+        raise UserError(str(err)) from err
     options = SessionOptions(
         cwd=str(cwd),
         model=selection.model,
@@ -287,6 +292,7 @@ def plan_run(
             reserve_tokens=settings.compaction.reserve_tokens,
             keep_recent_tokens=settings.compaction.keep_recent_tokens,
         ),
+        idle_close_s=idle_close_s,
     )
     return PlannedRun(
         options=options,

@@ -9,11 +9,13 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 from pydantic import ValidationError
+from temporalio.service import RPCError
 
 from tempi.agent.messages import ImageContent
 from tempi.agent.model_spec import THINKING_LEVELS, ModelSpec, ThinkingLevel
 from tempi.agent.session_entries import MessageEntry
 from tempi.agent.thinking_levels import DEFAULT_THINKING_LEVEL
+from tempi.cli.errors import UserError
 from tempi.cli.extension_commands import (
     after_input_handlers,
     command_context,
@@ -25,7 +27,7 @@ from tempi.cli.extension_commands import (
 )
 from tempi.cli.html_export import SessionSetup, default_export_path, export_session_html
 from tempi.cli.plan import PlannedRun
-from tempi.cli.session_choice import OpenSession
+from tempi.cli.session_choice import OpenSession, reopen_if_closed
 from tempi.cli.slash_input import expand_input
 from tempi.client import SessionClient, SessionOptions, SessionRefused, SessionService
 from tempi.client.transcript import context_messages, fork_points, load_at_leaf, session_stats, user_text
@@ -41,6 +43,7 @@ class RpcContext(Protocol):
     planned: PlannedRun
     service: SessionService
     cwd: Path
+    opened: OpenSession | None
     # Held while events are written: a response goes out before or after them under it.
     gate: asyncio.Lock
 
@@ -128,13 +131,31 @@ async def prompt(srv: RpcContext, cmd: dict[str, Any]) -> Any:
             return NO_DATA
         message = changed
     images = _images(cmd)
-    # The ack goes out before any event of the run it starts, as in pi.
-    async with srv.gate:
+
+    async def send() -> None:
+        # The ack goes out before any event of the run it starts, as in pi.
+        async with srv.gate:
+            try:
+                await srv.session.prompt(message, images=images, streaming_behavior=behavior)
+            except SessionRefused as err:
+                raise RpcError(str(err)) from err
+            srv.respond(cmd.get("id"), "prompt")
+
+    try:
+        await send()
+    except RPCError:
+        # The session closed after waiting past its idle time: it goes on from its file.
+        assert srv.opened is not None
         try:
-            await srv.session.prompt(message, images=images, streaming_behavior=behavior)
-        except SessionRefused as err:
+            reopened = await reopen_if_closed(
+                srv.service, srv.opened, srv.planned.options, srv.planned.registry.find
+            )
+        except UserError as err:
             raise RpcError(str(err)) from err
-        srv.respond(cmd.get("id"), "prompt")
+        if reopened is None:
+            raise
+        await srv.use_session(reopened)
+        await send()
     if ran is not None:
         await deliver_messages(srv.session, ran.messages)
     return ALREADY_SENT

@@ -45,6 +45,23 @@ class OpenSession:
         shutil.rmtree(self.throwaway_dir, ignore_errors=True)
 
 
+async def reopen_if_closed(
+    service: SessionService, opened: OpenSession, options: SessionOptions, find_model: FindModel
+) -> OpenSession | None:
+    """The session continued from its file when its workflow has closed (it waited past its
+    idle time, `sessionIdleCloseMinutes`), for a front end still showing it; None while it
+    runs. A throwaway session's directory passes to the continued one."""
+    if await opened.session.is_running():
+        return None
+    try:
+        session = await service.resume(Path(opened.config.session_path), options, find_model=find_model)
+    except (SessionFileError, SessionMismatch) as err:
+        raise UserError(str(err)) from err
+    reopened = OpenSession(session, opened.throwaway_dir)
+    opened.throwaway_dir = None
+    return reopened
+
+
 def find_session_path(store: SessionStore, reference: str, session_dir: Path | None = None) -> Path:
     """By file, id or id prefix; a `sessionDir`'s sessions are looked at first, as in pi."""
     try:

@@ -55,6 +55,8 @@ class SessionOptions(PiModel):
     agents: list[AgentDefinition] = Field(default_factory=list)
     history_event_budget: int = 20_000
     history_bytes_budget: int = 8_000_000
+    # How long the session waits for a prompt before it closes (tempi.config.session_idle).
+    idle_close_s: float | None = None
     # MCP servers' tools: None offers them when an mcp.json is found (tempi's home or the
     # project's .tempi/), False never.
     mcp: bool | None = None

@@ -71,6 +71,8 @@ class Settings(PiModel):
     quiet_startup: bool = False
     enable_skill_commands: bool = True
     autocomplete_max_visible: int = Field(default=5, ge=3, le=20)
+    # tempi's own: a session that waits this long for a prompt closes (session_idle.py).
+    session_idle_close_minutes: float | None = Field(default=None, ge=0)
 
     def session_dir_path(self, cwd: Path) -> Path | None:
         """`sessionDir` as a path (`~` expanded, relative to `cwd`), or None when unset."""

@@ -90,6 +90,9 @@ class SessionConfig(PiModel):
     mcp: bool = False
     # Python extensions (absolute paths to their modules), loaded by the workers.
     extensions: list[str] = Field(default_factory=list)
+    # A session waiting this long for a prompt closes (file flushed, sandbox removed; it
+    # continues from its file later). None: a week, as before; 0: never.
+    idle_close_s: float | None = Field(default=None, ge=0)
 
 
 class SessionStats(PiModel):

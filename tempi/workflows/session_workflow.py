@@ -61,7 +61,7 @@ with workflow.unsafe.imports_passed_through():
         SessionStateView,
     )
 
-IDLE_TIMEOUT = timedelta(days=7)
+IDLE_TIMEOUT = timedelta(days=7)  # when the config names no idle time
 UPGRADE_AT_CONTINUE_AS_NEW = "upgrade-at-continue-as-new"
 
 
@@ -72,6 +72,14 @@ def _next_run_build() -> dict[str, Any]:
     if not workflow.patched(UPGRADE_AT_CONTINUE_AS_NEW):
         return {}
     return {"initial_versioning_behavior": workflow.ContinueAsNewVersioningBehavior.AUTO_UPGRADE}
+
+
+def idle_close_after(config: SessionConfig) -> timedelta | None:
+    """How long the session waits for a prompt before it closes (None: for ever). Every
+    session used to wait a week, holding its sandbox container and its build pin."""
+    if config.idle_close_s is None:
+        return IDLE_TIMEOUT
+    return timedelta(seconds=config.idle_close_s) if config.idle_close_s > 0 else None
 
 
 @workflow.defn(name="AgentSessionWorkflow")
@@ -188,7 +196,7 @@ class AgentSessionWorkflow:
                     or self.control.shutdown_requested
                     or self.entries.idle_writes_waiting(self.control.streaming)
                 ),
-                timeout=IDLE_TIMEOUT,
+                timeout=idle_close_after(self.config),
             )
         except TimeoutError:
             return False

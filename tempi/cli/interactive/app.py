@@ -50,9 +50,10 @@ from tempi.cli.open_clients import ClientMark
 from tempi.cli.plan import PlannedRun
 from tempi.cli.queued_messages import editor_text
 from tempi.cli.server_link import NOT_SENT_TEXT, ServerLink, link_for
-from tempi.cli.session_choice import OpenSession
+from tempi.cli.session_choice import OpenSession, reopen_if_closed
 from tempi.client import EventFollower, SessionClient, SessionRefused, SessionService
 from tempi.client.events import POLL_INTERVAL_S
+from tempi.client.session import StreamingBehavior
 from tempi.client.transcript import context_messages, context_usage, load_at_leaf
 from tempi.extensions.commands import CommandOutcome, find_command
 from tempi.store.session_store import SessionStore
@@ -444,10 +445,28 @@ class InteractiveApp:
     async def send(self, text: str, *, follow_up: bool) -> None:
         # With a behaviour set, the session queues the message if it is working and runs
         # it as a prompt if not, so there is no race with a run that is just ending.
+        behavior: StreamingBehavior = "followUp" if follow_up else "steer"
         try:
-            await self.session.prompt(text, streaming_behavior="followUp" if follow_up else "steer")
+            try:
+                await self.session.prompt(text, streaming_behavior=behavior)
+            except RPCError:
+                if not await self._reopen_if_closed():
+                    raise
+                await self.session.prompt(text, streaming_behavior=behavior)
         except SessionRefused as err:
             await self.show(notice(f"The session refused the message: {err}", "red"))
+
+    async def _reopen_if_closed(self) -> bool:
+        """Continue the session from its file if it closed after waiting past its idle time
+        (a file that cannot be continued is a UserError, shown as any failed command is)."""
+        reopened = await reopen_if_closed(
+            self.service, self.opened, self.planned.options, self.planned.registry.find
+        )
+        if reopened is None:
+            return False
+        await self.use_session(reopened, history=False)
+        await self.show(notice("The session had closed while idle; it goes on from its file.", "yellow"))
+        return True
 
     async def run_bash(self, line: str) -> None:
         private = line.startswith("!!")
