@@ -1,7 +1,8 @@
 """A session that waits for a prompt longer than its idle time closes by itself (it used to
 wait a week, holding its sandbox container and its build pin): its file stays whole, its
 container is removed, and `--continue` carries it on. The idle time comes from
-settings.json's `sessionIdleCloseMinutes` or `TEMPI_SESSION_IDLE_CLOSE_MINUTES`."""
+settings.json's `sessionIdleCloseMinutes` or `TEMPI_SESSION_IDLE_CLOSE_MINUTES`; a `-p` run's
+session closes after ten idle minutes unless told otherwise."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from tempi.activities.sandbox import SESSION_LABEL
+from tempi.client import SessionClient
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tempi.workflows.session_types import workflow_id_for
 from tests.conftest import run_tempi, tempi_env, write_models_json
@@ -160,3 +162,30 @@ async def test_an_idle_docker_session_stops_then_removes_its_container(
     assert status == WorkflowExecutionStatus.COMPLETED
     assert _containers(docker_client, s.config.session_id) == []
     assert (Path(s.config.cwd) / "note.txt").read_text() == "kept\n"
+
+
+async def test_a_print_runs_session_closes_after_ten_idle_minutes_unless_told_otherwise(
+    tmp_path: Path, temporal_address: str, temporal_client: Client, scripted_server: ScriptedLLMServer
+) -> None:
+    home, work = tmp_path / "home", tmp_path / "project"
+    work.mkdir()
+    scenario = "one-shot-idle"
+    scripted_server.add_scenario(scenario, [{"text": "First."}, {"text": "Second."}])
+    write_models_json(home, scripted_server, scenario)
+    args = ["--model", "mock/mock-model"]
+
+    async def idle_close_of_last_run(*more: str, **env: str) -> float | None:
+        run = await asyncio.to_thread(
+            run_tempi, [*args, *more], cwd=work, env=tempi_env(home, temporal_address, **env)
+        )
+        assert run.returncode == 0, run.stderr
+        [path] = list((home / "sessions").rglob("*.jsonl"))
+        session_id = json.loads(path.read_text().splitlines()[0])["id"]
+        handle = temporal_client.get_workflow_handle(workflow_id_for(session_id))
+        await handle.terminate()  # the next run continues the file in a workflow of its own
+        return (await SessionClient(temporal_client, session_id).running_config()).idle_close_s
+
+    # A one-shot run keeps its session for ten minutes (to attach, steer or continue it),
+    # not a week; an operator's setting wins.
+    assert await idle_close_of_last_run("-p", "one") == 600
+    assert await idle_close_of_last_run("-c", "-p", "two", TEMPI_SESSION_IDLE_CLOSE_MINUTES="0") == 0

@@ -58,7 +58,7 @@ async def run_session_command(args: argparse.Namespace) -> int:
         prompts, images = initial_prompts(args, cwd, read_stdin=True)
     if not rpc and not prompts:
         raise UserError('Nothing to do: give a prompt, e.g. tempi -p "explain this repo" (see tempi --help).')
-    planned = plan_run(args, cwd)
+    planned = plan_run(args, cwd, one_shot=out is None)
     prompts = [expand_input(p, planned.templates, planned.skills) for p in prompts]
     store = SessionStore(*session_roots())
     choice = choose_session(store, args, planned.settings, cwd)

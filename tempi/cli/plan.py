@@ -179,11 +179,17 @@ def _outside_project(extensions: list[str], sandbox: str) -> list[str]:
 
 
 def plan_run(
-    args: argparse.Namespace, cwd: Path, *, ask_trust: Ask | None = None, reloading: bool = False
+    args: argparse.Namespace,
+    cwd: Path,
+    *,
+    ask_trust: Ask | None = None,
+    reloading: bool = False,
+    one_shot: bool = False,
 ) -> PlannedRun:
     """`ask_trust` asks the person at the terminal whether to trust the repository's `.tempi/`
     (the interactive mode); without it only `--trust` or an earlier trust counts. `reloading`
-    (`/reload`) keeps what was settled at the start and says nothing on the terminal."""
+    (`/reload`) keeps what was settled at the start and says nothing on the terminal.
+    `one_shot`: a run that prints its answer and exits (`-p`, `--mode json`)."""
     if not reloading:
         settle_trust(getattr(args, "trust", None), cwd, ask=ask_trust)
     try:
@@ -265,7 +271,7 @@ def plan_run(
     if kind == "container":
         check_user_container(detail, cwd)
     try:
-        idle_close_s = idle_close_seconds(settings)
+        idle_close_s = idle_close_seconds(settings, one_shot=one_shot)
     except ConfigError as err:
         raise UserError(str(err)) from err
     options = SessionOptions(
