@@ -19,7 +19,7 @@ from tests.conftest import run_tempi, scripted_home, tempi_env
 from tests.pipeline_repo import git
 
 TARGETS = 24
-BUDGET = 150
+BUDGET = 80
 
 
 @pytest.mark.slow
