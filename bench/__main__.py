@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from bench import abort, context, history, overhead, pipeline, startup, throughput
+from bench import abort, context, history, overhead, pipeline, startup, throughput, watchers
 from bench.report import machine, write_results
 
 BENCHMARKS: dict[str, Callable[[bool, bool], Coroutine[Any, Any, dict[str, Any]]]] = {
@@ -20,6 +20,7 @@ BENCHMARKS: dict[str, Callable[[bool, bool], Coroutine[Any, Any, dict[str, Any]]
     "pipeline": pipeline.run,
     "context": context.run,
     "abort": abort.run,
+    "watchers": watchers.run,
 }
 
 

@@ -1,0 +1,123 @@
+"""What watching a session costs: one session of read turns and of bash turns whose
+command runs 0.3 s, followed by 0, 1 and 20 watchers (EventFollower, as `tempi attach`, the
+console and `-p` use), with the worker's and the server's CPU per turn and the worker's
+query count per turn beside each."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client
+
+from bench.report import print_table
+from bench.rig import DevServer, ScriptedServerProcess, WorkerProcess, cpu_seconds, write_models_json
+from bench.sessions import NOTES, start_direct_session, wait_all_done
+from tempi.workers.temporal_client import connect
+
+TURNS = 12
+WATCHERS = (0, 1, 20)
+
+
+def _script(kind: str) -> list[dict[str, Any]]:
+    call = (
+        {"name": "read", "arguments": {"path": NOTES}}
+        if kind == "read"
+        else {"name": "bash", "arguments": {"command": "sleep 0.3; echo done"}}
+    )
+    return [{"text": f"Step {i}.", "tool_calls": [{**call, "id": f"c{i}"}]} for i in range(TURNS)] + [
+        {"text": "All steps done."}
+    ]
+
+
+async def _follow(client: Client, session_id: str, stop: asyncio.Event, counter: list[int]) -> None:
+    from tempi.client import SessionClient
+
+    follower = SessionClient(client, session_id).follow()
+    original = follower._read_events
+
+    async def counted(offset: int) -> Any:
+        counter[0] += 1
+        return await original(offset)
+
+    follower._read_events = counted  # type: ignore[method-assign]
+    while not stop.is_set():
+        await follower.poll()
+        await asyncio.sleep(0.05)  # the follower's own poll interval (events.POLL_INTERVAL_S)
+
+
+async def _one(
+    client: Client, dev: DevServer, worker: WorkerProcess, tmp: Path, url: str, watchers: int
+) -> dict[str, Any]:
+    stop = asyncio.Event()
+    counter = [0]
+    before = {"worker": cpu_seconds(worker.pid), "server": cpu_seconds(dev.pid)}
+    started = time.monotonic()
+    session = await start_direct_session(client, "tempi", tmp / f"w{watchers}", url)
+    assert session.session.config is not None
+    tasks = [
+        asyncio.create_task(_follow(client, session.session.config.session_id, stop, counter))
+        for _ in range(watchers)
+    ]
+    await wait_all_done([session.session_path], timeout_s=180, poll_s=0.05)
+    wall = time.monotonic() - started
+    stop.set()
+    await asyncio.gather(*tasks)
+    turns = TURNS + 1
+    return {
+        "watchers": watchers,
+        "wall_s": round(wall, 2),
+        "worker_cpu_ms_per_turn": round((cpu_seconds(worker.pid) - before["worker"]) * 1000 / turns, 1),
+        "server_cpu_ms_per_turn": round((cpu_seconds(dev.pid) - before["server"]) * 1000 / turns, 1),
+        "queries_per_turn": round(counter[0] / turns, 1),
+    }
+
+
+async def run(quick: bool, profile: bool = False) -> dict[str, Any]:
+    tmp = Path(tempfile.mkdtemp(prefix="tempi-bench-watchers-"))
+    results: dict[str, Any] = {"turns": TURNS + 1, "kinds": {}}
+    kinds = ("read", "bash")
+    scenarios = {kind: _script(kind) for kind in kinds}
+    with ScriptedServerProcess(tmp / "llm", scenarios) as llm, DevServer(tmp / "temporal") as dev:
+        worker = WorkerProcess(
+            tmp / "home", dev.address, "tempi", log=tmp / "worker.log", timings=tmp / "t.jsonl"
+        )
+        worker.start()
+        try:
+            worker.wait_ready()
+            client = await connect(dev.address)
+            for kind in kinds:
+                # The worker calls only the endpoints of its own models.json.
+                write_models_json(tmp / "home", llm.base_url, kind)
+                url = llm.url_for(kind)
+                await _one(client, dev, worker, tmp / f"warm-{kind}", url, 0)
+                results["kinds"][kind] = [
+                    await _one(client, dev, worker, tmp / f"{kind}-{n}", url, n) for n in WATCHERS
+                ]
+        finally:
+            worker.stop()
+    _print(results)
+    shutil.rmtree(tmp, ignore_errors=True)
+    return results
+
+
+def _print(results: dict[str, Any]) -> None:
+    for kind, rows in results["kinds"].items():
+        print_table(
+            f"Watchers on one session of {kind} turns ({results['turns']} turns)",
+            ["watchers", "wall s", "worker CPU ms/turn", "server CPU ms/turn", "queries/turn"],
+            [
+                [
+                    r["watchers"],
+                    r["wall_s"],
+                    r["worker_cpu_ms_per_turn"],
+                    r["server_cpu_ms_per_turn"],
+                    r["queries_per_turn"],
+                ]
+                for r in rows
+            ],
+        )
