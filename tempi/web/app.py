@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
-from temporalio.client import WorkflowExecutionStatus
+from temporalio.client import WorkflowExecutionStatus, WorkflowQueryFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from tempi.agent.thinking_levels import supported_levels
@@ -32,7 +32,7 @@ from tempi.store.catalog import SessionSummary, SummaryCache
 from tempi.store.errors import SessionFileError
 from tempi.store.sidecar import is_safe_session_id
 from tempi.web.access import access_middleware
-from tempi.web.pipelines import Pipelines
+from tempi.web.pipelines import SHARD_CHILD, Pipelines
 from tempi.web.session_controls import SessionControls
 from tempi.web.slack import SlackConversations
 from tempi.web.transcript_view import Op, TranscriptView
@@ -265,9 +265,21 @@ class Console:
 
     # --- the live transcript -------------------------------------------------------------
 
+    async def watched(self, session_id: str, workflow: str | None) -> SessionClient:
+        """The session to follow: its own workflow's, or (`workflow`) the pipeline shard's
+        child workflow that runs it, when that runs this very session now."""
+        if workflow and SHARD_CHILD.match(workflow):
+            shard = self.service.get(session_id, workflow_id=workflow)
+            with contextlib.suppress(RPCError, WorkflowQueryFailedError):
+                if await _is_running(shard):
+                    state = await shard.state()
+                    if Path(state.session_file).name.endswith(f"_{session_id}.jsonl"):
+                        return shard
+        return self.service.get(session_id)
+
     async def events(self, request: web.Request) -> web.StreamResponse:
         session_id = self.session_id_of(request)
-        session = self.service.get(session_id)
+        session = await self.watched(session_id, request.query.get("workflow"))
         if not await session.is_running():
             # Found before the stream starts, so an unknown id is a 404; a running session
             # says where its file is (it may be in a sessionDir outside the store).
@@ -484,5 +496,7 @@ def console_app(
     app.router.add_get("/api/pipelines", pipelines.list)
     app.router.add_get("/api/pipelines/{workflow_id}", pipelines.show)
     app.router.add_post("/api/pipelines/{workflow_id}/control", pipelines.act)
+    app.router.add_get("/api/pipelines/{workflow_id}/reports", pipelines.reports)
+    app.router.add_get("/api/pipelines/{workflow_id}/reports/{kind}", pipelines.download)
     app.router.add_get("/api/slack", SlackConversations(service.client, console).list)
     return app
