@@ -1,12 +1,13 @@
 """When a console's feed asks a session's worker for new log events.
 
 Every ask is a query the worker answers, so a feed asks only when something is likely new:
-soon after an ask that brought events (they come in bursts), when the session's live
-directory changes (a model call or a command starts writing, or its file goes when the
-next step starts), and once when a model's deltas stop (its answer is likely complete).
-While deltas flow the log has nothing new for the page, so it is asked only now and then;
-otherwise the asks back off to one every two seconds. Deltas and command output themselves are
-read from the live files, in the console's process, as often as the feed polls."""
+when a file appears in the session's live directory (a model call or a command starts
+writing: also how a run started elsewhere shows), once when a model's deltas stop (its
+answer is likely complete), and soon after an ask that brought events (they come in
+bursts). While deltas flow the log has nothing new for the page, so it is asked only now
+and then; otherwise the asks back off to one every two seconds, as they are while idle.
+Deltas and command output themselves are read from the live files, in the console's
+process, as often as the feed polls."""
 
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ from pathlib import Path
 QUIET_S = 0.1
 # While deltas flow: the log is asked this often all the same (a steer, a queued message).
 STREAMING_ASK_S = 2.0
-FIRST_BACKOFF_S = 0.25
+FIRST_BACKOFF_S = 0.5
 MAX_BACKOFF_S = 2.0
+IDLE_ASK_S = 2.0
 
 
 class LogPacer:
@@ -38,18 +40,23 @@ class LogPacer:
         except OSError:
             return frozenset()
 
-    def should_ask(self, now: float, *, log_moved: bool, live_moved: bool) -> bool:
+    def should_ask(self, now: float, *, log_moved: bool, live_moved: bool, streaming: bool) -> bool:
         """Whether the next poll asks the log; `log_moved` and `live_moved` are what the
-        last ask and the last poll found."""
+        last ask and the last poll found, `streaming` whether a run goes."""
         files = self._listing()
-        changed, self._files = files != self._files, files
+        # A file that goes (the next step started) tells little that the next new one does not.
+        new_file, self._files = bool(files - self._files), files
         if live_moved:
             self._delta_at, self._quiet_asked = now, False
         if log_moved:
             # More of a burst comes soon, but seldom before the next look: one backoff on.
             self._backoff = FIRST_BACKOFF_S
-        if changed:
+        if new_file:
             ask, self._backoff = True, FIRST_BACKOFF_S
+        elif not streaming:
+            # Idle until a run starts: a prompt from this console wakes the feed, one sent
+            # elsewhere shows by its first live file, anything else by this slow ask.
+            ask = now - self._asked_at >= IDLE_ASK_S
         elif not self._quiet_asked and now - self._delta_at >= QUIET_S:
             ask = self._quiet_asked = True
         elif now - self._delta_at < QUIET_S:

@@ -270,7 +270,7 @@ class SessionFeed:
             if woken:
                 pacer.asked(tick)
             ask = woken or pacer.should_ask(
-                tick, log_moved=follower.log_moved, live_moved=follower.live_moved
+                tick, log_moved=follower.log_moved, live_moved=follower.live_moved, streaming=bool(streaming)
             )
             batch = await follower.poll(ask=ask)
             for event in batch:
