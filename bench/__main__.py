@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from bench import abort, context, history, overhead, pipeline, startup, throughput, watchers
+from bench import abort, context, history, overhead, pipeline, startup, throughput, watchers, web
 from bench.report import machine, write_results
 
 BENCHMARKS: dict[str, Callable[[bool, bool], Coroutine[Any, Any, dict[str, Any]]]] = {
@@ -21,6 +21,7 @@ BENCHMARKS: dict[str, Callable[[bool, bool], Coroutine[Any, Any, dict[str, Any]]
     "context": context.run,
     "abort": abort.run,
     "watchers": watchers.run,
+    "web": web.run,
 }
 
 
@@ -29,7 +30,9 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m bench",
         description="tempi benchmarks on loopback: orchestration overhead (vs a plain loop and vs pi), "
         "workflow history size, concurrent throughput, cold and warm start, a 1,000-target pipeline, "
-        "the context rebuilt per model call at turn 10, 100 and 1,000, Esc while a command runs (beside pi).",
+        "the context rebuilt per model call at turn 10, 100 and 1,000, Esc while a command runs (beside pi), "
+        "tempi web's delta latency and the worker's CPU with 20 SSE clients on one session, "
+        "and what 0, 1 and 20 watchers (EventFollower) cost a turn.",
         epilog="With PYTHONDONTWRITEBYTECODE set, every tempi process compiles each module it imports "
         "(~0.4 s a start here); unset it to time start-up and whole sessions as an installed tempi runs.",
     )

@@ -21,6 +21,8 @@ from tempi.testing.scripted_llm import ScriptedLLMServer
 from tests.conftest import run_tempi, write_models_json
 from tests.web_rig import SECRET, Console, Rig, start_rig, wait_until
 
+SHARED_TEXT = "One answer, streamed once to every page that watches it. " * 3  # ~2.6 s as streamed
+
 SCENARIO = {
     "turns": [{"text": "Default answer."}],
     "routes": {
@@ -44,6 +46,12 @@ SCENARIO = {
             "turns": [
                 {"text": "Ready."},
                 {"text": "A very slow answer. " * 100, "chunk_size": 4, "chunk_delay_ms": 100},
+            ]
+        },
+        "shared-session": {
+            "turns": [
+                {"text": "Ready to share."},
+                {"text": SHARED_TEXT, "chunk_size": 4, "chunk_delay_ms": 60},
             ]
         },
         "guarded-session": {"turns": [{"text": "Guarded answer."}, {"text": "Sent from the right page."}]},
@@ -234,6 +242,30 @@ async def test_the_transcript_streams_a_new_answer_as_it_is_written(
     looking = [op["html"] for op in ops if "Looking." in op.get("html", "")][-1]  # as it stands now
     assert '<details class="tool ok">' in looking and "$ echo web-tool-out" in looking
     assert '<pre class="output">web-tool-out' in looking
+
+
+async def test_a_page_that_joins_mid_answer_starts_where_the_others_are(
+    rig: Rig, console: Console, http: aiohttp.ClientSession
+) -> None:
+    session_id = rig.run_session("shared-session: ready")
+    url = f"{console.base}/api/sessions/{session_id}/events"
+    async with http.get(url, headers=_auth(console)) as first:
+        await _ops_until(first, lambda ops: _has_text(ops, "Ready to share."))
+        assert (await _prompt(http, console, session_id, "shared-session: go"))[0] == 200
+        await _ops_until(first, lambda ops: any("One answer" in op.get("html", "") for op in ops))
+        async with http.get(url, headers=_auth(console)) as second:
+            joined = await _ops_until(second, lambda ops: _has_text(ops, SHARED_TEXT.strip()))
+            seen = await _ops_until(first, lambda ops: _has_text(ops, SHARED_TEXT.strip()))
+    # The second page starts from the whole conversation so far, the answer part-way (one
+    # block, as the first page shows it then), and goes on with the first page's updates.
+    assert joined[0] == {"op": "reset"}
+    blocks = [op["html"] for op in joined if op.get("op") == "block"]
+    assert "Ready to share." in blocks[1] and "shared-session: go" in blocks[2]
+    assert "One answer" in blocks[3] and "msg assistant streaming" in blocks[3]
+    assert {"op": "state", "running": True, "streaming": True} in joined
+    assert [op for op in joined if op.get("op") == "block"][-1] == [
+        op for op in seen if op.get("op") == "block"
+    ][-1]
 
 
 async def test_abort_stops_a_slow_answer(rig: Rig, console: Console, http: aiohttp.ClientSession) -> None:

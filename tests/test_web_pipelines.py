@@ -6,6 +6,7 @@ controls sent from the console: pause, skip, retry, resume and cancel, each as
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import time
 from collections.abc import AsyncIterator, Callable
@@ -20,7 +21,7 @@ from tests.chromium import DevToolsPage
 from tests.conftest import run_tempi, write_models_json
 from tests.pipeline_repo import git
 from tests.test_pipeline_controls import _routes
-from tests.test_pipeline_run import SPEC, make_fixture
+from tests.test_pipeline_run import SPEC, VALUES, make_fixture, module, write
 from tests.web_rig import Console, start_rig
 
 
@@ -173,3 +174,118 @@ async def _transcript(http: aiohttp.ClientSession, console: Console, session_id:
             while '"running": false' not in seen:
                 seen += (await stream.content.readline()).decode()
     return seen
+
+
+SLOW_ALPHA = "Migrating alpha, one small piece at a time. " * 14  # 616 characters, ~9 s as streamed
+
+
+def _watched_routes() -> dict[str, Any]:
+    """Every shard migrates at once; alpha's first answer streams slowly, to be watched."""
+    routes = _routes()
+    good = routes["beta.py"]["turns"]
+    alpha_write = write("src/mods/alpha.py", module("alpha", "new_api", VALUES["alpha"]))
+    slow = {**alpha_write, "text": SLOW_ALPHA, "chunk_size": 4, "chunk_delay_ms": 60}
+    return {**routes, "alpha.py": {"turns": [slow, {"text": "Done."}]}, "beta.py": {"turns": good}}
+
+
+async def test_a_running_shards_session_streams_into_the_pipeline_page_and_the_reports_follow(
+    tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer, http: aiohttp.ClientSession
+) -> None:
+    scripted_server.add_scenario("web-pipeline-watch", {"routes": _watched_routes()})
+    home = tmp_path / "home"
+    write_models_json(home, scripted_server, "web-pipeline-watch")
+    repo = make_fixture(tmp_path / "repo")
+    rig = start_rig(home, repo, temporal_address)
+    try:
+        console = rig.start_console()
+        started = run_tempi(
+            ["pipeline", "run", "pipeline.yaml", "--junit", "out/junit.xml", "--detach"],
+            cwd=repo,
+            env=rig.env,
+        )
+        assert started.returncode == 0, started.stdout + started.stderr
+        workflow_id = started.stdout.split("workflow ")[1].split()[0]
+
+        # While alpha's session runs, its row names the workflow that runs it; the page's
+        # panel follows it through the session view's stream.
+        shown = await _until(http, console, workflow_id, lambda s: bool(s["shardRows"][0]["workflow"]))
+        alpha = shown["shardRows"][0]
+        assert alpha["state"] == "running" and alpha["session"]
+        assert all(row["workflow"] is None for row in shown["shardRows"] if row["state"] == "pending")
+        reports = await _get(http, console, f"/api/pipelines/{workflow_id}/reports")
+        assert reports == {"markdownHtml": None, "downloads": []}  # nothing is written while it runs
+        watch = _shard_stream(http, console, alpha["session"], alpha["workflow"])
+        if shutil.which("chromium"):  # the page's panel too, at the same time
+            ops, _ = await asyncio.gather(watch, _page_watches(console, workflow_id, tmp_path / "profile"))
+        else:
+            ops = await watch
+        streamed = [op["html"] for op in ops if op.get("op") == "block" and "Migrating alpha" in op["html"]]
+        # The answer arrived piece by piece (the export's markup, a streaming block), not whole at the end.
+        assert len(streamed) > 3 and "streaming" in streamed[0]
+        assert {"op": "state", "running": True, "streaming": True} in ops
+        assert ops[-1] == {"op": "state", "running": False}  # the shard's session ended: from its file
+
+        # Followed to its end, the pipeline writes its reports; the page shows them.
+        waited = run_tempi(["pipeline", "wait", workflow_id], cwd=repo, env=rig.env, timeout=180)
+        assert waited.returncode == 0, waited.stdout + waited.stderr
+        reports = await _get(http, console, f"/api/pipelines/{workflow_id}/reports")
+        summary = reports["markdownHtml"]
+        assert "<h2>tempi pipeline migrate</h2>" in summary and "<table>" in summary
+        assert "<code>src/mods/alpha.py</code>" in summary and "committed" in summary
+        assert reports["downloads"] == ["junit"]
+        url = f"{console.base}/api/pipelines/{workflow_id}/reports/junit"
+        async with http.get(url, headers={"X-Tempi-Token": console.token}) as junit:
+            assert junit.status == 200 and junit.content_type == "application/xml"
+            assert junit.headers["Content-Disposition"] == 'attachment; filename="junit.xml"'
+            assert await junit.read() == (repo / "out/junit.xml").read_bytes()
+        async with http.get(url.replace("/junit", "/json"), headers={"X-Tempi-Token": console.token}) as no:
+            assert no.status == 404 and "report.json" in await no.text()
+        async with http.get(url) as refused:
+            assert refused.status == 401
+        if shutil.which("chromium"):
+            await _page_shows_reports(console, workflow_id, tmp_path / "profile2")
+    finally:
+        rig.close()
+
+
+async def _shard_stream(
+    http: aiohttp.ClientSession, console: Console, session_id: str, workflow: str
+) -> list[dict[str, Any]]:
+    """The stream a shard's panel reads, until it says the session stopped running."""
+    url = f"{console.base}/api/sessions/{session_id}/events"
+    ops: list[dict[str, Any]] = []
+    async with http.get(
+        url, params={"workflow": workflow}, headers={"X-Tempi-Token": console.token}
+    ) as stream:
+        assert stream.status == 200
+        async with asyncio.timeout(60):
+            while not ops or ops[-1] != {"op": "state", "running": False}:
+                line = (await stream.content.readline()).decode()
+                if line.startswith("data: "):
+                    ops.append(json.loads(line[6:]))
+    return ops
+
+
+async def _page_watches(console: Console, workflow_id: str, profile: Path) -> None:
+    async with DevToolsPage.open(profile) as page:
+        await page.navigate(f"{console.base}/?token={console.token}")
+        await page.navigate(f"{console.base}/p/{workflow_id}")
+        await page.wait_for("!!document.querySelector('#shards button.watch')")
+        await page.evaluate("document.querySelector('#shards button.watch').click()")
+        await page.wait_for("document.getElementById('shard-messages').innerText.includes('Migrating alpha')")
+        assert not await page.evaluate("document.getElementById('shard-panel').hidden")
+        await page.wait_for("document.getElementById('shard-status').innerText === 'finished'")
+        assert SLOW_ALPHA.strip() in await page.evaluate(
+            "document.getElementById('shard-messages').innerText"
+        )
+
+
+async def _page_shows_reports(console: Console, workflow_id: str, profile: Path) -> None:
+    async with DevToolsPage.open(profile) as page:
+        await page.navigate(f"{console.base}/?token={console.token}")
+        await page.navigate(f"{console.base}/p/{workflow_id}")
+        await page.wait_for("!document.getElementById('reports').hidden")
+        assert "tempi pipeline migrate" in await page.evaluate(
+            "document.querySelector('#report-summary h2').innerText"
+        )
+        assert await page.evaluate("document.querySelector('#report-links a').innerText") == "JUnit XML"

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
-from tests.conftest import run_tempi, tempi_env, write_models_json
+from tests.conftest import tempi_env, write_models_json
 from tests.processes import stop_process
 
 SECRET = "sk-mock-secret-key-12345"  # the API key tempi_env gives the mock provider
@@ -60,15 +60,7 @@ class Rig:
 
     def run_session(self, prompt: str) -> str:
         """A kept session that answered `prompt`; returns its id (its workflow stays open)."""
-        done = run_tempi(
-            ["--model", "mock/mock-model", "--mode", "json", "--no-worker", "-p", prompt],
-            cwd=self.project,
-            env=self.env,
-        )
-        assert done.returncode == 0, done.stderr
-        first = json.loads(done.stdout.splitlines()[0])
-        assert first["type"] == "session"
-        return str(first["id"])
+        return kept_session(prompt, cwd=self.project, env=self.env, flags=("--no-worker",))
 
     def session_file(self, session_id: str) -> Path:
         found = list((self.home / "sessions").glob(f"*/*_{session_id}.jsonl"))
@@ -86,6 +78,41 @@ class Rig:
         for console in self.consoles:
             console.stop()
         stop_process(self.worker, 15)
+
+
+def kept_session(prompt: str, *, cwd: Path, env: dict[str, str], flags: tuple[str, ...] = ()) -> str:
+    """A session that answered `prompt` and goes on running; returns its id. Through RPC
+    mode, whose sessions stay running when the client goes (a `-p` run closes the one it
+    started)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tempi", "--model", "mock/mock-model", "--mode", "rpc", *flags],
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    session_id: str | None = None
+    try:
+        proc.stdin.write(json.dumps({"type": "prompt", "message": prompt}) + "\n")
+        proc.stdin.write(json.dumps({"id": "state", "type": "get_state"}) + "\n")
+        proc.stdin.flush()
+        ended = False
+        for line in proc.stdout:
+            said = json.loads(line)
+            ended = ended or said.get("type") == "agent_end"
+            if said.get("id") == "state":
+                assert said["success"], said
+                session_id = str(said["data"]["sessionId"])
+            if ended and session_id:
+                break
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=60)
+    assert session_id, proc.stderr.read() if proc.stderr else ""
+    return session_id
 
 
 def console_url(proc: subprocess.Popen[str]) -> tuple[str, str]:

@@ -166,13 +166,26 @@ class EventFollower:
                     raise
             await asyncio.sleep(POLL_INTERVAL_S)
 
-    async def poll(self) -> list[dict[str, Any]]:
+    @property
+    def log_moved(self) -> bool:
+        """The last ask of the log brought events (more are likely at once)."""
+        return self._log_moved
+
+    @property
+    def live_moved(self) -> bool:
+        """The last poll read deltas or output from a live file."""
+        return self._live_moved
+
+    async def poll(self, *, ask: bool | None = None) -> list[dict[str, Any]]:
+        """New events: from the log when this poll asks the worker for them (`ask`, or by
+        default the rule below), and from the live files (read here, at no worker's cost)."""
         # Only a poll right after one that found nothing in the log but deltas in the live
         # file waits its turn to ask: that is the loop a stream would otherwise spin.
         now = asyncio.get_running_loop().time()
         streaming_only = self._live_moved and not self._log_moved
-        ask = self.last_page is None or not streaming_only or now - self._asked_at >= QUERY_EVERY_S
-        out = await self._new_log_events() if ask else []
+        if ask is None:
+            ask = not streaming_only or now - self._asked_at >= QUERY_EVERY_S
+        out = await self._new_log_events() if ask or self.last_page is None else []
         live: list[dict[str, Any]] = []
         if self.assistant:
             live.extend(self.assistant.drain())

@@ -38,9 +38,19 @@ class SessionService:
         # Given to every session this service hands out (see SessionClient.remember).
         self.remember = remember
 
-    def get(self, session_id: str, *, config: SessionConfig | None = None) -> SessionClient:
-        """The session with this id, running or not (no server call)."""
-        return SessionClient(self.client, session_id, store=self.store, config=config, remember=self.remember)
+    def get(
+        self, session_id: str, *, config: SessionConfig | None = None, workflow_id: str | None = None
+    ) -> SessionClient:
+        """The session with this id, running or not (no server call); `workflow_id` for one
+        that another workflow runs (a pipeline's shard)."""
+        return SessionClient(
+            self.client,
+            session_id,
+            store=self.store,
+            config=config,
+            remember=self.remember,
+            workflow_id=workflow_id,
+        )
 
     async def start(
         self,

@@ -66,7 +66,10 @@ class SessionClient:
         session_path: str | None = None,
         config: SessionConfig | None = None,
         remember: ChoiceMemory | None = None,
+        workflow_id: str | None = None,
     ) -> None:
+        """`workflow_id`: a session run by another workflow type than its own (a pipeline's
+        shard); by default the session's own workflow."""
         self.client = client
         self.session_id = session_id
         # Told of the user's model and thinking switches, so the next session starts with them.
@@ -75,7 +78,7 @@ class SessionClient:
         self.session_path = session_path or (config.session_path if config else None)
         self.config = config
         self.handle: SessionHandle = client.get_workflow_handle_for(
-            AgentSessionWorkflow.run, workflow_id_for(session_id)
+            AgentSessionWorkflow.run, workflow_id or workflow_id_for(session_id)
         )
 
     # --- prompting ---------------------------------------------------------------------

@@ -11,45 +11,32 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections import defaultdict
-from collections.abc import AsyncIterator, Iterator
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
-from temporalio.client import WorkflowExecutionStatus
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.client import WorkflowQueryFailedError
+from temporalio.service import RPCError
 
 from tempi.agent.thinking_levels import supported_levels
 from tempi.cli.server_link import ServerLink
 from tempi.cli.sessions_command import open_sessions
 from tempi.client import SessionClient, SessionRefused, SessionService
-from tempi.client.events import POLL_INTERVAL_S
-from tempi.client.transcript import context_messages, load_at_leaf
 from tempi.config.paths import tempi_home
 from tempi.store.catalog import SessionSummary, SummaryCache
 from tempi.store.errors import SessionFileError
 from tempi.store.sidecar import is_safe_session_id
 from tempi.web.access import access_middleware
-from tempi.web.pipelines import Pipelines
+from tempi.web.pipelines import SHARD_CHILD, Pipelines
 from tempi.web.session_controls import SessionControls
+from tempi.web.session_feed import Feeds, Wakeups, is_running
 from tempi.web.slack import SlackConversations
-from tempi.web.transcript_view import Op, TranscriptView
 from tempi.web.tree_controls import TreeControls
-from tempi.workers.temporal_client import server_gone
 from tempi.workflows.session_types import workflow_id_for
 
-# An idle session's log is asked this often per watching page (each ask is a query its
-# worker answers); a control sent from this console wakes its watchers at once instead.
-IDLE_POLL_S = 0.5
-# How often a page watching a session that is not running looks whether it started.
-NOT_RUNNING_POLL_S = 2.0
-# How often a page watching an idle session asks for its leaf, to see a move in its tree.
-LEAF_CHECK_S = 3.0
-HEARTBEAT_S = 15.0
-# How often a page's stream tries the Temporal server again while it does not answer.
-OUTAGE_POLL_S = 1.0
+# How often a page's stream looks whether its page went away while nothing is sent.
+PAGE_CHECK_S = 1.0
 RECONNECT_MS = 2000
 MAX_PROMPT_CHARS = 1_000_000
 
@@ -67,48 +54,14 @@ def _asset(package: str, name: str) -> str:
     return resources.files(package).joinpath(folder, name).read_text(encoding="utf-8")
 
 
-class _Watcher:
-    def __init__(self) -> None:
-        self.event = asyncio.Event()
-        # The session moved to another branch: its transcript is sent again from the start.
-        self.reload = False
-
-
-class _Wakeups:
-    """Watchers of a session that a control sent here should wake before their next poll."""
-
-    def __init__(self) -> None:
-        self._watchers: dict[str, set[_Watcher]] = defaultdict(set)
-
-    @contextlib.contextmanager
-    def watching(self, session_id: str) -> Iterator[_Watcher]:
-        watcher = _Watcher()
-        self._watchers[session_id].add(watcher)
-        try:
-            yield watcher
-        finally:
-            self._watchers[session_id].discard(watcher)
-            if not self._watchers[session_id]:
-                del self._watchers[session_id]
-
-    def wake(self, session_id: str, *, reload: bool = False) -> None:
-        for watcher in self._watchers.get(session_id, ()):
-            watcher.reload = watcher.reload or reload
-            watcher.event.set()
-
-
-async def _sleep_or_wake(event: asyncio.Event, seconds: float) -> None:
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(event.wait(), seconds)
-    event.clear()
-
-
 class Console:
     def __init__(self, service: SessionService, *, read_only: bool, link: ServerLink) -> None:
         self.service = service
         self.read_only = read_only
         self.link = link
-        self.wakeups = _Wakeups()
+        self.wakeups = Wakeups()
+        # One follower per watched session, shared by all its pages.
+        self.feeds = Feeds(service.store, self.link, self.wakeups)
         self.summaries = SummaryCache(service.store.roots)
         # Session files outside the store, by session id: Slack conversations' (mom's context.jsonl).
         self.known_files: dict[str, Path] = {}
@@ -265,9 +218,21 @@ class Console:
 
     # --- the live transcript -------------------------------------------------------------
 
+    async def watched(self, session_id: str, workflow: str | None) -> SessionClient:
+        """The session to follow: its own workflow's, or (`workflow`) the pipeline shard's
+        child workflow that runs it, when that runs this very session now."""
+        if workflow and SHARD_CHILD.match(workflow):
+            shard = self.service.get(session_id, workflow_id=workflow)
+            with contextlib.suppress(RPCError, WorkflowQueryFailedError):
+                if await is_running(shard):
+                    state = await shard.state()
+                    if Path(state.session_file).name.endswith(f"_{session_id}.jsonl"):
+                        return shard
+        return self.service.get(session_id)
+
     async def events(self, request: web.Request) -> web.StreamResponse:
         session_id = self.session_id_of(request)
-        session = self.service.get(session_id)
+        session = await self.watched(session_id, request.query.get("workflow"))
         if not await session.is_running():
             # Found before the stream starts, so an unknown id is a 404; a running session
             # says where its file is (it may be in a sessionDir outside the store).
@@ -281,132 +246,15 @@ class Console:
         )
         await response.prepare(request)
         await response.write(f"retry: {RECONNECT_MS}\n\n".encode())
-        with self.wakeups.watching(session_id) as watcher:
+        with self.feeds.joined(session) as page:
             try:
-                while not _gone(request):
-                    try:
-                        if await _is_running(session):
-                            async for ops in self._follow(session, watcher, request):
-                                await _send(response, ops)
-                        elif session.session_path is not None:
-                            await _send(response, await self._from_file(Path(session.session_path)))
-                            await self._until_running(session, response, request)
-                        else:
-                            break  # it ended before saying where its file is: the page asks again
-                    except RPCError as err:
-                        if not server_gone(err):
-                            raise
-                        await self._wait_out_outage(session, response, request)
-            except (ConnectionResetError, RPCError):
-                pass  # the page went away, or the server answered oddly: the page reconnects
-
+                while not _gone(request) and not page.closed:
+                    data = await page.take(PAGE_CHECK_S)
+                    if data:
+                        await response.write(data)
+            except ConnectionResetError:
+                pass  # the page went away
         return response
-
-    async def _wait_out_outage(
-        self, session: SessionClient, response: web.StreamResponse, request: web.Request
-    ) -> None:
-        """The Temporal server went away (`tempi server stop --force`, a restart): the page
-        says so and keeps its transcript; once the server answers the stream starts again
-        from a reset. The SDK's client reconnects by itself."""
-        await _send(response, [{"op": "offline"}])
-        waited = 0.0
-        while not _gone(request):
-            await self.link.wait_until_up()
-            try:
-                await _is_running(session)
-                return
-            except RPCError as err:
-                if not server_gone(err):
-                    raise
-            await asyncio.sleep(OUTAGE_POLL_S)
-            waited += OUTAGE_POLL_S
-            if waited >= HEARTBEAT_S:
-                await response.write(b": still here\n\n")
-                waited = 0.0
-
-    async def _from_file(self, path: Path) -> list[Op]:
-        loaded = await asyncio.to_thread(self.service.store.load, path)
-        messages = context_messages(loaded, loaded.tree.leaf_id)
-        return [{"op": "reset"}, *TranscriptView().history(messages), {"op": "state", "running": False}]
-
-    async def _until_running(
-        self, session: SessionClient, response: web.StreamResponse, request: web.Request
-    ) -> None:
-        waited = 0.0
-        while not _gone(request) and not await _is_running(session):
-            await asyncio.sleep(NOT_RUNNING_POLL_S)
-            waited += NOT_RUNNING_POLL_S
-            if waited >= HEARTBEAT_S:
-                await response.write(b": still here\n\n")
-                waited = 0.0
-
-    async def _follow(
-        self, session: SessionClient, watcher: _Watcher, request: web.Request
-    ) -> AsyncIterator[list[Op]]:
-        """The conversation so far, then its changes as they happen (as `tempi attach`
-        shows them: a run under way is replayed from its start). Ends when the session
-        moves to another branch, for the caller to start again from there."""
-        watcher.reload = False
-        state = await session.state()
-        loaded, leaf = await load_at_leaf(self.service.store, state.session_file, state.leaf_id)
-        messages = context_messages(loaded, leaf)
-        run = await session.current_run_start() if state.is_streaming else None
-        if run is not None:
-            messages = [m for m in messages if int(m.get("timestamp") or 0) < run[1]]
-        view = TranscriptView()
-        yield [{"op": "reset"}, *view.history(messages)]
-        session.session_path = state.session_file
-        follower = session.follow(from_offset=run[0] if run else 0, subagents=False)
-        if run is None:
-            await follower.skip_to_end()
-        streaming: bool | None = None
-        quiet = 0.0
-        # A move in the tree made elsewhere (a terminal's /tree) writes no event: an idle
-        # session's leaf is looked at now and then (see _moved_away).
-        known_leaf, since_leaf_check = state.leaf_id, 0.0
-        while not _gone(request) and not watcher.reload:
-            batch = await follower.poll()
-            for event in batch:
-                view.apply(event)
-            ops = view.flush()
-            page = follower.last_page
-            now_streaming = bool(page and page.is_streaming)
-            if now_streaming != streaming:
-                streaming = now_streaming
-                ops.append({"op": "state", "running": True, "streaming": streaming})
-            if ops:
-                yield ops
-                quiet = 0.0
-            if batch:
-                continue
-            pause = POLL_INTERVAL_S if streaming else IDLE_POLL_S
-            await _sleep_or_wake(watcher.event, pause)
-            quiet += pause
-            since_leaf_check += pause
-            if not streaming and since_leaf_check >= LEAF_CHECK_S:
-                since_leaf_check = 0.0
-                now = await session.state()
-                if now.leaf_id != known_leaf:
-                    moved = await asyncio.to_thread(
-                        self._moved_away, now.session_file, now.leaf_id, view.shown()
-                    )
-                    if moved:
-                        return
-                    if moved is False:
-                        known_leaf = now.leaf_id
-            if quiet >= HEARTBEAT_S:
-                if not await _is_running(session):
-                    return  # ended (stopped from a terminal): show it from its file
-                yield []
-                quiet = 0.0
-
-    def _moved_away(self, session_file: str, leaf: str | None, shown: list[tuple[str, int]]) -> bool | None:
-        """Whether the page shows another branch than the one ending at `leaf` (new entries
-        only lengthen it); None while the file does not have `leaf` yet."""
-        loaded = self.service.store.load(Path(session_file))
-        if leaf is not None and loaded.tree.get(leaf) is None:
-            return None
-        return TranscriptView.stamps(context_messages(loaded, leaf)) != shown
 
 
 def cost_totals(summaries: list[SessionSummary]) -> dict[str, list[dict[str, Any]]]:
@@ -428,28 +276,8 @@ def cost_totals(summaries: list[SessionSummary]) -> dict[str, list[dict[str, Any
     }
 
 
-async def _is_running(session: SessionClient) -> bool:
-    """Whether the session's workflow runs; a server that does not answer raises RPCError
-    (SessionClient.is_running would say False, and the page would show it stopped)."""
-    try:
-        described = await session.handle.describe()
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            return False
-        raise
-    return described.status == WorkflowExecutionStatus.RUNNING
-
-
 def _gone(request: web.Request) -> bool:
     return request.transport is None or request.transport.is_closing()
-
-
-async def _send(response: web.StreamResponse, ops: list[Op]) -> None:
-    if not ops:
-        await response.write(b": still here\n\n")
-        return
-    data = "".join(f"data: {json.dumps(op, ensure_ascii=False)}\n\n" for op in ops)
-    await response.write(data.encode())
 
 
 def console_app(
@@ -457,9 +285,14 @@ def console_app(
 ) -> web.Application:
     """`link` knows whether the embedded server runs, to wait out its restarts cheaply."""
     console = Console(service, read_only=read_only, link=link or ServerLink())
+
+    async def close_feeds(_: web.Application) -> None:
+        await console.feeds.close()
+
     app = web.Application(
         middlewares=[access_middleware(token, read_only=read_only)], client_max_size=4 << 20
     )
+    app.on_cleanup.append(close_feeds)
     app.router.add_get("/", console.page)
     app.router.add_get("/s/{session_id}", console.page)
     app.router.add_get("/assets/{name}", console.asset)
@@ -484,5 +317,7 @@ def console_app(
     app.router.add_get("/api/pipelines", pipelines.list)
     app.router.add_get("/api/pipelines/{workflow_id}", pipelines.show)
     app.router.add_post("/api/pipelines/{workflow_id}/control", pipelines.act)
+    app.router.add_get("/api/pipelines/{workflow_id}/reports", pipelines.reports)
+    app.router.add_get("/api/pipelines/{workflow_id}/reports/{kind}", pipelines.download)
     app.router.add_get("/api/slack", SlackConversations(service.client, console).list)
     return app

@@ -6,6 +6,7 @@ has finished; a pipeline that failed or was terminated has neither, and shows it
 
 from __future__ import annotations
 
+import asyncio
 import re
 from datetime import datetime
 from pathlib import Path
@@ -21,15 +22,23 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
+from tempi.cli.export_markdown import render_markdown
 from tempi.cli.pipeline_manage import CONTROLS, ControlError, cancel, control, progress_of
+from tempi.cli.pipeline_outputs import PipelineOutputs, remembered
 from tempi.cli.pipeline_run import failure_cause
 from tempi.pipeline.reports import counts, outcome_line, summary_line
 from tempi.pipeline.run_types import PIPELINE_WORKFLOW, PipelineProgress, ShardStatus
 
 _WORKFLOW_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}$")
+# A shard's child workflow (`<pipeline>-shard-<shard id>[-retryN][-again]`), whose session a page follows.
+SHARD_CHILD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}-shard-[A-Za-z0-9._:@-]{1,200}$")
 _SESSION_FILE = re.compile(r"_([0-9a-fA-F-]{8,})\.jsonl$")
+# What follows `<pipeline>-shard-<id>` in a shard's child workflow id (see the pipeline's _child).
+_CHILD_SUFFIX = re.compile(r"^(-retry\d+)?(-again)?$")
 ACTIONS = (*CONTROLS, "cancel")
 _WITH_SHARD = ("retry", "skip")
+# The reports a finished pipeline's `tempi pipeline run`/`wait` wrote, offered as downloads.
+_DOWNLOADS = {"junit": ("junit", "application/xml"), "json": ("json_path", "application/json")}
 
 
 async def _progress(
@@ -84,7 +93,8 @@ def _summary(
     return row
 
 
-def _shard(status: ShardStatus) -> dict[str, Any]:
+def _shard(status: ShardStatus, workflow: str | None) -> dict[str, Any]:
+    """`workflow`: the child workflow running the shard's session now, if one does."""
     found = _SESSION_FILE.search(Path(status.session_file).name) if status.session_file else None
     return {
         "index": status.shard.index,
@@ -98,7 +108,41 @@ def _shard(status: ShardStatus) -> dict[str, Any]:
         "cost": status.usage.cost.total,
         "commit": status.commit,
         "session": found.group(1) if found else None,
+        "workflow": workflow,
     }
+
+
+def _running_children(described: WorkflowExecutionDescription, shards: list[ShardStatus]) -> dict[str, str]:
+    """Shard id -> the id of the child workflow that runs its session now."""
+    prefix = f"{described.id}-shard-"
+    found: dict[str, str] = {}
+    for child in described.raw_description.pending_children:
+        if not child.workflow_id.startswith(prefix):
+            continue
+        rest = child.workflow_id[len(prefix) :]
+        for status in shards:
+            if rest.startswith(status.shard.id) and _CHILD_SUFFIX.match(rest[len(status.shard.id) :]):
+                found[status.shard.id] = child.workflow_id
+    return found
+
+
+def _report_files(progress: PipelineProgress | None, since: datetime) -> PipelineOutputs | None:
+    """Where this pipeline's reports were written, if they were since `since` (the latest
+    run's start): a file from an earlier run of the same spec is not this run's report."""
+    if progress is None:
+        return None
+    outputs = remembered(progress.pipeline_id)
+    if outputs is None:
+        return None
+    fresh: dict[str, str | None] = {}
+    for field in ("markdown", "junit", "json_path"):
+        path = getattr(outputs, field)
+        try:
+            is_fresh = path is not None and Path(path).stat().st_mtime >= since.timestamp()
+        except OSError:
+            is_fresh = False
+        fresh[field] = path if is_fresh else None
+    return outputs.model_copy(update=fresh)
 
 
 class Pipelines:
@@ -138,10 +182,55 @@ class Pipelines:
                 raise web.HTTPNotFound(text=f"no pipeline {workflow_id} on this server") from err
             raise
         row = _summary(described, progress, described.start_time)
-        row["shardRows"] = [_shard(s) for s in progress.shards] if progress else []
+        children = _running_children(described, progress.shards) if progress else {}
+        row["shardRows"] = [_shard(s, children.get(s.shard.id)) for s in progress.shards] if progress else []
         row["finalVerify"] = progress.final_verify if progress else None
         row["stoppedBy"] = progress.stopped_by if progress else None
         return web.json_response(row)
+
+    async def _reports(self, workflow_id: str) -> PipelineOutputs | None:
+        try:
+            described = await self.client.get_workflow_handle(workflow_id).describe()
+            progress = await _progress(self.client, described)
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                raise web.HTTPNotFound(text=f"no pipeline {workflow_id} on this server") from err
+            raise
+        return _report_files(progress, described.start_time)
+
+    async def reports(self, request: web.Request) -> web.StreamResponse:
+        """The reports `tempi pipeline run` or `wait` wrote when the pipeline finished: the
+        Markdown summary rendered by the export's Markdown renderer, the others as downloads."""
+        found = await self._reports(self._workflow_id(request))
+        markdown = None
+        if found is not None and found.markdown is not None:
+            text = await asyncio.to_thread(Path(found.markdown).read_text, encoding="utf-8", errors="replace")
+            markdown = render_markdown(text)
+        return web.json_response(
+            {
+                "markdownHtml": markdown,
+                "downloads": [
+                    kind for kind, (field, _) in _DOWNLOADS.items() if found and getattr(found, field)
+                ],
+            }
+        )
+
+    async def download(self, request: web.Request) -> web.StreamResponse:
+        workflow_id = self._workflow_id(request)
+        kind = request.match_info["kind"]
+        if kind not in _DOWNLOADS:
+            raise web.HTTPNotFound(text="no such report")
+        field, mime = _DOWNLOADS[kind]
+        found = await self._reports(workflow_id)
+        path = getattr(found, field) if found else None
+        if path is None:
+            raise web.HTTPNotFound(text=f"no {kind} report: the spec's report.{kind} names where one goes")
+        body = await asyncio.to_thread(Path(path).read_bytes)
+        return web.Response(
+            body=body,
+            content_type=mime,
+            headers={"Content-Disposition": f'attachment; filename="{Path(path).name}"'},
+        )
 
     async def act(self, request: web.Request) -> web.StreamResponse:
         """One operator control: {"action": "pause" | "resume" | "retry" | "skip" |

@@ -42,6 +42,47 @@
       });
   }
 
+  // A session's live transcript: the server sends each message as the export renders it
+  // (a block per key, sent again whole when it changes); this only places the blocks. Used
+  // by the session page and by a pipeline's shard panel. `on` hears offline, reset and state.
+  function follow(url, messages, scroller, on) {
+    var blocks = {};
+    function stickToBottom() {
+      return scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 80;
+    }
+    function place(key, html) {
+      var old = blocks[key];
+      var holder = document.createElement("div");
+      holder.innerHTML = html;
+      var node = holder.firstElementChild || el("div", "gone");
+      node.setAttribute("data-key", key);
+      if (old) {
+        // Keep what the reader unfolded open across re-renders of the same message.
+        var open = Array.prototype.map.call(old.querySelectorAll("details"), function (d) { return d.open; });
+        old.replaceWith(node);
+        node.querySelectorAll("details").forEach(function (d, i) { if (open[i]) d.open = true; });
+      } else {
+        messages.appendChild(node);
+      }
+      blocks[key] = node;
+    }
+    function apply(op) {
+      if (op.op === "offline") { on.offline(true); return; }
+      on.offline(false);
+      if (op.op === "reset") { messages.replaceChildren(); blocks = {}; on.reset(); }
+      else if (op.op === "block") place(op.key, op.html);
+      else if (op.op === "state") on.state(op);
+    }
+    var source = new EventSource(url);
+    source.onmessage = function (e) {
+      var bottom = stickToBottom();
+      apply(JSON.parse(e.data));
+      if (bottom) scroller.scrollTop = 1e9;
+    };
+    source.onerror = function () { on.offline(true); };
+    return source;
+  }
+
   // --- overview --------------------------------------------------------------------------
   function overview() {
     var filter = document.getElementById("filter");
@@ -169,29 +210,8 @@
     var statusEl = document.getElementById("status");
     var problem = document.getElementById("problem");
     var text = document.getElementById("text");
-    var blocks = {};
     var state = { running: false, streaming: false };
 
-    function stickToBottom() {
-      var content = document.getElementById("content");
-      return content.scrollHeight - content.scrollTop - content.clientHeight < 80;
-    }
-    function place(key, html) {
-      var old = blocks[key];
-      var holder = document.createElement("div");
-      holder.innerHTML = html;
-      var node = holder.firstElementChild || el("div", "gone");
-      node.setAttribute("data-key", key);
-      if (old) {
-        // Keep what the reader unfolded open across re-renders of the same message.
-        var open = Array.prototype.map.call(old.querySelectorAll("details"), function (d) { return d.open; });
-        old.replaceWith(node);
-        node.querySelectorAll("details").forEach(function (d, i) { if (open[i]) d.open = true; });
-      } else {
-        messages.appendChild(node);
-      }
-      blocks[key] = node;
-    }
     function showState() {
       var label = !state.running ? "not running" : state.streaming ? "working" : "idle";
       statusEl.textContent = label;
@@ -207,28 +227,6 @@
       // The transcript stays as it was; the stream starts again from a reset once it can.
       offline.hidden = !yes;
       document.body.classList.toggle("offline", yes);
-    }
-    function apply(op) {
-      if (op.op === "offline") { unavailable(true); return; }
-      unavailable(false);
-      if (op.op === "reset") { messages.replaceChildren(); blocks = {}; loadTree(); }
-      else if (op.op === "block") place(op.key, op.html);
-      else if (op.op === "state") {
-        var ended = state.streaming && !op.streaming;
-        state.running = op.running;
-        state.streaming = !!op.streaming;
-        showState();
-        if (ended) loadTree();
-      }
-    }
-    function connect() {
-      var source = new EventSource(base + "/events");
-      source.onmessage = function (e) {
-        var bottom = stickToBottom();
-        apply(JSON.parse(e.data));
-        if (bottom) document.getElementById("content").scrollTop = 1e9;
-      };
-      source.onerror = function () { unavailable(true); };
     }
 
     // The session's tree, drawn by the export's renderer; a chosen entry can become the
@@ -369,7 +367,17 @@
     info();
     describe();
     showState();
-    connect();
+    follow(base + "/events", messages, document.getElementById("content"), {
+      offline: unavailable,
+      reset: function () { loadTree(); },
+      state: function (op) {
+        var ended = state.streaming && !op.streaming;
+        state.running = op.running;
+        state.streaming = !!op.streaming;
+        showState();
+        if (ended) loadTree();
+      },
+    });
   }
 
   // --- one pipeline ------------------------------------------------------------------------
@@ -425,6 +433,11 @@
         }
         tr.appendChild(session);
         var controls = el("td");
+        if (s.session && s.workflow) {
+          var watch = el("button", "watch", watching && watching.session === s.session ? "Watching" : "Watch");
+          watch.addEventListener("click", function () { watchShard(s); });
+          controls.appendChild(watch);
+        }
         if (p.running && (s.state === "failed" || s.state === "conflict")) {
           var retry = el("button", "retry", "Retry");
           retry.addEventListener("click", function () { act({ action: "retry", shard: s.id }); });
@@ -439,6 +452,60 @@
         fragment.appendChild(tr);
       });
       body.replaceChildren(fragment);
+      if (p.running !== wasRunning) { wasRunning = p.running; loadReports(); }
+    }
+
+    // A running shard's session, live in a panel under the table (the session page's stream).
+    var watching = null;
+    var panel = document.getElementById("shard-panel");
+    var shardMessages = document.getElementById("shard-messages");
+    function watchShard(s) {
+      if (watching) watching.source.close();
+      shardMessages.replaceChildren();
+      var url = "/api/sessions/" + encodeURIComponent(s.session) + "/events?workflow=" + encodeURIComponent(s.workflow);
+      var shardStatus = document.getElementById("shard-status");
+      var source = follow(url, shardMessages, panel, {
+        offline: function (yes) { if (yes) shardStatus.textContent = "reconnecting…"; },
+        reset: function () {},
+        state: function (op) {
+          shardStatus.textContent = !op.running ? "finished" : op.streaming ? "working" : "idle";
+          shardStatus.className = "status " + (!op.running ? "finished" : op.streaming ? "working" : "idle");
+        },
+      });
+      watching = { session: s.session, source: source };
+      document.getElementById("shard-title").textContent = "Shard " + s.index + ": " + s.files.join(" ");
+      var open = document.getElementById("shard-open");
+      open.href = "/s/" + encodeURIComponent(s.session);
+      panel.hidden = false;
+      body.querySelectorAll("button.watch").forEach(function (b) { b.textContent = "Watch"; });
+      var row = body.querySelector('tr[data-shard="' + CSS.escape(s.id) + '"] button.watch');
+      if (row) row.textContent = "Watching";
+    }
+    document.getElementById("shard-close").addEventListener("click", function () {
+      if (watching) watching.source.close();
+      watching = null;
+      panel.hidden = true;
+      body.querySelectorAll("button.watch").forEach(function (b) { b.textContent = "Watch"; });
+    });
+
+    // The reports `tempi pipeline run`/`wait` wrote once the pipeline finished.
+    var wasRunning = null;
+    function loadReports() {
+      return fetch(base + "/reports", { credentials: "same-origin" }).then(function (r) { return r.json(); })
+        .then(function (reports) {
+          var section = document.getElementById("reports");
+          var links = document.getElementById("report-links");
+          links.replaceChildren();
+          (reports.downloads || []).forEach(function (kind) {
+            var a = el("a", "", kind === "junit" ? "JUnit XML" : "JSON summary");
+            a.href = base + "/reports/" + kind;
+            a.setAttribute("download", "");
+            links.appendChild(a);
+          });
+          var summary = document.getElementById("report-summary");
+          summary.innerHTML = reports.markdownHtml || "";
+          section.hidden = !reports.markdownHtml && !(reports.downloads || []).length;
+        }, function () {});
     }
     function load() {
       return fetch(base, { credentials: "same-origin" }).then(function (r) {
