@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import ipaddress
 import signal
 import sys
 
 from aiohttp import web
 
+from tempi.config.loopback import is_loopback
 from tempi.config.paths import default_sessions_root, tempi_home
 from tempi.store.session_store import SessionStore
 from tempi.web.access import TOKEN_FILE, load_or_create_token
@@ -26,15 +26,6 @@ Every request needs the token (in TEMPI_HOME/{TOKEN_FILE}; the printed URL carri
 then a cookie does). Off loopback the console speaks plain HTTP: put a reverse proxy with
 TLS in front of it (docs/security.md).
 """
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 async def cmd_web(argv: list[str]) -> int:
@@ -77,7 +68,7 @@ async def cmd_web(argv: list[str]) -> int:
             f"tempi web: sessions on {rt.address}; Ctrl+C stops the console, not the sessions",
             file=sys.stderr,
         )
-        if not _loopback(args.host):
+        if not is_loopback(args.host):
             print(
                 f"tempi web: warning: listening on {args.host} without TLS; the token crosses the "
                 "network in the clear unless a reverse proxy with TLS is in front (docs/security.md)",

@@ -173,14 +173,7 @@ class Pipelines:
         return web.json_response({"pipelines": rows})
 
     async def show(self, request: web.Request) -> web.StreamResponse:
-        workflow_id = self._workflow_id(request)
-        try:
-            described = await self.client.get_workflow_handle(workflow_id).describe()
-            progress = await _progress(self.client, described)
-        except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:
-                raise web.HTTPNotFound(text=f"no pipeline {workflow_id} on this server") from err
-            raise
+        described, progress = await self._described(self._workflow_id(request))
         row = _summary(described, progress, described.start_time)
         children = _running_children(described, progress.shards) if progress else {}
         row["shardRows"] = [_shard(s, children.get(s.shard.id)) for s in progress.shards] if progress else []
@@ -189,14 +182,21 @@ class Pipelines:
         return web.json_response(row)
 
     async def _reports(self, workflow_id: str) -> PipelineOutputs | None:
+        described, progress = await self._described(workflow_id)
+        return _report_files(progress, described.start_time)
+
+    async def _described(
+        self, workflow_id: str
+    ) -> tuple[WorkflowExecutionDescription, PipelineProgress | None]:
+        """The pipeline's workflow and its progress (None when it answers none); 404 for an
+        unknown one."""
         try:
             described = await self.client.get_workflow_handle(workflow_id).describe()
-            progress = await _progress(self.client, described)
+            return described, await _progress(self.client, described)
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:
                 raise web.HTTPNotFound(text=f"no pipeline {workflow_id} on this server") from err
             raise
-        return _report_files(progress, described.start_time)
 
     async def reports(self, request: web.Request) -> web.StreamResponse:
         """The reports `tempi pipeline run` or `wait` wrote when the pipeline finished: the

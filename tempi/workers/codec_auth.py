@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import aiohttp
 
+from tempi.config.loopback import is_loopback
 from tempi.workers.temporal_connection import TemporalSettingsError
 
 TOKEN_VARIABLE = "TEMPI_CODEC_AUTH_TOKEN"
@@ -130,15 +130,6 @@ def load_auth(env: Mapping[str, str]) -> CodecAuth:
         token=env.get(TOKEN_VARIABLE, "").strip() or None,
         oidc=OidcUsers(issuer, allowed) if issuer else None,
     )
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def refuse_open_without_auth(host: str, auth: CodecAuth) -> None:
