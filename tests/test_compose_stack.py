@@ -86,11 +86,11 @@ def test_production_compose_config_passes_with_the_example_env(tmp_path: Path) -
     assert "\nPOSTGRES_PASSWORD=\n" in env_file.read_text()
     with env_file.open("a") as env:
         env.write("POSTGRES_PASSWORD=s3cret-from-the-operator\n")
-    config = config_json([COMPOSE_DIR / "compose.yaml"], env_file, "slack", "codec", "otel")
+    config = config_json([COMPOSE_DIR / "compose.yaml"], env_file, "slack", "codec", "otel", "web")
     services = config["services"]
     assert set(services) == {
         "postgresql", "temporal-schema", "temporal", "temporal-namespace", "temporal-ui",
-        "worker", "sandbox-host", "slack", "codec-server", "otel-collector",
+        "worker", "sandbox-host", "slack", "codec-server", "otel-collector", "web",
     }  # fmt: skip
     # Start order: schema before server, namespace before workers, workers before Slack.
     after_schema = services["temporal"]["depends_on"]["temporal-schema"]["condition"]
@@ -107,7 +107,7 @@ def test_production_compose_config_passes_with_the_example_env(tmp_path: Path) -
     home = next(v for v in services["worker"]["volumes"] if v["target"] == "/srv/tempi")
     assert home["source"] == "/srv/tempi" == services["worker"]["environment"]["TEMPI_HOME"]
     # Published ports stay on loopback unless the operator says otherwise.
-    for name in ("temporal", "temporal-ui", "codec-server"):
+    for name in ("temporal", "temporal-ui", "codec-server", "web"):
         assert all(p["host_ip"] == "127.0.0.1" for p in services[name]["ports"])
     # The UI's page may call the codec server, and passes its users' access token when asked.
     codec_env = services["codec-server"]["environment"]
@@ -117,6 +117,38 @@ def test_production_compose_config_passes_with_the_example_env(tmp_path: Path) -
     )
     assert {"TEMPI_CODEC_AUTH_TOKEN", "TEMPI_CODEC_OIDC_ISSUER", "TEMPI_CODEC_OIDC_ALLOWED"} <= set(codec_env)
     assert "TEMPORAL_CODEC_PASS_ACCESS_TOKEN" in services["temporal-ui"]["environment"]
+
+
+def test_the_web_console_service_is_opt_in_on_loopback_with_the_operators_token_only(tmp_path: Path) -> None:
+    env_file = tmp_path / ".env"
+    shutil.copy(COMPOSE_DIR / ".env.example", env_file)
+    example = env_file.read_text()
+    assert "\nTEMPI_WEB_TOKEN=\n" in example  # documented, and no token a stack could start with
+    with env_file.open("a") as env:
+        env.write("POSTGRES_PASSWORD=s3cret-from-the-operator\n")
+    assert "web" not in config_json([COMPOSE_DIR / "compose.yaml"], env_file)["services"]  # a profile
+    for files in ([COMPOSE_DIR / "compose.yaml"], [COMPOSE_DIR / "compose.offline.yaml"]):
+        web = config_json(files, env_file, "web")["services"]["web"]
+        assert web["command"] == ["web", "--host", "0.0.0.0", "--port", "8377"]
+        assert web["image"] == "tempi-worker:latest"
+        assert [(p["host_ip"], p["published"], p["target"]) for p in web["ports"]] == [
+            ("127.0.0.1", "8377", 8377)
+        ]
+        # Blank in the example: `tempi web` refuses a blank TEMPI_WEB_TOKEN rather than making one.
+        assert web["environment"]["TEMPI_WEB_TOKEN"] == ""
+        assert web["environment"]["TEMPORAL_ADDRESS"] == "temporal:7233"
+        assert web["environment"]["TEMPI_HOME"] == "/srv/tempi"
+        assert web["mem_limit"] == str(512 * 1024**2)
+        assert "8377" in " ".join(web["healthcheck"]["test"])
+        mounts = {v["target"]: v.get("read_only", False) for v in web["volumes"]}
+        # A fork writes its new session file; projects are only read.
+        assert mounts == {"/srv/tempi": False, "/srv/projects": True}
+    # The operator's token reaches the console; the published address is theirs to change.
+    with env_file.open("a") as env:
+        env.write("TEMPI_WEB_TOKEN=operator-token-from-dot-env-0123456789\nTEMPI_WEB_PUBLISH=10.0.0.5:9377\n")
+    web = config_json([COMPOSE_DIR / "compose.yaml"], env_file, "web")["services"]["web"]
+    assert web["environment"]["TEMPI_WEB_TOKEN"] == "operator-token-from-dot-env-0123456789"
+    assert [(p["host_ip"], p["published"]) for p in web["ports"]] == [("10.0.0.5", "9377")]
 
 
 def test_production_compose_refuses_to_start_without_a_database_password(tmp_path: Path) -> None:
@@ -144,9 +176,17 @@ def test_production_compose_refuses_to_start_without_a_database_password(tmp_pat
 def test_offline_compose_config_puts_the_dev_server_image_in_place_of_temporal(tmp_path: Path) -> None:
     env_file = tmp_path / ".env"
     shutil.copy(COMPOSE_DIR / ".env.example", env_file)
-    config = config_json([COMPOSE_DIR / "compose.offline.yaml"], env_file, "slack", "codec", "otel")
+    config = config_json([COMPOSE_DIR / "compose.offline.yaml"], env_file, "slack", "codec", "otel", "web")
     services = config["services"]
-    assert set(services) == {"temporal", "worker", "sandbox-host", "slack", "codec-server", "otel-collector"}
+    assert set(services) == {
+        "temporal",
+        "worker",
+        "sandbox-host",
+        "slack",
+        "codec-server",
+        "otel-collector",
+        "web",
+    }
     assert services["temporal"]["image"] == "tempi-dev-server:latest"
     for name in ("worker", "sandbox-host"):
         assert services[name]["depends_on"]["temporal"]["condition"] == "service_healthy"

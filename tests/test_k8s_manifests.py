@@ -112,7 +112,14 @@ def test_every_reference_names_a_rendered_object(rendered: list[dict[str, Any]])
     }
     secrets = in_namespace(rendered, "Secret")
     accounts = in_namespace(rendered, "ServiceAccount")
-    external = {"tempi-model-keys", "tempi-slack", "tempi-codec", "tempi-temporal", "tempi-temporal-tls"}
+    external = {
+        "tempi-model-keys",
+        "tempi-slack",
+        "tempi-codec",
+        "tempi-web",
+        "tempi-temporal",
+        "tempi-temporal-tls",
+    }
     for owner in (o for o in rendered if o["kind"] in POD_OWNERS):
         name, ns = owner["metadata"]["name"], owner["metadata"]["namespace"]
         spec = owner["spec"]["template"]["spec"]

@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tempi.config.errors import ConfigError
+from tempi.web.access import operator_token
 from tempi.workers.temporal_connection import load_settings
 from tempi.workflows.session_types import DEFAULT_TASK_QUEUE
 from tempi.workflows.slack_types import slack_task_queue
@@ -397,3 +399,75 @@ def test_the_helm_values_pin_the_server_the_bundled_cli_runs() -> None:
     assert values["server"]["image"]["tag"] == server.group(1)
     compose = (ROOT / "deploy" / "compose" / "tempi.yaml").read_text()
     assert "TEMPI_DEPLOYMENT_NAME" not in compose
+
+
+def _selects(policy: dict[str, Any], labels: dict[str, str]) -> bool:
+    return policy["spec"]["podSelector"].get("matchLabels", {}).items() <= labels.items()
+
+
+def test_the_web_console_serves_in_the_cluster_with_its_token_from_a_secret(
+    rendered: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    """`tempi web` in the app namespace: bound to the pod's address on a ClusterIP Service,
+    probed on its port (every path needs the token), its token a file of the tempi-web
+    Secret that tempi reads, the session files writable (a fork writes one) and projects
+    read only, reached on its port from the Ingress controller, and out to Temporal."""
+    [deployment] = [o for o in owners(rendered) if o["metadata"]["name"] == "tempi-web"]
+    ns = deployment["metadata"]["namespace"]
+    # The app namespace (`restricted`), beside the main-queue workers.
+    assert (
+        ns
+        == next(o for o in owners(rendered) if o["metadata"]["name"].startswith("tempi-worker"))["metadata"][
+            "namespace"
+        ]
+    )
+    spec = deployment["spec"]["template"]["spec"]
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    [c] = spec["containers"]
+    assert c["args"] == ["web", "--host", "0.0.0.0", "--port", "8377"]
+    assert connects_to_temporal(c)
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        assert c[probe]["tcpSocket"]["port"] == "http", probe
+    assert c["ports"] == [{"name": "http", "containerPort": 8377}]
+
+    service = find(rendered, "Service", "tempi-web", ns)
+    assert service["spec"]["type"] == "ClusterIP"
+    assert service["spec"]["ports"] == [{"name": "http", "port": 8377, "targetPort": "http"}]
+
+    # The token: a file of the (required) tempi-web Secret, never a value in the manifest.
+    env = {**config(rendered, ns), **{e["name"]: e.get("value") for e in c.get("env", [])}}
+    assert "TEMPI_WEB_TOKEN" not in env
+    token_file = Path(env["TEMPI_WEB_TOKEN_FILE"])
+    mounts = volumes_by_mount(spec, c)
+    sources = mounts[str(token_file.parent)]["projected"]["sources"]
+    assert {"secret": {"name": "tempi-web"}} in sources
+    assert str(token_file.parent) == env["TEMPI_SECRETS_DIR"]
+    # tempi reads the file the Secret's key becomes, and refuses to start when it is missing.
+    mounted = tmp_path / token_file.name
+    mounted.write_text("t" * 44 + "\n")
+    assert operator_token({"TEMPI_WEB_TOKEN_FILE": str(mounted)}) == "t" * 44
+    with pytest.raises(ConfigError, match="TEMPI_WEB_TOKEN_FILE"):
+        operator_token({"TEMPI_WEB_TOKEN_FILE": str(tmp_path / "absent")})
+
+    read_only = {m["mountPath"]: m.get("readOnly", False) for m in c["volumeMounts"]}
+    assert mounts[env["TEMPI_HOME"]]["persistentVolumeClaim"]["claimName"] == "tempi-sessions"
+    assert read_only[env["TEMPI_HOME"]] is False
+    assert mounts["/srv/projects"]["persistentVolumeClaim"]["claimName"] == "tempi-projects"
+    assert read_only["/srv/projects"] is True
+
+    policies = [o for o in rendered if o["kind"] == "NetworkPolicy" and o["metadata"]["namespace"] == ns]
+    ingress = [
+        rule
+        for p in policies
+        if "Ingress" in p["spec"]["policyTypes"] and _selects(p, labels)
+        for rule in p["spec"].get("ingress", [])
+    ]
+    assert ingress and all(r["ports"] == [{"protocol": "TCP", "port": 8377}] for r in ingress)
+    temporal_port = int(env["TEMPORAL_ADDRESS"].rsplit(":", 1)[1])
+    egress = [
+        rule
+        for p in policies
+        if "Egress" in p["spec"]["policyTypes"] and _selects(p, labels)
+        for rule in p["spec"]["egress"]
+    ]
+    assert any({"protocol": "TCP", "port": temporal_port} in r.get("ports", []) for r in egress)

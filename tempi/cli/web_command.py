@@ -9,10 +9,12 @@ import sys
 
 from aiohttp import web
 
+from tempi.cli.errors import UserError
+from tempi.config.errors import ConfigError
 from tempi.config.loopback import is_loopback
 from tempi.config.paths import default_sessions_root, tempi_home
 from tempi.store.session_store import SessionStore
-from tempi.web.access import TOKEN_FILE, load_or_create_token
+from tempi.web.access import TOKEN_FILE, TOKEN_VARIABLE, load_or_create_token, operator_token
 
 DEFAULT_PORT = 8377
 
@@ -23,8 +25,9 @@ examples:
   TEMPORAL_ADDRESS=temporal:7233 tempi web --host 0.0.0.0   behind a TLS reverse proxy
 
 Every request needs the token (in TEMPI_HOME/{TOKEN_FILE}; the printed URL carries it once,
-then a cookie does). Off loopback the console speaks plain HTTP: put a reverse proxy with
-TLS in front of it (docs/security.md).
+then a cookie does). In a container, set {TOKEN_VARIABLE} (or {TOKEN_VARIABLE}_FILE) from a
+secret instead: the URL is then printed without it. Off loopback the console speaks plain
+HTTP: put a reverse proxy with TLS in front of it (docs/security.md).
 """
 
 
@@ -50,8 +53,11 @@ async def cmd_web(argv: list[str]) -> int:
     from tempi.client import SessionService
     from tempi.web.app import console_app
 
-    home = tempi_home()
-    token = load_or_create_token(home)
+    try:
+        given = operator_token()
+    except ConfigError as err:
+        raise UserError(str(err)) from err
+    token = given or load_or_create_token(tempi_home())
     async with open_runtime(no_worker=True, quiet=True) as rt:
         service = SessionService(rt.client, SessionStore(default_sessions_root()))
         app = console_app(service, token, read_only=args.read_only, link=link_for(rt.embedded))
@@ -63,7 +69,9 @@ async def cmd_web(argv: list[str]) -> int:
         port = runner.addresses[0][1]
         shown = f"[{args.host}]" if ":" in args.host else args.host
         mode = " (read-only)" if args.read_only else ""
-        print(f"tempi web{mode}: http://{shown}:{port}/?token={token}", flush=True)
+        # An operator's token stays out of the container's log: they know it already.
+        query = f"?token=<{TOKEN_VARIABLE}>" if given else f"?token={token}"
+        print(f"tempi web{mode}: http://{shown}:{port}/{query}", flush=True)
         print(
             f"tempi web: sessions on {rt.address}; Ctrl+C stops the console, not the sessions",
             file=sys.stderr,

@@ -3,7 +3,10 @@ once in the URL (as notebook servers do) and then carried by a cookie; controls 
 come from the console's own page (Origin), and none are taken in read-only mode.
 
 The token is required on every bind, loopback included: another user of the machine can
-reach 127.0.0.1 as well, and the console drives sessions that run with the owner's keys."""
+reach 127.0.0.1 as well, and the console drives sessions that run with the owner's keys.
+In a container the operator gives it instead (TEMPI_WEB_TOKEN, from a Secret): the
+console's TEMPI_HOME is the shared session volume, and a token made there would only
+reach the operator through the logs."""
 
 from __future__ import annotations
 
@@ -12,15 +15,19 @@ import hmac
 import os
 import secrets
 import stat
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
+from tempi.config.errors import ConfigError
+from tempi.config.secret_files import secret_value
 from tempi.store.modes import PRIVATE_FILE_MODE
 
 TOKEN_FILE = Path("web") / "token"
+TOKEN_VARIABLE = "TEMPI_WEB_TOKEN"
+MIN_TOKEN_LENGTH = 32
 COOKIE = "tempi_web_token"
 HEADER = "X-Tempi-Token"
 QUERY = "token"
@@ -51,6 +58,24 @@ def load_or_create_token(home: Path) -> str:
         out.write(token + "\n")
     os.replace(temp, path)
     return token
+
+
+def operator_token(env: Mapping[str, str] | None = None) -> str | None:
+    """The token the operator set: TEMPI_WEB_TOKEN, the file TEMPI_WEB_TOKEN_FILE names, or
+    that file in TEMPI_SECRETS_DIR; None when none is set. A variable set but empty (a
+    compose service whose .env leaves it blank) or a short token is refused, never replaced
+    by one made here."""
+    environment = os.environ if env is None else env
+    how = "`openssl rand -hex 32`: a token that goes into a URL as it is"
+    token = secret_value(TOKEN_VARIABLE, env)
+    if token is None and TOKEN_VARIABLE in environment:
+        raise ConfigError(f"{TOKEN_VARIABLE} is set but empty: put the console's token in it ({how}).")
+    if token is not None and len(token.strip()) < MIN_TOKEN_LENGTH:
+        raise ConfigError(
+            f"{TOKEN_VARIABLE} is too short: the console's token needs at least "
+            f"{MIN_TOKEN_LENGTH} characters ({how})."
+        )
+    return token.strip() if token is not None else None
 
 
 def _same(given: str | None, token: str) -> bool:
