@@ -34,6 +34,7 @@ from tempi.activities.llm import StreamOptions, classify_error, retry_after_ms, 
 from tempi.activities.llm.answer_size import check_answer_size
 from tempi.activities.llm.contract import SDK_RETRIES
 from tempi.activities.llm.unicode_guard import holds_lone_surrogate
+from tempi.activities.metrics import record_model_call, record_sandbox_failure
 from tempi.activities.sandbox import WORKSPACE_DIR, SandboxUnavailableError, open_backend
 from tempi.activities.sandbox.user_container import open_user_container
 from tempi.activities.sandbox_policy import check_sandbox, refusal
@@ -371,7 +372,9 @@ class SessionActivities:
     @activity.defn(name=names.CALL_LLM)
     async def call_llm(self, inp: LlmCallInput) -> LlmCallResult:
         with out_of_space_is_final(inp.file.session_path), llm_span(inp.model.provider, inp.model.id) as span:
+            started = time.monotonic()
             result = await self._call_llm(inp)
+            record_model_call(inp.model.provider, inp.model.id, result.message, time.monotonic() - started)
             usage = result.message.usage
             record_usage(
                 span,
@@ -480,6 +483,7 @@ class SessionActivities:
         try:
             backend, cwd = await make_backend(inp.file)
         except SandboxUnavailableError as err:
+            record_sandbox_failure(inp.file.sandbox)
             return _sandbox_lost(call, inp.timestamp_ms, err, inp.file.sandbox == "container")
         live = LiveWriter(
             live_path(inp.file.session_path, inp.file.session_id, call.id), activity.info().attempt

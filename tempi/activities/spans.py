@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Iterator
 
 from opentelemetry import trace
 
+from tempi.activities.metrics import record_tool_call
 from tempi.workflows.activity_payloads import ToolCallResult
 
 _tracer = trace.get_tracer("tempi")
@@ -51,4 +52,5 @@ async def traced_tool_call(name: str, call: Awaitable[ToolCallResult]) -> ToolCa
     with tool_span(name) as span:
         result = await call
         span.set_attribute("tempi.tool.is_error", result.message.is_error)
+        record_tool_call(name, result.message.is_error)
         return result

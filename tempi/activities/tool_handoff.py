@@ -25,6 +25,7 @@ from pathlib import Path
 
 from temporalio import activity
 
+from tempi.activities.metrics import record_tool_call
 from tempi.activities.session_activities import (
     RunningTool,
     SessionActivities,
@@ -74,6 +75,7 @@ class ToolHandoff:
             brief = await self._run_briefly(inp)
             if brief.result is not None:
                 span.set_attribute("tempi.tool.is_error", brief.result.message.is_error)
+                record_tool_call(inp.tool_call.name, brief.result.message.is_error)
             return brief
 
     @activity.defn(name=names.AWAIT_TOOL)
