@@ -246,6 +246,8 @@ def test_bash_command_and_hotkeys(
     t.keys("Enter")
     screen = t.wait_for("Emacs-style editing")
     assert "/compact" in screen.split("Emacs-style editing", 1)[1]
+    # Typing goes on once the editor is drawn again below the whole list.
+    t.wait_for("❯", after="same as /quit")
     # Completion: @ completes files of the working directory.
     (work / "notes-for-tempi.md").write_text("x")
     t.type("look at @notes-for")
