@@ -82,8 +82,8 @@ class Rig:
 
 def kept_session(prompt: str, *, cwd: Path, env: dict[str, str], flags: tuple[str, ...] = ()) -> str:
     """A session that answered `prompt` and goes on running; returns its id. Through RPC
-    mode, whose sessions stay running when the client goes (a `-p` run closes the one it
-    started)."""
+    mode, whose sessions keep the default idle time when the client goes (a `-p` run's
+    session closes after ten idle minutes)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "tempi", "--model", "mock/mock-model", "--mode", "rpc", *flags],
         cwd=cwd,
