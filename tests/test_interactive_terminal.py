@@ -246,11 +246,11 @@ def test_bash_command_and_hotkeys(
     t.keys("Enter")
     screen = t.wait_for("Emacs-style editing")
     assert "/compact" in screen.split("Emacs-style editing", 1)[1]
-    # Typing goes on once the editor is drawn again below the whole list.
-    t.wait_for("❯", after="same as /quit")
-    # Completion: @ completes files of the working directory.
+    # Completion: @ completes files of the working directory. The menu opens as one types
+    # (its candidates are found in the background); Tab then takes the first.
     (work / "notes-for-tempi.md").write_text("x")
     t.type("look at @notes-for")
+    t.wait_for(" notes-for-tempi.md", after="❯ look at @notes-for")
     t.keys("Tab")
     t.wait_for("❯ look at @notes-for-tempi.md")
     t.keys("C-c")
