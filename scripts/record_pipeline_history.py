@@ -10,8 +10,6 @@ older commit (`git worktree add /tmp/before <rev>`), to keep what its workflows 
 from __future__ import annotations
 
 import asyncio
-import json
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -23,6 +21,7 @@ from tempi.testing.scripted_llm import ScriptedLLMServer
 from tempi.workers.dev_server import free_port, start_dev_server
 from tempi.workers.temporal_client import connect
 from tests.conftest import write_models_json
+from tests.histories.capture import save_histories
 from tests.test_pipeline_run import MORE_VALUES, VALUES, _routes, make_fixture
 
 API_KEY = "sk-record-not-a-secret"
@@ -63,27 +62,8 @@ async def record(out: Path, checkout: Path) -> None:
         executions = [w async for w in client.list_workflows("WorkflowType STARTS_WITH 'Pipeline'")]
         executions.sort(key=lambda w: (w.start_time, w.id, w.run_id))
         assert all(w.status != WorkflowExecutionStatus.RUNNING for w in executions)
-        shutil.rmtree(out, ignore_errors=True)
-        out.mkdir(parents=True)
-        manifest = []
-        for n, execution in enumerate(executions, 1):
-            history = await client.get_workflow_handle(execution.id, run_id=execution.run_id).fetch_history()
-            exported = history.to_json()
-            if API_KEY in exported:
-                raise RuntimeError(f"the API key reached the history of {execution.id}")
-            file = f"{n}-{execution.workflow_type}.json"
-            (out / file).write_text(exported)
-            manifest.append(
-                {
-                    "file": file,
-                    "workflow_id": execution.id,
-                    "run_id": execution.run_id,
-                    "workflow_type": execution.workflow_type,
-                    "status": execution.status.name if execution.status else None,
-                }
-            )
-        (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
-        print(f"{len(manifest)} histories in {out}")
+        written = await save_histories(client, executions, out, "pipeline", API_KEY)
+        print(f"{written} histories in {out}")
     finally:
         server.stop_thread()
         proc.terminate()

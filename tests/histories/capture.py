@@ -636,15 +636,23 @@ async def capture(name: str, client: Client, server: ScriptedLLMServer, tmp: Pat
         await SCENARIOS[name](rig)
         await _shut_down(rig)
         executions = await _executions(client, rig.queue)
-    out = HISTORIES / name
+    return await save_histories(client, executions, HISTORIES / name, name)
+
+
+async def save_histories(
+    client: Client, executions: list[Any], out: Path, label: str, secret: str = API_KEY
+) -> int:
+    """Write each execution's history to `out` as `<n>-<WorkflowType>.json`, with
+    `manifest.json`; refuses a history holding `secret` (the scripted API key). How many it
+    wrote."""
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     manifest = []
     for n, execution in enumerate(executions, 1):
         history = await client.get_workflow_handle(execution.id, run_id=execution.run_id).fetch_history()
         exported = history.to_json()
-        if API_KEY in exported or any(API_KEY in text for text in payload_texts(json.loads(exported))):
-            raise RuntimeError(f"{name}: the API key reached the history of {execution.id}")
+        if secret in exported or any(secret in text for text in payload_texts(json.loads(exported))):
+            raise RuntimeError(f"{label}: the API key reached the history of {execution.id}")
         file = f"{n}-{execution.workflow_type}.json"
         (out / file).write_text(exported)
         manifest.append(
