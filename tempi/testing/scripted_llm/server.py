@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -64,6 +66,11 @@ class RecordedRequest(BaseModel):
     route: str | None = None  # the scenario's route that answered it
     kind: Literal["turn", "summary"] = "turn"
     status: int = 0
+    # Wall clock (time.time()): when the request reached the handler, and when the last byte
+    # of its answer was handed to the socket. A client's time from one answer's end to its
+    # next request is its own per-turn overhead (bench/turn_gaps.py).
+    received_at: float = 0.0
+    answered_at: float | None = None
 
 
 def _streams(request: web.Request, wire: WireApi, body: dict[str, Any]) -> bool:
@@ -280,19 +287,43 @@ class ScriptedLLMServer:
         return web.json_response(body, status=404)
 
     async def _handle(self, request: web.Request, wire: WireApi) -> web.StreamResponse:
-        name = request.match_info["scenario"]
+        received_at = time.time()
         raw = await request.read()
         record = RecordedRequest(
             path=request.path,
             query_string=request.query_string,
             raw_path=request.raw_path,
             api=wire.name,
-            scenario=name,
+            scenario=request.match_info["scenario"],
             # Lower-cased names: HTTP header names are case-insensitive, dict keys are not.
             headers={key.lower(): value for key, value in request.headers.items()},
             body={},
             query=dict(request.query),
+            received_at=received_at,
         )
+        response = await self._respond(request, wire, record, raw)
+        await self._finish(request, record, response)
+        return response
+
+    async def _finish(
+        self, request: web.Request, record: RecordedRequest, response: web.StreamResponse
+    ) -> None:
+        """Send an answer not sent yet (a JSON one), stamp when it ended, then write the record
+        out, so that a recording holds each request's whole timing."""
+        transport = request.transport
+        if not response.prepared and transport is not None and not transport.is_closing():
+            with contextlib.suppress(ConnectionError):
+                await response.prepare(request)
+                await response.write_eof()
+        record.answered_at = time.time()
+        if self._record_path is not None:
+            with self._record_path.open("a", encoding="utf-8") as sink:
+                sink.write(record.model_dump_json() + "\n")
+
+    async def _respond(
+        self, request: web.Request, wire: WireApi, record: RecordedRequest, raw: bytes
+    ) -> web.StreamResponse:
+        name = record.scenario
         # A wire may refuse what its real service refuses for the credentials.
         authorize = getattr(wire, "authorize", None)
         # The URL as sent: yarl would unescape `%3A`, which a signature covers.
@@ -439,6 +470,3 @@ class ScriptedLLMServer:
         else:
             where = "no turn" if record.turn_index is None else f"turn {record.turn_index}"
         logger.info("%s %s [%s] %s -> %d", record.api, record.scenario, where, record.path, record.status)
-        if self._record_path is not None:
-            with self._record_path.open("a", encoding="utf-8") as sink:
-                sink.write(record.model_dump_json() + "\n")
