@@ -143,7 +143,7 @@ def analyse(
     return result
 
 
-def _check(run: CliRun, who: str, turns: int) -> None:
+def check_run(run: CliRun, who: str, turns: int) -> None:
     if run.exit_code != 0 or len(run.turn_starts) != turns + 1:
         raise RuntimeError(
             f"{who} run failed: exit {run.exit_code}, {len(run.turn_starts)} turns\n{run.stderr[-2000:]}"
@@ -176,7 +176,7 @@ async def run(quick: bool, profile: bool = False) -> dict[str, Any]:
             env = clean_env(home, dev.address)
             write_models_json(home, llm.base_url, "warmup")
             prepare_workspace(tmp / "ws-warmup")
-            _check(
+            check_run(
                 run_json_cli(tempi_json_argv(PROMPT, "--no-worker"), cwd=tmp / "ws-warmup", env=env),
                 "tempi warm-up",
                 2,
@@ -203,7 +203,7 @@ async def run(quick: bool, profile: bool = False) -> dict[str, Any]:
                     "worker": cpu_seconds(worker.pid) - cpu_before["worker"],
                     "server": cpu_seconds(dev.pid) - cpu_before["server"],
                 }
-                _check(cli, f"tempi ({kind})", TURNS)
+                check_run(cli, f"tempi ({kind})", TURNS)
                 by_wf = load_timings(timings, since)
                 if len(by_wf) != 1:
                     raise RuntimeError(f"expected one session in the worker's log, found {len(by_wf)}")
@@ -217,7 +217,7 @@ async def run(quick: bool, profile: bool = False) -> dict[str, Any]:
                         cwd=tmp / f"ws-{kind}-pi",
                         env=clean_env(PI_CODING_AGENT_DIR=str(agent_dir)),
                     )
-                    _check(pi_run, f"pi ({kind})", TURNS)
+                    check_run(pi_run, f"pi ({kind})", TURNS)
                 results["kinds"].append(analyse(kind, floor, worker_turns, cli, pi_run, cpu_s))
         finally:
             worker.stop()

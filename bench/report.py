@@ -32,9 +32,10 @@ def median(values: Sequence[float]) -> float:
 
 
 def summary_ms(values_s: Sequence[float]) -> dict[str, float]:
-    """Median, p95 and p99 of durations in seconds, as milliseconds."""
+    """Median, p90, p95 and p99 of durations in seconds, as milliseconds."""
     return {
         "median_ms": round(median(values_s) * 1000, 2),
+        "p90_ms": round(percentile(values_s, 90) * 1000, 2),
         "p95_ms": round(percentile(values_s, 95) * 1000, 2),
         "p99_ms": round(percentile(values_s, 99) * 1000, 2),
         "n": len(values_s),

@@ -172,10 +172,12 @@ class DevServer:
 
 class ScriptedServerProcess:
     """The scripted LLM server in a process of its own, so its work never competes with the
-    process being measured for the GIL. Scenarios are fixed at start."""
+    process being measured for the GIL. Scenarios are fixed at start. With `record`, every
+    request and when it came and was answered go to that JSON-lines file."""
 
-    def __init__(self, directory: Path, scenarios: dict[str, Any]) -> None:
+    def __init__(self, directory: Path, scenarios: dict[str, Any], *, record: Path | None = None) -> None:
         self.directory = directory
+        self.record = record
         self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         scenario_dir = directory / "scenarios"
@@ -202,6 +204,7 @@ class ScriptedServerProcess:
                 str(self.port),
                 "--scenarios",
                 str(self.scenario_dir),
+                *(["--record", str(self.record)] if self.record is not None else []),
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
