@@ -247,5 +247,10 @@ async def run(quick: bool, profile: bool = False) -> dict[str, Any]:
         "versions": {name: versions for name, (_, versions) in peers.items()},
         "labels": labels,
         "per_turn": comparison,
+        # Turn by turn: a peer's turn grows with its conversation, which it sends through Temporal.
+        "turns_ms": {
+            name: {kind: [round(gap * 1000, 2) for gap in values] for kind, values in by_kind.items()}
+            for name, by_kind in gaps.items()
+        },
         "temporal_round_trip": floor,
     }
