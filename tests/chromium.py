@@ -9,6 +9,7 @@ failure. Each call starts a fresh browser with its own profile, so runs never sh
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import itertools
 import json
@@ -26,6 +27,17 @@ from PIL import Image, ImageChops, ImageOps
 from tests.processes import stop_process
 
 REQUIRE_CHROMIUM_ENV = "TEMPI_REQUIRE_CHROMIUM"
+UPDATE_SCREENSHOTS_ENV = "TEMPI_UPDATE_SCREENSHOTS"
+
+# Limits for layout_difference (gray levels 0-255 per 8x8-pixel cell), measured on the HTML
+# export: the same page rendered again differs by 0; with another glyph positioning
+# (--disable-font-subpixel-positioning) by 0.5, shifted by one pixel by 0.6-1.0, with no
+# cell past 48 in any of these. One tool call unfolded measures 2.0 with 0.9% of cells
+# changed a lot, the stats table gone 6.1 / 2.4%, the sidebar gone 6.9 / 2.7%. The
+# references are taken with Debian's DejaVu fonts (fonts-dejavu-core, which .ci/run installs
+# with chromium): another sans-serif family measures 2.0 / 0.55% and fails.
+MEAN_LIMIT = 1.5
+BIG_CELLS_LIMIT = 0.005
 
 
 def chromium_bin() -> str:
@@ -92,6 +104,19 @@ def layout_difference(actual: Image.Image, reference: Image.Image, cell: int = 8
     return mean, big
 
 
+def assert_looks_like(actual: Image.Image, shot: Path, reference: Path, view: str) -> None:
+    """The screenshot `actual` (kept at `shot`) lays out as `reference` does; with
+    TEMPI_UPDATE_SCREENSHOTS=1 it becomes the reference."""
+    if os.environ.get(UPDATE_SCREENSHOTS_ENV) == "1":
+        shutil.copyfile(shot, reference)
+    mean, big = layout_difference(actual, Image.open(reference).convert("RGB"))
+    assert mean < MEAN_LIMIT and big < BIG_CELLS_LIMIT, (
+        f"the {view} view looks different from {reference.name}: mean difference {mean:.2f} "
+        f"(limit {MEAN_LIMIT}), {big:.2%} of cells changed a lot (limit {BIG_CELLS_LIMIT:.1%}); "
+        f"screenshot kept at {shot}; if the change is intended, rerun with {UPDATE_SCREENSHOTS_ENV}=1"
+    )
+
+
 class DevToolsPage:
     """One tab of a headless chromium, driven through the DevTools protocol's websocket."""
 
@@ -137,6 +162,31 @@ class DevToolsPage:
 
     async def navigate(self, url: str) -> None:
         await self.call("Page.navigate", url=url)
+
+    async def freeze_clock(self, epoch_ms: int) -> None:
+        """`Date.now()` answers `epoch_ms` in every page loaded from now on (timers still run),
+        so that ages shown relative to now stay the same from one run to the next."""
+        await self.call("Page.enable")
+        await self.call(
+            "Page.addScriptToEvaluateOnNewDocument",
+            source=f"Date.now = function () {{ return {epoch_ms}; }};",
+        )
+
+    async def viewport(self, size: tuple[int, int]) -> None:
+        """Lay pages out in exactly `size` CSS pixels at scale 1, whatever the window's frame."""
+        await self.call(
+            "Emulation.setDeviceMetricsOverride",
+            width=size[0],
+            height=size[1],
+            deviceScaleFactor=1,
+            mobile=False,
+        )
+
+    async def screenshot(self, out: Path) -> Image.Image:
+        """What the viewport shows now, written to `out`."""
+        shot = await self.call("Page.captureScreenshot", format="png")
+        out.write_bytes(base64.b64decode(shot["data"]))
+        return Image.open(out).convert("RGB")
 
     async def evaluate(self, expression: str) -> Any:
         done = await self.call(

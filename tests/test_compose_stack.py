@@ -1,7 +1,8 @@
 """tempi's compose files and images: the production file's configuration checks out, the
 offline stack (tempi's images, built here without a registry) comes up, a `tempi -p` session
 from the host runs through its worker container, survives a `docker kill` of that container
-mid-reply, and continues on a second worker container that shares the session directory."""
+mid-reply, and continues on a second worker container that shares the session directory;
+the `web` profile's console shows that directory's sessions on its loopback port."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import importlib.util
 import itertools
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
@@ -307,7 +310,10 @@ def stack(images: str, tmp_path: Path, scripted_server: ScriptedLLMServer) -> It
     try:
         yield s
     finally:
-        s.compose("--profile", "second-worker", "down", "-v", "--remove-orphans", "-t", "2", check=False)
+        s.compose(
+            "--profile", "second-worker", "--profile", "web", "down", "-v", "--remove-orphans", "-t", "2",
+            check=False,
+        )  # fmt: skip
 
 
 def _wait_healthy(container: str, timeout: float = 90) -> float:
@@ -468,3 +474,56 @@ def test_sandbox_host_container_polls_the_sandbox_queue_of_its_docker_host(
     while (found := _poller_build_ids(stack, queue)) != {BUILD_ID} and time.monotonic() < deadline:
         time.sleep(0.5)
     assert found == {BUILD_ID}, f"pollers of {queue}: {found}"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+async def test_the_web_profile_serves_the_stacks_sessions_on_loopback_with_the_operators_token(
+    stack: Stack, scripted_server: ScriptedLLMServer
+) -> None:
+    scenario = f"compose-web-{stack.project}"
+    scripted_server.add_scenario(scenario, [{"text": "Answered through the stack."}])
+    write_models_json(stack.home, scripted_server, scenario)
+    token, port = secrets.token_hex(32), free_port()
+    stack.env.update(TEMPI_WEB_TOKEN=token, TEMPI_WEB_PUBLISH=f"127.0.0.1:{port}")
+
+    started = time.monotonic()
+    stack.compose("--profile", "web", "up", "-d", "worker", "web")
+    worker, web = stack.container("worker"), stack.container("web")
+    _wait_healthy(worker)
+    healthy_after = _wait_healthy(web)
+    print(f"worker and web up in {time.monotonic() - started:.1f} s (web healthy {healthy_after:.1f} s)")
+    published = _docker("port", web, "8377/tcp").stdout.split()
+    assert published == [f"127.0.0.1:{port}"]  # loopback only
+
+    ran = subprocess.run(
+        [sys.executable, "-m", "tempi", "--no-worker", "--model", "mock/mock-model", "-p", "Hello, stack."],
+        cwd=stack.project_dir,
+        env=tempi_env(stack.home, stack.address),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ran.returncode == 0, ran.stderr
+    session_id = _entries(stack.home)[0]["id"]
+
+    base = f"http://127.0.0.1:{port}"
+    async with aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar()) as http:
+        for path in ("/", "/api/sessions", f"/api/sessions/{session_id}/events"):
+            async with http.get(base + path) as refused:
+                assert refused.status == 401, path
+            async with http.get(base + path, headers={"X-Tempi-Token": "x" * 64}) as wrong:
+                assert wrong.status == 401, path
+        async with http.get(f"{base}/?token={token}", allow_redirects=False) as opened:
+            assert opened.status == 303 and opened.cookies["tempi_web_token"].value == token
+        headers = {"X-Tempi-Token": token}
+        async with http.get(base + "/api/sessions", headers=headers) as listed:
+            assert listed.status == 200
+            rows = {row["id"]: row for row in (await listed.json())["sessions"]}
+        assert rows[session_id]["firstMessage"] == "Hello, stack."
+        assert rows[session_id]["status"] == "idle"  # its workflow answered (open for ten idle minutes)
+        # The transcript, read by the console's container from the shared session directory.
+        async with http.get(f"{base}/api/sessions/{session_id}/events", headers=headers) as events:
+            async with asyncio.timeout(30):
+                while b"Answered through the stack." not in (line := await events.content.readline()):
+                    assert line, "the event stream ended"

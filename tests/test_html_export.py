@@ -12,22 +12,19 @@ edit), a later one for red (u0000003, the current leaf).
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from PIL import Image
 
 from tempi.cli.export_entries import message_html
-from tests.chromium import chromium_bin, dump_dom, layout_difference, screenshot
+from tests.chromium import assert_looks_like, chromium_bin, dump_dom, screenshot
 from tests.conftest import run_tempi, tempi_env
 
 EXPORT_FIXTURES = Path(__file__).resolve().parent / "fixtures" / "export"
 SESSION = EXPORT_FIXTURES / "branched-session.jsonl"
-UPDATE_ENV = "TEMPI_UPDATE_SCREENSHOTS"
 
 
 class _Tags(HTMLParser):
@@ -159,17 +156,6 @@ def test_browser_search_hides_what_does_not_match(exported: Path, tmp_path: Path
     assert "miss" in _tree_classes(dom, "u0000003")
 
 
-# Limits for layout_difference (gray levels 0-255 per 8x8-pixel cell; see tests/chromium.py),
-# measured on this page: the same page rendered again differs by 0; with another glyph
-# positioning (--disable-font-subpixel-positioning) by 0.5, shifted by one pixel by 0.6-1.0,
-# with no cell past 48 in any of these. One tool call unfolded measures 2.0 with 0.9% of
-# cells changed a lot, the stats table gone 6.1 / 2.4%, the sidebar gone 6.9 / 2.7%. The
-# references were taken with Debian's DejaVu fonts (fonts-dejavu-core, which .ci/run
-# installs with chromium): another sans-serif family measures 2.0 / 0.55% and fails.
-MEAN_LIMIT = 1.5
-BIG_CELLS_LIMIT = 0.005
-
-
 @pytest.mark.parametrize(
     ("name", "hash_"), [("default", ""), ("green-branch-search", "#entry=u0000002&q=green")]
 )
@@ -180,14 +166,7 @@ def test_export_screenshot_matches_the_reference(
     reference = EXPORT_FIXTURES / f"screenshot-{name}.png"
     shot = tmp_path / f"{name}.png"
     actual = screenshot(browser, _url(exported, hash_), shot, tmp_path / "profile", (1280, 900))
-    if os.environ.get(UPDATE_ENV) == "1":
-        shutil.copyfile(shot, reference)
-    mean, big = layout_difference(actual, Image.open(reference).convert("RGB"))
-    assert mean < MEAN_LIMIT and big < BIG_CELLS_LIMIT, (
-        f"the {name} view looks different from {reference.name}: mean difference {mean:.2f} "
-        f"(limit {MEAN_LIMIT}), {big:.2%} of cells changed a lot (limit {BIG_CELLS_LIMIT:.1%}); "
-        f"screenshot kept at {shot}; if the change is intended, rerun with {UPDATE_ENV}=1"
-    )
+    assert_looks_like(actual, shot, reference, name)
 
 
 def test_choosing_an_entry_shows_its_newest_continuation(tmp_path: Path) -> None:

@@ -39,8 +39,10 @@ LEAF_CHECK_S = 3.0
 HEARTBEAT_S = 15.0
 # How often a feed tries the Temporal server again while it does not answer.
 OUTAGE_POLL_S = 1.0
-# A page this far behind (a stalled connection) is sent the whole transcript instead.
-MAX_BEHIND_OPS = 5000
+# A page owed this much (a stalled connection) is owed nothing more: once it reads again it
+# is sent the transcript as it stands then. Every change of a streaming message is that whole
+# message again, so what a stalled page is owed would grow as the square of the answer.
+MAX_BEHIND_BYTES = 1 << 20
 
 
 class Watcher:
@@ -102,22 +104,26 @@ def encode(ops: list[Op]) -> bytes:
 
 
 class Page:
-    """One page's place in a feed: what it has not been sent yet, encoded once for all pages."""
+    """One page's place in a feed: what it has not been sent yet, encoded once for all pages.
+
+    A page that falls behind (its connection takes nothing, its writes wait) drops what it
+    is owed and is marked stale; what it is sent next is the feed's snapshot, made when it
+    can take it, so the page catches up in one step and holds nothing while it waits."""
 
     def __init__(self, feed: SessionFeed) -> None:
         self.feed = feed
         self.pending: list[bytes] = []
-        self.behind = 0  # ops in `pending`
+        self.behind = 0  # bytes in `pending`
+        self.stale = False  # owed the whole transcript, as it stands when the page takes it
         self.closed = False  # the feed ended: the page reconnects
         self.ready = asyncio.Event()
 
-    def push(self, data: bytes, ops: int) -> None:
-        if self.behind + ops > MAX_BEHIND_OPS:
-            snapshot = self.feed.snapshot()
-            self.pending, self.behind = [encode(snapshot)], len(snapshot)
-        else:
+    def push(self, data: bytes) -> None:
+        if not self.stale and self.behind + len(data) > MAX_BEHIND_BYTES and self.feed.started:
+            self.pending, self.behind, self.stale = [], 0, True
+        if not self.stale:
             self.pending.append(data)
-            self.behind += ops
+            self.behind += len(data)
         self.ready.set()
 
     async def take(self, timeout: float) -> bytes:
@@ -125,8 +131,8 @@ class Page:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.ready.wait(), timeout)
         self.ready.clear()
-        data = b"".join(self.pending)
-        self.pending, self.behind = [], 0
+        data = encode(self.feed.snapshot()) if self.stale else b"".join(self.pending)
+        self.pending, self.behind, self.stale = [], 0, False
         return data
 
 
@@ -175,7 +181,7 @@ class SessionFeed:
                 self.state = op
         data = encode(ops)
         for page in self.pages:
-            page.push(data, len(ops))
+            page.push(data)
 
     def _gone(self) -> bool:
         return not self.pages
@@ -336,8 +342,7 @@ class Feeds:
         page = Page(feed)
         feed.pages.add(page)
         if feed.started:
-            snapshot = feed.snapshot()
-            page.push(encode(snapshot), len(snapshot))
+            page.push(encode(feed.snapshot()))
         if feed.task is None:
             feed.task = asyncio.create_task(feed.run())
             feed.task.add_done_callback(lambda _: self._forget(key, feed))
