@@ -289,12 +289,17 @@ async def test_abort_stops_a_slow_answer(rig: Rig, console: Console, http: aioht
 async def test_a_stopped_session_shows_from_its_file_and_says_how_to_continue_it(
     rig: Rig, console: Console, http: aiohttp.ClientSession
 ) -> None:
-    session_id = rig.run_session("overview-session: then stop")
+    session_id = rig.run_session("overview-session: then stop", name="Stopped and named")
     stopped = run_tempi(["stop", session_id, "--no-worker"], cwd=rig.project, env=rig.env)
     assert stopped.returncode == 0, stopped.stderr
     async with http.get(console.base + "/api/sessions", headers=_auth(console)) as listed:
         rows = {row["id"]: row for row in (await listed.json())["sessions"]}
     assert rows[session_id]["status"] == "finished"
+    # Its page is titled with the name the overview shows, read from the file.
+    async with http.get(f"{console.base}/api/sessions/{session_id}", headers=_auth(console)) as info:
+        shown = await info.json()
+    assert shown["running"] is False
+    assert shown["name"] == rows[session_id]["name"] == "Stopped and named"
     ops = await _read_events(http, console, session_id, lambda ops: {"op": "state", "running": False} in ops)
     assert _has_text(ops, "Overview answer")
     status, answer = await _prompt(http, console, session_id, "overview-session: again")

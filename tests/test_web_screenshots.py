@@ -115,9 +115,10 @@ async def views(
         stop_process(proc)
 
 
-async def _shot(console: Console, tmp_path: Path, path: str, ready: str, name: str, mask: str = "") -> None:
+async def _shot(console: Console, tmp_path: Path, path: str, ready: str, name: str, mask: str = "") -> str:
     """Open `path`, wait until `ready` holds, run `mask` (a script that blanks what differs
-    from run to run), and compare the viewport with the view's reference."""
+    from run to run), and compare the viewport with the view's reference; returns the
+    page's title (a small change of text passes the comparison)."""
     async with DevToolsPage.open(tmp_path / "profile", SIZE) as page:
         await page.freeze_clock(int(FROZEN_NOW.timestamp() * 1000))
         await page.viewport(SIZE)
@@ -130,6 +131,7 @@ async def _shot(console: Console, tmp_path: Path, path: str, ready: str, name: s
             await page.evaluate(mask)
         shot = tmp_path / f"{name}.png"
         assert_looks_like(await page.screenshot(shot), shot, WEB / f"screenshot-{name}.png", name)
+        return str(await page.evaluate("document.title"))
 
 
 async def test_the_overview_looks_as_it_did(views: Views, tmp_path: Path) -> None:
@@ -151,7 +153,8 @@ async def test_a_finished_sessions_view_looks_as_it_did(views: Views, tmp_path: 
         " && document.getElementById('model').options.length > 0"
         " && document.getElementById('meta').innerText.includes('/home/user/project')"
     )
-    await _shot(views.console, tmp_path, f"/s/{BRANCHED_ID}", ready, "session")
+    title = await _shot(views.console, tmp_path, f"/s/{BRANCHED_ID}", ready, "session")
+    assert title == "Colour the greeting · tempi"  # its /name, as the overview lists it
 
 
 # The pipeline's workflow id (a hash of where its repository is), its commits and its

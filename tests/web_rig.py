@@ -58,9 +58,10 @@ class Rig:
         self.consoles.append(console)
         return console
 
-    def run_session(self, prompt: str) -> str:
-        """A kept session that answered `prompt`; returns its id (its workflow stays open)."""
-        return kept_session(prompt, cwd=self.project, env=self.env, flags=("--no-worker",))
+    def run_session(self, prompt: str, *, name: str | None = None) -> str:
+        """A kept session that answered `prompt` (named `name`, as /name names it); returns
+        its id (its workflow stays open)."""
+        return kept_session(prompt, cwd=self.project, env=self.env, flags=("--no-worker",), name=name)
 
     def session_file(self, session_id: str) -> Path:
         found = list((self.home / "sessions").glob(f"*/*_{session_id}.jsonl"))
@@ -80,7 +81,9 @@ class Rig:
         stop_process(self.worker, 15)
 
 
-def kept_session(prompt: str, *, cwd: Path, env: dict[str, str], flags: tuple[str, ...] = ()) -> str:
+def kept_session(
+    prompt: str, *, cwd: Path, env: dict[str, str], flags: tuple[str, ...] = (), name: str | None = None
+) -> str:
     """A session that answered `prompt` and goes on running; returns its id. Through RPC
     mode, whose sessions keep the default idle time when the client goes (a `-p` run's
     session closes after ten idle minutes)."""
@@ -99,14 +102,21 @@ def kept_session(prompt: str, *, cwd: Path, env: dict[str, str], flags: tuple[st
         proc.stdin.write(json.dumps({"type": "prompt", "message": prompt}) + "\n")
         proc.stdin.write(json.dumps({"id": "state", "type": "get_state"}) + "\n")
         proc.stdin.flush()
-        ended = False
+        ended, named = False, name is None
         for line in proc.stdout:
             said = json.loads(line)
+            if said.get("type") == "agent_end" and not named:
+                # Named once the answer is in, as a user's /name after reading it.
+                proc.stdin.write(json.dumps({"id": "name", "type": "set_session_name", "name": name}) + "\n")
+                proc.stdin.flush()
             ended = ended or said.get("type") == "agent_end"
+            if said.get("id") == "name":
+                assert said["success"], said
+                named = True
             if said.get("id") == "state":
                 assert said["success"], said
                 session_id = str(said["data"]["sessionId"])
-            if ended and session_id:
+            if ended and named and session_id:
                 break
     finally:
         proc.stdin.close()

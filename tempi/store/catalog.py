@@ -293,14 +293,28 @@ class SummaryCache:
     def list(self) -> list[SessionSummary]:
         rows: dict[Path, tuple[tuple[int, int], SessionSummary | None]] = {}
         for path in _session_files(self.roots):
-            try:
-                info = path.stat()
-            except OSError:
-                continue
-            stamp = (info.st_mtime_ns, info.st_size)
-            cached = self._rows.get(path)
-            rows[path] = cached if cached is not None and cached[0] == stamp else (stamp, _summarize(path))
+            row = self._row(path)
+            if row is not None:
+                rows[path] = row
         self._rows = rows  # files gone since the last call leave with it
         summaries = [summary for _, summary in rows.values() if summary is not None]
         summaries.sort(key=lambda s: s.modified, reverse=True)
         return summaries
+
+    def summary(self, path: Path) -> SessionSummary | None:
+        """One file's row, as the overview shows it (a session page's name), wherever the
+        file lies: a Slack conversation's or a pipeline shard's is outside the roots."""
+        row = self._row(path)
+        if row is None:
+            return None
+        self._rows[path] = row
+        return row[1]
+
+    def _row(self, path: Path) -> tuple[tuple[int, int], SessionSummary | None] | None:
+        try:
+            info = path.stat()
+        except OSError:
+            return None
+        stamp = (info.st_mtime_ns, info.st_size)
+        cached = self._rows.get(path)
+        return cached if cached is not None and cached[0] == stamp else (stamp, _summarize(path))

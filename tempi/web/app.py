@@ -151,11 +151,13 @@ class Console:
                     "running": True,
                 }
             )
-        header = await asyncio.to_thread(self.service.store.read_header, self.file_of(session_id))
+        path = self.file_of(session_id)
+        header = await asyncio.to_thread(self.service.store.read_header, path)
+        summary = await asyncio.to_thread(self.summaries.summary, path)
         return web.json_response(
             {
                 "id": session_id,
-                "name": None,
+                "name": summary.name if summary else None,
                 "cwd": header.cwd,
                 "model": None,
                 "thinkingLevel": None,
