@@ -2,7 +2,8 @@
 a real `tempi pipeline run`, 8 at once: its wall time, the CPU tempi spent per shard (its own
 process and the git commands it ran; the Temporal server's beside it), the time the end of
 the run spent removing worktrees, and the history of every run of the pipeline workflow
-(continue-as-new keeps each one bounded). Then a short pipeline one shard at a time, where
+(continue-as-new keeps each one bounded), and the most worktrees git knew at once (the end
+of the run removes them: until then none goes, so it is also how many were left). Then a short pipeline one shard at a time, where
 nothing overlaps: the time from one shard's model answer to the next shard's model call.
 
 The scripted model answers in about a millisecond, so what a shard costs here is tempi's
@@ -12,12 +13,14 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import pstats
 import resource
 import shutil
 import statistics
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -58,8 +61,39 @@ class Run:
     committed: int
     runs: list[int]  # events per run of the pipeline workflow
     cleanup_s: float  # the release activity: the output and the committed shards' worktrees
+    worktrees: int  # the most linked worktrees (the output's and the shards') at once
     gaps_s: list[float]  # one shard's last model answer to the next shard's first call
     cycle_s: float  # one shard's first model call to the next one's, on average
+
+
+class WorktreeSampler:
+    """The most linked worktrees a repository had at once, from git's records of them
+    (`.git/worktrees/*`), read every 50 ms: a directory listing, no git process."""
+
+    def __init__(self, repo: Path) -> None:
+        self.records = repo / ".git" / "worktrees"
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _count(self) -> int:
+        try:
+            return len(os.listdir(self.records))
+        except OSError:
+            return 0
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self._count())
+            self._stop.wait(0.05)
+
+    def __enter__(self) -> WorktreeSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def _time(event: HistoryEvent) -> datetime:
@@ -118,15 +152,16 @@ async def _pipeline(tmp: Path, targets: int, concurrency: int, profile: Path | N
         children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
         server_before = cpu_seconds(dev.pid)
         started = time.monotonic()
-        proc = subprocess.run(
-            command,
-            cwd=repo,
-            env=clean_env(home, dev.address),
-            capture_output=True,
-            text=True,
-            timeout=targets * 5 + 300,
-            check=False,
-        )
+        with WorktreeSampler(repo) as sampler:
+            proc = subprocess.run(
+                command,
+                cwd=repo,
+                env=clean_env(home, dev.address),
+                capture_output=True,
+                text=True,
+                timeout=targets * 5 + 300,
+                check=False,
+            )
         elapsed = time.monotonic() - started
         server_cpu = cpu_seconds(dev.pid) - server_before
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -153,6 +188,7 @@ async def _pipeline(tmp: Path, targets: int, concurrency: int, profile: Path | N
         committed=summary["counts"].get("committed", 0),
         runs=runs,
         cleanup_s=cleanup,
+        worktrees=sampler.peak,
         gaps_s=gaps,
         cycle_s=cycle,
     )
@@ -184,12 +220,14 @@ async def run(quick: bool, profile: bool = False) -> dict[str, Any]:
         "tempi_cpu_per_shard_s": round(per_shard, 3),
         "server_cpu_per_shard_s": round(many.server_cpu_s / targets, 3),
         "cleanup_s": round(many.cleanup_s, 2),
+        "worktrees_at_end": many.worktrees,
         "sequential_targets": sequential_targets,
         "sequential_committed": one.committed,
         "sequential_per_shard_s": round(one.cycle_s, 3),
         "between_shards_median_s": round(statistics.median(one.gaps_s), 3),
         "between_shards_p90_s": round(statistics.quantiles(one.gaps_s, n=10)[-1], 3),
         "sequential_cleanup_s": round(one.cleanup_s, 2),
+        "sequential_worktrees_at_end": one.worktrees,
     }
     print_table(
         f"A {targets}-target pipeline of trivial shards, {CONCURRENCY} at once",
@@ -208,27 +246,30 @@ async def run(quick: bool, profile: bool = False) -> dict[str, Any]:
     )
     print_table(
         f"{targets} shards, {CONCURRENCY} at once (tempi CPU: its process, start-up included, and the "
-        "git commands it ran; server: Temporal's dev server; cleanup: the run's end removing worktrees)",
-        ["wall/shard s", "tempi CPU/shard s", "server CPU/shard s", "cleanup s"],
+        "git commands it ran; server: Temporal's dev server; cleanup: the run's end removing worktrees; "
+        "worktrees: the most at once, the output's included, all left for the end)",
+        ["wall/shard s", "tempi CPU/shard s", "server CPU/shard s", "cleanup s", "worktrees"],
         [
             [
                 results["wall_per_shard_s"],
                 results["tempi_cpu_per_shard_s"],
                 results["server_cpu_per_shard_s"],
                 results["cleanup_s"],
+                results["worktrees_at_end"],
             ]
         ],
     )
     print_table(
         f"{sequential_targets} shards, one at a time (per shard: one model call to the next shard's; "
         "between shards: a shard's model answer to the next shard's call)",
-        ["per shard s", "between shards median s", "p90 s", "cleanup s"],
+        ["per shard s", "between shards median s", "p90 s", "cleanup s", "worktrees"],
         [
             [
                 results["sequential_per_shard_s"],
                 results["between_shards_median_s"],
                 results["between_shards_p90_s"],
                 results["sequential_cleanup_s"],
+                results["sequential_worktrees_at_end"],
             ]
         ],
     )

@@ -39,6 +39,7 @@ EXPECTED = {
     "parallel_writes_same_path": 1,
     "pipeline_before_controls": 5,
     "pipeline_before_together": 7,
+    "pipeline_before_worktree_cap": 7,
     "retry_429": 1,
     "settings_signals": 1,
     "slack_before_display": 2,

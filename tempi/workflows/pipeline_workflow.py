@@ -65,6 +65,13 @@ SETUP_EVERYWHERE = "pipeline-setup-everywhere"
 # Histories from before integrated one shard per activity, and ran their shards' workflows
 # at revision 0 (see ShardInput.revision).
 INTEGRATE_TOGETHER = "pipeline-integrate-together"
+# Histories from before made a new checkout for every shard that found no committed shard's
+# worktree to take over, however far integration lagged behind the shards.
+WORKTREE_CAP = "pipeline-worktree-cap"
+# The checkouts a run holds beyond its concurrency (see _checkout_cap): with 2, 200 trivial
+# shards 8 at once stalled the window often enough to take about a fifth more (and smaller)
+# integrations and ~1 more history event a shard; with 4, about as many as with no cap.
+CHECKOUTS_BEYOND_CONCURRENCY = 4
 SETUP_RETRY = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(seconds=1))
 
 
@@ -103,6 +110,11 @@ class PipelineWorkflow:
         self.spare_worktrees: list[str] = list(carried.spare_worktrees) if carried is not None else []
         # This run integrates shards together and runs their workflows at SHARD_REVISION.
         self.together = False
+        # This run holds at most _checkout_cap() checkouts: the spare ones and those of
+        # `holding`, the shards at work or verified and waiting to be integrated. A failed or
+        # conflicting shard's checkout stays for a look and leaves the count (see _keep).
+        self.capped = False
+        self.holding: set[str] = set()
 
     @workflow.query
     def get_progress(self) -> PipelineProgress:
@@ -326,14 +338,49 @@ class PipelineWorkflow:
             or info.get_current_history_length() >= self.inp.history_event_budget
         )
 
+    def _concurrency(self) -> int:
+        return self.progress.concurrency or self.inp.concurrency
+
     def _may_start_next(self) -> bool:
         return (
             bool(self.queue)
             and not self.progress.paused
             and not self.stop_new
             and not self.draining
-            and self.active < (self.progress.concurrency or self.inp.concurrency)
+            and self.active < self._concurrency()
+            and (not self.capped or self._checkout_free())
         )
+
+    def _checkout_cap(self) -> int:
+        """The most checkouts a run holds: one per shard at work, and CHECKOUTS_BEYOND_CONCURRENCY
+        for shards verified while an integration runs (they keep theirs until committed), so
+        the window stays full while integration keeps up. Once integration lags further, a new
+        shard waits for a committed shard's checkout instead of making one more, and the end of
+        the run has at most this many to remove. A lower concurrency makes no new checkout
+        until the run holds fewer; the spare ones it has go to the next shards."""
+        return self._concurrency() + CHECKOUTS_BEYOND_CONCURRENCY
+
+    def _checkout_free(self) -> bool:
+        """Whether the next shard has a checkout to work in: a committed shard's to take
+        over, room under the cap for a new one, or (a retry) its own, kept since it failed:
+        it comes back into the count without a new checkout."""
+        if self.by_id[self.queue[0]].retries or self.spare_worktrees:
+            return True
+        return len(self.holding) < self._checkout_cap()
+
+    def _take_checkout(self, status: ShardStatus) -> str | None:
+        """The shard holds a checkout from now on; the committed shard whose worktree it takes
+        over, if any (None: its own, or a new one)."""
+        self.holding.add(status.shard.id)
+        if status.retries or not self.spare_worktrees:
+            return None
+        return self.spare_worktrees.pop(0)
+
+    def _keep(self, status: ShardStatus) -> None:
+        """A shard that failed or conflicts keeps its checkout for a look (`tempi pipeline
+        clean` removes it), outside the cap: counted, kept ones would leave a run with as
+        many failures as the cap no checkout to start another shard in."""
+        self.holding.discard(status.shard.id)
 
     def _settled(self) -> bool:
         """Nothing at work and nothing more to start in this run (a paused pipeline with
@@ -355,6 +402,7 @@ class PipelineWorkflow:
 
         self.together = workflow.patched(INTEGRATE_TOGETHER)
         together = self.together
+        self.capped = workflow.patched(WORKTREE_CAP)
 
         async def integrate_in_order() -> None:
             nonlocal integrated
@@ -377,14 +425,16 @@ class PipelineWorkflow:
                         await self._commit_or_rerun(status, result, output)
                     integrated += 1
 
-        async def one(position: int, status: ShardStatus) -> None:
+        async def one(position: int, status: ShardStatus, spare: str | None) -> None:
             try:
                 try:
-                    result = await self._shard(status)
+                    result = await self._shard(status, spare=spare)
                 finally:
                     self.active -= 1
                 if result is not None and result.state == "failed":
                     self.stop_new = self.stop_new or self.inp.spec.on_shard_failure == "stop"
+                if result is None or result.state != "verified" or not result.patch_path:
+                    self._keep(status)
                 results[position] = result
                 await integrate_in_order()
             finally:
@@ -402,10 +452,12 @@ class PipelineWorkflow:
             if not self._may_start():
                 continue
             status = self.by_id[self.queue.pop(0)]
+            # Taken here, not when the shard's task first runs: the next start counts it.
+            spare = self._take_checkout(status) if self.capped else None
             order.append(status.shard.id)
             self.active += 1
             self.busy += 1
-            tasks.append(asyncio.ensure_future(one(len(order) - 1, status)))
+            tasks.append(asyncio.ensure_future(one(len(order) - 1, status, spare)))
         await asyncio.gather(*tasks)
 
     async def _squash(self, output: str) -> None:
@@ -467,15 +519,19 @@ class PipelineWorkflow:
 
         await asyncio.gather(*(one(s) for s in todo))
 
-    async def _shard(self, status: ShardStatus, start_commit: str | None = None) -> ShardResult | None:
+    async def _shard(
+        self, status: ShardStatus, start_commit: str | None = None, spare: str | None = None
+    ) -> ShardResult | None:
         """Run one shard's child session (at the base commit, or at `start_commit` of the output
-        branch when it runs again after a conflict); None when the pipeline was cancelled first."""
+        branch when it runs again after a conflict), in the worktree of `spare` (a committed
+        shard) moved to it when given; None when the pipeline was cancelled first."""
         inp = self.inp
         shard = status.shard
         status.state = "running"
-        # A shard that ran before (a retry, a re-run) has its own worktree to go on with.
-        fresh = start_commit is None and not status.retries and not self.legacy
-        spare = self.spare_worktrees.pop(0) if fresh and self.spare_worktrees else None
+        if not self.capped:
+            # A shard that ran before (a retry, a re-run) has its own worktree to go on with.
+            fresh = start_commit is None and not status.retries and not self.legacy
+            spare = self.spare_worktrees.pop(0) if fresh and self.spare_worktrees else None
         worktree: str = await workflow.execute_activity(
             names.PREPARE_SHARD,
             ShardPrepareInput(
@@ -599,11 +655,13 @@ class PipelineWorkflow:
             again = await self._shard(status, start_commit=done.head)
             if again is None or again.state == "failed" or not again.patch_path:
                 status.reason = f"its re-run after a conflict: {status.reason}"
+                self._keep(status)
                 return
             done = await self._integrate(status, again, output)
         if done.commit:
             self._committed(status, done.commit)
         else:
+            self._keep(status)
             tried = " (nor did a re-run on its head)" if status.rerun else ""
             status.state, status.reason = (
                 "conflict",
@@ -612,6 +670,7 @@ class PipelineWorkflow:
 
     def _committed(self, status: ShardStatus, commit: str) -> None:
         status.state, status.commit = "committed", commit
+        self.holding.discard(status.shard.id)
         self.spare_worktrees.append(status.shard.id)
 
     def _message(self, status: ShardStatus) -> str:
