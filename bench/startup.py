@@ -14,10 +14,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.cold_floor_workflow import FIRST_TOKEN
 from bench.overhead import find_pi
 from bench.report import median, print_table
 from bench.rig import (
     MODEL_ID,
+    PROJECT_ROOT,
     PROVIDER,
     PYTHON,
     ScriptedServerProcess,
@@ -54,6 +56,7 @@ async def run(quick: bool, profile: bool = False) -> dict[str, Any]:
     warm: list[float] = []
     first_prompt: list[float] = []
     pi_first: list[float] = []
+    floor_first: list[float] = []
     with ScriptedServerProcess(tmp / "llm", {"hello": [ANSWER]}) as llm:
         for i in range(repeats):
             home = tmp / f"home-cold-{i}"
@@ -106,6 +109,8 @@ async def run(quick: bool, profile: bool = False) -> dict[str, Any]:
                 )
                 if r.first_token_s is not None:
                     pi_first.append(r.first_token_s)
+        for i in range(repeats):
+            floor_first.append(_cold_floor(tmp / f"floor-{i}", llm.url_for("hello"), cwd))
     warm, pi_first = warm[1:], pi_first[1:]  # the first run warms the file cache
     results = {
         "repeats": repeats,
@@ -116,6 +121,7 @@ async def run(quick: bool, profile: bool = False) -> dict[str, Any]:
         "warm_first_token_s": _summary(warm),
         "first_prompt_first_token_s": _summary(first_prompt),
         "pi_first_token_s": _summary(pi_first) if pi_first else None,
+        "temporal_floor_first_token_s": _summary(floor_first),
     }
     print_table(
         "Start-up (seconds)",
@@ -127,10 +133,29 @@ async def run(quick: bool, profile: bool = False) -> dict[str, Any]:
             _row("warm `tempi --mode json -p` to first token", warm),
             _row(f"first prompt, service up {TYPING_S:.0f} s, to first token", first_prompt),
             _row("pi --mode json -p to first token", pi_first),
+            _row("floor: one Python process on Temporal (bench.cold_floor)", floor_first),
         ],
     )
     shutil.rmtree(tmp, ignore_errors=True)
     return results
+
+
+def _cold_floor(directory: Path, base_url: str, cwd: Path) -> float:
+    """Spawn to first token of bench.cold_floor (a fresh dev server database each time)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "bench.cold_floor", str(directory), base_url],
+        cwd=PROJECT_ROOT, env=clean_env(directory / "home"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    first: float | None = None
+    for line in proc.stdout:
+        if line.strip() == FIRST_TOKEN and first is None:
+            first = time.perf_counter() - start
+    _, err = proc.communicate(timeout=60)
+    if proc.returncode != 0 or first is None:
+        raise RuntimeError(f"bench.cold_floor failed ({proc.returncode}): {err[-1500:]}")
+    return first
 
 
 _START_SERVICE = "from tempi.config.paths import tempi_home; from tempi.workers.service import ensure_service; ensure_service(tempi_home(), quiet=True)"

@@ -12,16 +12,7 @@ from pathlib import Path
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from tempi.activities.sandbox import (
-    SandboxError,
-    SandboxSpec,
-    create_sandbox,
-    destroy_sandbox,
-    load_sandbox_settings,
-    open_backend,
-    workspace_patch,
-)
-from tempi.activities.sandbox.user_container import attach_user_container
+from tempi.activities.sandbox import SandboxError, load_sandbox_settings, workspace_patch
 from tempi.activities.sandbox_policy import check_sandbox
 from tempi.store.sidecar import sidecar_dir
 from tempi.workflows import activity_names as names
@@ -56,8 +47,14 @@ def copy_workspace(source: str, target: Path) -> str:
 
 
 class SandboxActivities:
+    """The Docker SDK is loaded by the first call: the main queue's worker registers `create`
+    wherever an engine is configured, before it knows whether one answers."""
+
     @activity.defn(name=names.CREATE_SANDBOX)
     async def create(self, inp: SandboxCreateInput) -> SandboxCreated:
+        from tempi.activities.sandbox import SandboxSpec, create_sandbox
+        from tempi.activities.sandbox.user_container import attach_user_container
+
         check_sandbox("container" if inp.container else "docker")
         if inp.container:
             try:
@@ -86,6 +83,8 @@ class SandboxActivities:
 
     @activity.defn(name=names.FINISH_SANDBOX)
     async def finish(self, inp: SandboxFinishInput) -> SandboxFinished:
+        from tempi.activities.sandbox import destroy_sandbox, open_backend
+
         patch = None
         if inp.want_patch:
             try:

@@ -35,8 +35,7 @@ from tempi.activities.llm.answer_size import check_answer_size
 from tempi.activities.llm.contract import SDK_RETRIES
 from tempi.activities.llm.unicode_guard import holds_lone_surrogate
 from tempi.activities.metrics import record_model_call, record_sandbox_failure
-from tempi.activities.sandbox import WORKSPACE_DIR, SandboxUnavailableError, open_backend
-from tempi.activities.sandbox.user_container import open_user_container
+from tempi.activities.sandbox import WORKSPACE_DIR, SandboxUnavailableError
 from tempi.activities.sandbox_policy import check_sandbox, refusal
 from tempi.activities.spans import llm_span, record_usage, traced_tool_call
 from tempi.activities.tools import ExecutionBackend, LocalBackend, ToolContext, execute_tool
@@ -126,12 +125,16 @@ async def make_backend(ref: SessionFileRef) -> tuple[ExecutionBackend, str]:
     """Where the session's tools act, and their working directory there: this machine, a
     bubblewrap sandbox over the cwd, the session's docker container, or the user's."""
     if ref.sandbox == "container":
+        from tempi.activities.sandbox.user_container import open_user_container
+
         if ref.container_id is None or ref.container_name is None:
             raise SandboxUnavailableError("The session's container was not looked up")
         return await open_user_container(ref.container_id, ref.container_name, ref.cwd)
     if ref.sandbox == "docker":
         if ref.container_id is None:
             raise SandboxUnavailableError("The session's sandbox was not created")
+        from tempi.activities.sandbox import open_backend
+
         return await open_backend(ref.container_id), WORKSPACE_DIR
     if ref.sandbox == "bwrap":
         return BwrapBackend(ref.cwd), ref.cwd

@@ -18,6 +18,7 @@ class PiModel(BaseModel):
         populate_by_name=True,
         extra="allow",
         ser_json_inf_nan="constants",
+        defer_build=True,
     )
 
     def to_json_dict(self) -> dict[str, Any]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-import yaml
 from pydantic import Field, ValidationError
 
 from tempi.agent.base import PiModel
@@ -56,6 +55,8 @@ def split_frontmatter(text: str) -> tuple[dict[str, Any], str]:
     parts = text.split("---", 2)
     if len(parts) < 3:
         return {}, text.strip()
+    import yaml  # on first use: the worker imports this module at start
+
     try:
         fields = yaml.safe_load(parts[1]) or {}
     except yaml.YAMLError:
@@ -73,6 +74,8 @@ def parse_agent_markdown(text: str, source: str) -> tuple[dict[str, Any], str]:
         _, front, body = text.split("---", 2)
     except ValueError:
         raise AgentFileError(f"{source}: the frontmatter block is not closed with '---'") from None
+    import yaml
+
     try:
         fields = yaml.safe_load(front) or {}
     except yaml.YAMLError as err:

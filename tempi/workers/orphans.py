@@ -7,8 +7,6 @@ import logging
 
 from temporalio.client import Client
 
-from tempi.activities.sandbox import remove_orphans
-
 log = logging.getLogger(__name__)
 
 SESSION_PREFIX = "session-"
@@ -24,6 +22,8 @@ async def running_session_ids(client: Client) -> set[str]:
 
 async def sweep_orphan_sandboxes(client: Client) -> list[str]:
     """Session ids whose containers were removed; nothing when no engine answers."""
+    from tempi.activities.sandbox import remove_orphans
+
     try:
         live = await running_session_ids(client)
         return await remove_orphans(live)

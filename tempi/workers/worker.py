@@ -4,6 +4,7 @@ plus, where a Docker engine answers, the tool activities of the sandboxes on tha
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib.metadata
 import os
@@ -19,12 +20,10 @@ from temporalio.worker import Interceptor, Worker, WorkerDeploymentConfig
 from tempi.activities.extension_activities import ExtensionActivities
 from tempi.activities.mcp.activities import McpActivities
 from tempi.activities.pipeline import PIPELINE_ACTIVITIES
-from tempi.activities.sandbox_activities import SandboxActivities
 from tempi.activities.session_activities import CredentialResolver, SessionActivities
 from tempi.activities.tool_handoff import ToolHandoff, own_queue
 from tempi.store.session_store import SessionStore
 from tempi.workers.model_guard import owner_credentials
-from tempi.workers.orphans import sweep_orphan_sandboxes
 from tempi.workers.workflow_runner import workflow_runner
 from tempi.workflows.pipeline_shard_workflow import PipelineShardWorkflow
 from tempi.workflows.pipeline_workflow import PipelineWorkflow
@@ -124,10 +123,12 @@ def build_worker(
     creates_sandboxes: bool = False,
     handoff: ToolHandoff | None = None,
 ) -> Worker:
-    """The main queue's worker. `creates_sandboxes` (a Docker engine answers here) also takes
+    """The main queue's worker. `creates_sandboxes` (a Docker engine is configured here) also takes
     the sandbox creations of sessions that began before they had a queue of their own.
     Without `handoff` (and its worker, `build_handoff_worker`), a bash, grep or find call runs
     to its end inside the workflow task."""
+    from tempi.activities.sandbox_activities import SandboxActivities
+
     if handoff is None:
         handoff = ToolHandoff(session_activities(sessions_root, credentials), None)
     activities = handoff.tools
@@ -205,6 +206,12 @@ def build_slack_worker(client: Client, task_queue: str, activities: Sequence[Cal
     )
 
 
+def docker_endpoint_configured() -> bool:
+    """Whether a Docker engine may answer here (DOCKER_HOST names one, or the default socket
+    exists), checked without loading the Docker SDK."""
+    return bool(os.environ.get("DOCKER_HOST")) or os.path.exists("/var/run/docker.sock")
+
+
 def docker_host_queue() -> str | None:
     """This machine's sandbox queue when a Docker engine answers, else None."""
     try:
@@ -225,6 +232,8 @@ def build_sandbox_creator(
     """Creates the docker sandboxes of the main queue's sessions, on this host's engine; a
     worker without one never polls this queue, so never fails the work for want of it.
     Unversioned, as the sandbox host's worker is."""
+    from tempi.activities.sandbox_activities import SandboxActivities
+
     return Worker(
         client,
         task_queue=queue,
@@ -245,6 +254,8 @@ def build_sandbox_worker(
     activity_hook: Interceptor | None = None,
     grace: timedelta = timedelta(0),
 ) -> Worker:
+    from tempi.activities.sandbox_activities import SandboxActivities
+
     activities = session_activities(sessions_root, credentials)
     # Unversioned even in a versioned deployment: it runs no workflow code, and a session pinned
     # to an older build must still reach the tools of whatever build serves this host.
@@ -278,38 +289,45 @@ async def running_workers(
     runs has `grace` to finish before it is cancelled (and retried elsewhere, as its
     retry policy allows). Where a Docker engine answers, also the sandbox creations of the
     main queue's sessions and the tools of this host's sandboxes."""
-    queue = docker_host_queue() if host_sandboxes else None
+    # The main queue polls before the Docker engine is probed: the probe loads the Docker
+    # SDK, and a cold start's first prompt waits for the main queue, not for sandboxes. The
+    # sandbox creations of sessions older than their own creation queue still need this
+    # worker to register them up front, wherever an engine is configured.
+    engine_configured = host_sandboxes and docker_endpoint_configured()
     handoff = ToolHandoff(session_activities(sessions_root, credentials), own_queue(task_queue))
-    workers = [
-        build_worker(
-            client,
-            task_queue=task_queue,
-            sessions_root=sessions_root,
-            activity_hook=activity_hook,
-            deployment=deployment,
-            grace=grace,
-            creates_sandboxes=queue is not None,
-            handoff=handoff,
-        ),
-    ]
+    main = build_worker(
+        client,
+        task_queue=task_queue,
+        sessions_root=sessions_root,
+        activity_hook=activity_hook,
+        deployment=deployment,
+        grace=grace,
+        creates_sandboxes=engine_configured,
+        handoff=handoff,
+    )
     handoff_worker = build_handoff_worker(client, handoff, activity_hook, grace)
-    if queue:
-        await sweep_orphan_sandboxes(client)
-        workers += [
-            build_sandbox_creator(client, sandbox_creation_queue(task_queue), activity_hook, grace),
-            build_sandbox_worker(
-                client,
-                queue,
-                sessions_root=sessions_root,
-                credentials=credentials,
-                activity_hook=activity_hook,
-                grace=grace,
-            ),
-        ]
     async with contextlib.AsyncExitStack() as stack:
         # Left last: a call handed to this process's own queue as the main queue's worker
         # drained is still awaited there.
         await stack.enter_async_context(handoff_worker)
-        for worker in workers:
-            await stack.enter_async_context(worker)
+        await stack.enter_async_context(main)
+        workers = [main]
+        queue = await asyncio.to_thread(docker_host_queue) if engine_configured else None
+        if queue:
+            from tempi.workers.orphans import sweep_orphan_sandboxes
+
+            await sweep_orphan_sandboxes(client)
+            for worker in (
+                build_sandbox_creator(client, sandbox_creation_queue(task_queue), activity_hook, grace),
+                build_sandbox_worker(
+                    client,
+                    queue,
+                    sessions_root=sessions_root,
+                    credentials=credentials,
+                    activity_hook=activity_hook,
+                    grace=grace,
+                ),
+            ):
+                await stack.enter_async_context(worker)
+                workers.append(worker)
         yield [*workers, handoff_worker]

@@ -5,9 +5,10 @@ from __future__ import annotations
 import errno
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
-import docker.errors
-import requests.exceptions
+if TYPE_CHECKING:
+    import docker.errors
 
 
 class SandboxError(Exception):
@@ -31,6 +32,11 @@ def _is_missing_container(error: docker.errors.APIError) -> bool:
 @contextmanager
 def engine_errors(container_id: str) -> Iterator[None]:
     """Turn the Docker failures that mean "the sandbox is not there" into SandboxUnavailableError."""
+    # Imported here: a worker imports this module at start, and only sandbox work needs the
+    # Docker SDK (a tenth of a second of every cold start).
+    import docker.errors
+    import requests.exceptions
+
     short = container_id[:12]
     try:
         yield

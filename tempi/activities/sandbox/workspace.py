@@ -9,8 +9,12 @@ now in the workspace, untracked ones included and ignored ones left out, in a fo
 
 from __future__ import annotations
 
-from tempi.activities.sandbox.docker_backend import DockerBackend
+from typing import TYPE_CHECKING
+
 from tempi.activities.sandbox.errors import SandboxError
+
+if TYPE_CHECKING:
+    from tempi.activities.sandbox.docker_backend import DockerBackend
 
 WORKSPACE_DIR = "/workspace"
 BASE_REF = "refs/tempi/base"

@@ -5,8 +5,10 @@ from __future__ import annotations
 import base64
 import io
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from PIL import Image, UnidentifiedImageError
+if TYPE_CHECKING:
+    from PIL import Image
 
 MAX_DIMENSION = 2000
 MAX_BASE64_BYTES = int(4.5 * 1024 * 1024)
@@ -53,6 +55,9 @@ def _encode_candidates(image: Image.Image) -> list[tuple[bytes, str]]:
 def prepare_image(data: bytes, mime_type: str) -> PreparedImage:
     """The image as base64, resized (and re-encoded) when it is larger than 2000x2000
     pixels or its base64 form is over 4.5 MB. Blocking: run it in a thread."""
+    # Loaded on first use: every worker imports this module at start, few read images.
+    from PIL import Image, UnidentifiedImageError
+
     encoded = _b64(data)
     try:
         image = Image.open(io.BytesIO(data))
