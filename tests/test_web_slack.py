@@ -4,11 +4,14 @@ channel, thread, state and session, whose view opens from the link."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 
@@ -51,12 +54,23 @@ async def test_the_overview_lists_slack_conversations_with_their_session(
         console = Console(proc, *console_url(proc))
         headers = {"X-Tempi-Token": console.token}
         async with aiohttp.ClientSession() as http:
-            async with http.get(f"{console.base}/api/slack", headers=headers) as listed:
-                body = await listed.text()
-            # The server is shared with other tests' gateways: this conversation is the one
-            # whose session the gateway's thread context names.
-            rows = json.loads(body)["conversations"]
-            [row] = [r for r in rows if r["session"] == session_id]
+
+            async def listed_row() -> tuple[str, dict[str, Any]]:
+                async with http.get(f"{console.base}/api/slack", headers=headers) as listed:
+                    body = await listed.text()
+                # The server is shared with other tests' gateways: this conversation is the
+                # one whose session the gateway's thread context names.
+                rows = json.loads(body)["conversations"]
+                [row] = [r for r in rows if r["session"] == session_id]
+                return body, row
+
+            # The answer shows in Slack before the run's last steps (its details message,
+            # the run's end) are done: the row turns idle then.
+            body, row = await listed_row()
+            deadline = time.monotonic() + 30
+            while row["state"] != "idle" and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+                body, row = await listed_row()
             assert row["channel"] == general and row["thread"] == asked and row["mode"] == "thread"
             assert row["state"] == "idle"  # open, no run going
             assert row["session"] == session_id
