@@ -42,6 +42,8 @@ EXPECTED = {
     "pipeline_before_worktree_cap": 7,
     "retry_429": 1,
     "settings_signals": 1,
+    "settings_mid_run": 1,
+    "settings_mid_run_before_one_chain": 1,
     "slack_before_display": 2,
     "steer_follow_up": 1,
     "subagent_abort": 2,

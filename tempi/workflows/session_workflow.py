@@ -261,24 +261,25 @@ class AgentSessionWorkflow:
             if not req.summarize:
                 self.state.leaf_id = req.new_leaf_id
                 return NavigateResult(leaf_id=req.new_leaf_id)
-            result: BranchSummaryResult = await self.activities.execute(
-                act.SUMMARIZE_BRANCH,
-                BranchSummaryInput(
-                    file=self.entries.file(),
-                    old_leaf_id=old_leaf,
-                    target_id=req.target_id,
-                    new_leaf_id=req.new_leaf_id,
-                    model=self.state.model,
-                    thinking_level=self.state.thinking_level,
-                    entry_id=self.entries.new_id(),
-                    entry_timestamp=iso_timestamp(now_ms()),
-                    custom_instructions=req.custom_instructions,
-                ),
-                BranchSummaryResult,
-            )
-            if result.error:
-                raise ApplicationError(result.error, non_retryable=True)
-            self.state.leaf_id = result.entry_id or req.new_leaf_id
+            with self.entries.writing_below_leaf():
+                result: BranchSummaryResult = await self.activities.execute(
+                    act.SUMMARIZE_BRANCH,
+                    BranchSummaryInput(
+                        file=self.entries.file(),
+                        old_leaf_id=old_leaf,
+                        target_id=req.target_id,
+                        new_leaf_id=req.new_leaf_id,
+                        model=self.state.model,
+                        thinking_level=self.state.thinking_level,
+                        entry_id=self.entries.new_id(),
+                        entry_timestamp=iso_timestamp(now_ms()),
+                        custom_instructions=req.custom_instructions,
+                    ),
+                    BranchSummaryResult,
+                )
+                if result.error:
+                    raise ApplicationError(result.error, non_retryable=True)
+                self.state.leaf_id = result.entry_id or req.new_leaf_id
             return NavigateResult(
                 leaf_id=self.state.leaf_id, branch_summary_id=result.entry_id, summary=result.summary
             )

@@ -606,6 +606,39 @@ async def settings_signals(rig: Rig) -> None:
     await s.run_to_idle()
 
 
+@scenario
+async def settings_mid_run(rig: Rig) -> None:
+    # The command waits for a file written once the workflow has taken the signals.
+    command = "while [ ! -e go ]; do sleep 0.02; done; echo ran"
+    key = rig.script(
+        "mid-run",
+        {
+            "select": "sequential",
+            "turns": [
+                {"text": "word " * 100, "chunk_size": 5, "chunk_delay_ms": 20},
+                {"tool_calls": [{"name": "bash", "arguments": {"command": command}}]},
+                {"text": "The command ran."},
+            ],
+        },
+    )
+    s = await rig.start(key)
+    await s.prompt("Talk a while.")
+    await s.collect_until(lambda e: e["type"] == "message_update")
+    await s.handle.signal(AgentSessionWorkflow.set_session_name, "renamed while streaming")
+    await s.run_to_idle()
+    await s.prompt("Run the command.")
+    await s.collect_until(lambda e: e["type"] == "tool_execution_start")
+    other = scripted_model(rig.server, key).model_copy(update={"id": "mock-model-2", "name": "mock-model-2"})
+    await s.handle.signal(AgentSessionWorkflow.set_model, other)
+    await s.handle.signal(AgentSessionWorkflow.set_thinking_level, "high")
+    await s.handle.signal(AgentSessionWorkflow.set_session_name, "renamed while a tool runs")
+    await s.collect_until(
+        lambda e: e["type"] == "session_info_changed" and e["name"] == "renamed while a tool runs"
+    )
+    (Path(s.config.cwd) / "go").touch()
+    await s.run_to_idle()
+
+
 # --- recording ----------------------------------------------------------------------------
 
 

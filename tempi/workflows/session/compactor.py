@@ -105,15 +105,16 @@ class Compactor:
                     extensions=self.extensions.active() if self.extensions is not None else [],
                 )
                 task = asyncio.ensure_future(self.activities.execute(act.COMPACT, inp, CompactActivityResult))
-                try:
-                    result: CompactActivityResult = await self.control.track(task)
-                except (ActivityError, CancelledError, asyncio.CancelledError) as err:
-                    self.entries.put_back(outbox)
-                    return CompactActivityResult(
-                        error=f"Compaction failed: {cause(err)}", aborted=self.control.abort_requested
-                    )
-                if result.outcome is not None:
-                    self.entries.written(entry_id)
+                with self.entries.writing_below_leaf():
+                    try:
+                        result: CompactActivityResult = await self.control.track(task)
+                    except (ActivityError, CancelledError, asyncio.CancelledError) as err:
+                        self.entries.put_back(outbox)
+                        return CompactActivityResult(
+                            error=f"Compaction failed: {cause(err)}", aborted=self.control.abort_requested
+                        )
+                    if result.outcome is not None:
+                        self.entries.written(entry_id)
                 if self.extensions is not None:
                     self.extensions.report(result.problems, "session_before_compact")
                 return result

@@ -4,6 +4,8 @@ file, and the flush that writes them, one writer of the file at a time."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from temporalio import workflow
@@ -15,6 +17,10 @@ with workflow.unsafe.imports_passed_through():
     from tempi.workflows.activity_payloads import FlushInput, OutboxItem, SessionFileRef
     from tempi.workflows.session.activity_options import Activities
     from tempi.workflows.session_types import CarriedState, SessionConfig
+
+
+# Entries recorded while an activity writes on the current leaf follow its entries.
+ONE_CHAIN = "entries-after-in-flight-write"
 
 
 def now_ms() -> int:
@@ -30,6 +36,10 @@ class EntryWriter:
         # once the next write has landed.
         self.live_keys: list[str] = []
         self.made_ids: set[str] = set()
+        # Activities in flight that write entries below the current leaf, and what was
+        # recorded meanwhile (body, id), waiting to follow them: see writing_below_leaf.
+        self.writers_in_flight = 0
+        self.held: list[tuple[dict[str, Any], str]] = []
         # Writers of the session file take turns, so entries land in tree order.
         self.store_lock = asyncio.Lock()
         self.file_ref = SessionFileRef(
@@ -71,12 +81,50 @@ class EntryWriter:
         }
 
     def record(self, body: dict[str, Any], entry_id: str | None = None) -> str:
-        """Queue a workflow-made entry as the new leaf."""
+        """Queue a workflow-made entry as the new leaf, after the entries of an activity
+        writing below the current leaf if one is in flight."""
         entry_id = entry_id or self.new_id()
+        if self.writers_in_flight and workflow.patched(ONE_CHAIN):
+            self.made_ids.add(entry_id)
+            self.held.append((body, entry_id))
+            return entry_id
+        self.place(body, entry_id)
+        return entry_id
+
+    def place(self, body: dict[str, Any], entry_id: str) -> None:
+        """Queue an entry as the new leaf now: also the one an activity failed to write,
+        in the place it had."""
         self.outbox.append(OutboxItem(entry=self.entry(body, entry_id, self.state.leaf_id)))
         self.state.leaf_id = entry_id
         self.made_ids.add(entry_id)
-        return entry_id
+
+    @contextmanager
+    def writing_below_leaf(self) -> Iterator[None]:
+        """Around an activity that writes entries whose parent is the current leaf, fixed in
+        its input so that a retry writes the same ones (a model call, a tool batch, a
+        compaction, a branch summary); inside, mark its entries written or place them.
+
+        A client can add an entry meanwhile: a rename, a model or thinking-level switch, an
+        extension's custom entry, a prompt's message during a compaction. Given the current
+        leaf as parent, it would start a branch beside the activity's entries, and being
+        written last it would be the file's leaf: reopened, the session would lack the
+        answer or the tool results. pi appends such an entry at once and its answer below
+        it, but here the answer's parent is already chosen, so the entry waits and follows
+        the activity's entries instead: one chain still, the activity's entries on it. The
+        setting itself takes effect at once; only its entry waits."""
+        self.writers_in_flight += 1
+        try:
+            yield
+        finally:
+            self.writers_in_flight -= 1
+            if not self.writers_in_flight:
+                held, self.held = self.held, []
+                for body, entry_id in held:
+                    self.place(body, entry_id)
+
+    def queued_bodies(self) -> list[dict[str, Any]]:
+        """What is recorded and not yet written, in tree order."""
+        return [item.entry for item in self.outbox if item.entry is not None] + [b for b, _ in self.held]
 
     def record_message(self, message: dict[str, Any]) -> str:
         return self.record({"type": "message", "message": message})

@@ -90,19 +90,20 @@ class LlmCaller:
                 turn_index=self.extensions.next_turn() if self.extensions is not None else 0,
             )
             task = asyncio.ensure_future(self.activities.execute(act.CALL_LLM, inp, LlmCallResult))
-            try:
-                result: LlmCallResult = await self.control.track(task)
-            except (ActivityError, CancelledError, asyncio.CancelledError) as err:
-                self.entries.put_back(outbox)
-                model = self.state.model
-                message = (
-                    aborted_message(model, now_ms())
-                    if self.control.abort_requested
-                    else error_message(model, cause(err), now_ms())
-                )
-                self.entries.record({"type": "message", "message": message.to_json_dict()}, entry_id=entry_id)
-                return LlmCallResult(message=message)
-        self.entries.written(entry_id)
+            with self.entries.writing_below_leaf():
+                try:
+                    result: LlmCallResult = await self.control.track(task)
+                except (ActivityError, CancelledError, asyncio.CancelledError) as err:
+                    self.entries.put_back(outbox)
+                    model = self.state.model
+                    message = (
+                        aborted_message(model, now_ms())
+                        if self.control.abort_requested
+                        else error_message(model, cause(err), now_ms())
+                    )
+                    self.entries.place({"type": "message", "message": message.to_json_dict()}, entry_id)
+                    return LlmCallResult(message=message)
+                self.entries.written(entry_id)
         if self.extensions is not None:
             self.extensions.report(result.problems, "turn_start")
             self.extensions.apply(result.effects)
@@ -112,8 +113,8 @@ class LlmCaller:
 
     def _prompt_text(self) -> str:
         """The text of the newest user message about to be written: the run's prompt."""
-        for item in reversed(self.entries.outbox):
-            message = (item.entry or {}).get("message") or {}
+        for entry in reversed(self.entries.queued_bodies()):
+            message = entry.get("message") or {}
             if message.get("role") == "user":
                 content = message.get("content")
                 if isinstance(content, str):

@@ -98,11 +98,12 @@ class WorkflowPort:
         entry_ids = [self.entries.new_id() for _ in calls]
         parents = [self.state.leaf_id or "", *entry_ids[:-1]]
         slots = [ToolSlot(entry_id=e, parent_id=p) for e, p in zip(entry_ids, parents, strict=True)]
-        results = await self.tools.run(calls, slots)
-        self.entries.place_tool_results(
-            [(s.entry_id, s.parent_id) for s in slots],
-            [None if r.parked else r.message.to_json_dict() for r in results],
-        )
+        with self.entries.writing_below_leaf():
+            results = await self.tools.run(calls, slots)
+            self.entries.place_tool_results(
+                [(s.entry_id, s.parent_id) for s in slots],
+                [None if r.parked else r.message.to_json_dict() for r in results],
+            )
         if self.extensions is not None:
             # After the batch's results, so the entries extensions appended follow them.
             for r in results:
