@@ -300,6 +300,8 @@ async def test_a_stopped_session_shows_from_its_file_and_says_how_to_continue_it
         shown = await info.json()
     assert shown["running"] is False
     assert shown["name"] == rows[session_id]["name"] == "Stopped and named"
+    # And its model is the one it ran on, as the overview's row says, not the list's first.
+    assert shown["model"] == rows[session_id]["model"] == "mock/mock-model"
     ops = await _read_events(http, console, session_id, lambda ops: {"op": "state", "running": False} in ops)
     assert _has_text(ops, "Overview answer")
     status, answer = await _prompt(http, console, session_id, "overview-session: again")

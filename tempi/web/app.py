@@ -159,7 +159,9 @@ class Console:
                 "id": session_id,
                 "name": summary.name if summary else None,
                 "cwd": header.cwd,
-                "model": None,
+                # The model it last used: the page's (disabled) model list shows it, not
+                # whichever model the list happens to start with.
+                "model": summary.model if summary else None,
                 "thinkingLevel": None,
                 "levels": [],
                 "running": False,
