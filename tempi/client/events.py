@@ -14,8 +14,9 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
 from tempi.agent.partial_message import PartialMessage, synthesize_deltas
+from tempi.client.shared_events import SharedEventLog, chain_id
 from tempi.store.live_channel import LiveReader
-from tempi.store.sidecar import live_path
+from tempi.store.sidecar import live_path, shared_events_dir
 from tempi.workflows.session_types import EventsPage, workflow_id_for
 from tempi.workflows.session_workflow import AgentSessionWorkflow
 
@@ -80,7 +81,11 @@ class _ToolStream:
 
 class EventFollower:
     """The event stream of one session from `from_offset` on. The handle is not pinned to
-    a run, so the offsets (global to the session) carry across continue-as-new."""
+    a run, so the offsets (global to the session) carry across continue-as-new.
+
+    `shared`: read new log events from the file the session's watchers on this machine
+    share (shared_events.py), so they cost the worker one query stream between them
+    rather than one each; needs the session's file path."""
 
     def __init__(
         self,
@@ -92,8 +97,11 @@ class EventFollower:
         live: bool = True,
         client: Client | None = None,
         tag: dict[str, str] | None = None,
+        shared: bool = False,
     ) -> None:
         self.handle = handle
+        self.shared = shared and session_path is not None
+        self._shared_log: SharedEventLog | None = None
         self.client = client  # with a client, subagents' events are followed too
         self.tag = tag
         self.children: dict[str, EventFollower] = {}
@@ -201,7 +209,7 @@ class EventFollower:
 
     async def _new_log_events(self) -> list[dict[str, Any]]:
         self._asked_at = asyncio.get_running_loop().time()
-        page = await self._read_events(self.offset)
+        page = await self._next_page()
         self.last_page = page
         self._log_moved = bool(page.events)
         out: list[dict[str, Any]] = []
@@ -221,6 +229,15 @@ class EventFollower:
             out.extend(self._translate(event))
         self.offset = page.next_offset
         return out
+
+    async def _next_page(self) -> EventsPage:
+        if not self.shared:
+            return await self._read_events(self.offset)
+        if self._shared_log is None:
+            assert self.session_path is not None
+            chain = await chain_id(self.handle.describe)
+            self._shared_log = SharedEventLog(shared_events_dir(self.session_path, self.session_id), chain)
+        return await self._shared_log.page(self.offset, self._read_events)
 
     def _adopt_children(self, event: dict[str, Any]) -> None:
         details = (event.get("partialResult") or {}).get("details") or {}

@@ -306,9 +306,13 @@ class SessionClient:
             return None
         return found, first_ms if first_ms is not None else 1 << 62
 
-    def follow(self, *, from_offset: int = 0, live: bool = True, subagents: bool = True) -> EventFollower:
+    def follow(
+        self, *, from_offset: int = 0, live: bool = True, subagents: bool = True, shared: bool = False
+    ) -> EventFollower:
         """A follower of pi-format events from `from_offset`, for front ends that poll it;
-        `live` merges token deltas and tool output, `subagents` the events of `task` runs."""
+        `live` merges token deltas and tool output, `subagents` the events of `task` runs;
+        `shared` reads the log through the file this machine's watchers share (for
+        watchers, not for a session's driver: see EventFollower)."""
         return EventFollower(
             self.handle,
             self.session_path,
@@ -316,6 +320,7 @@ class SessionClient:
             from_offset=from_offset,
             live=live,
             client=self.client if subagents else None,
+            shared=shared,
         )
 
     async def events(

@@ -74,3 +74,9 @@ def started_path(session_path: str | Path, session_id: str, entry_id: str) -> Pa
     """The mark a command leaves as it starts inside a workflow task (keyed by its result's
     entry id): a run of the same task after a lost worker finds it and does not run it again."""
     return sidecar_dir(session_path, session_id) / "started" / safe_key(entry_id)
+
+
+def shared_events_dir(session_path: str | Path, session_id: str) -> Path:
+    """Where watchers on this machine share one stream of the session's log events (one
+    file and one lock per workflow chain: a restarted workflow counts offsets from 0 again)."""
+    return sidecar_dir(session_path, session_id) / "events"

@@ -1,0 +1,126 @@
+"""One query stream per session for all the watchers on this machine.
+
+A watcher learns of new log events by a query the session's worker answers, so N watchers
+each asking on their own cost the worker N queries a poll. Shared followers take turns
+instead: on a poll, whoever takes `<chain>.lock` (flock, never waited for) asks, unless
+someone asked less than SHARED_ASK_EVERY_S ago (the lock file's mtime), and appends the
+new raw events with their global offsets to `<chain>.jsonl`; every follower reads its
+events from that file. The lock is held for one ask only, so a watcher that exits, is
+killed or stops polling leaves nobody waiting on it.
+
+Lines are `{"o": offset, "e": event}` for each event of a page, then `{"n": next_offset,
+"s": is_streaming}`. A page's lines go out in one write (all or nothing, even if the
+writer is killed), and a reader hands out events only once the state line after them is
+in, so the streaming flag it reports always fits them.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from tempi.store.modes import create_private_file, make_private_dirs
+from tempi.workflows.session_types import EventsPage
+
+# One ask per poll interval for all the watchers of a session, as one watcher idling asks.
+SHARED_ASK_EVERY_S = 0.05
+
+Query = Callable[[int], Awaitable[EventsPage]]
+
+
+class SharedEventLog:
+    """One follower's view of a session chain's shared event file."""
+
+    def __init__(self, directory: Path, chain_id: str) -> None:
+        self.directory = directory
+        self.path = directory / f"{chain_id}.jsonl"
+        self.lock_path = directory / f"{chain_id}.lock"
+        self._pos = 0
+        self._partial = b""
+        self._staged: list[tuple[int, dict[str, Any]]] = []
+        self._ready: deque[tuple[int, dict[str, Any]]] = deque()
+        self.end: int | None = None  # next_offset of the last page written
+        self.is_streaming = True
+
+    async def page(self, offset: int, query: Query) -> EventsPage:
+        """The events from `offset` on that the file holds (asking for everyone first when
+        it is this follower's turn); a stretch the file lacks is asked for directly."""
+        await self._ask_if_due(offset, query)
+        self._read_new()
+        while self._ready and self._ready[0][0] < offset:
+            self._ready.popleft()
+        if self.end is None:
+            # Nobody has written yet (another follower is asking right now): nothing to say.
+            return EventsPage(base_offset=offset, next_offset=offset, events=[], is_streaming=True)
+        if (self._ready and self._ready[0][0] != offset) or (not self._ready and self.end > offset):
+            return await query(offset)  # joined behind the file's start, or a gap: asked alone
+        events: list[dict[str, Any]] = []
+        while self._ready and self._ready[0][0] == offset + len(events):
+            events.append(self._ready.popleft()[1])
+        return EventsPage(
+            base_offset=offset,
+            next_offset=offset + len(events),
+            events=events,
+            is_streaming=self.is_streaming,
+        )
+
+    async def _ask_if_due(self, offset: int, query: Query) -> None:
+        make_private_dirs(self.directory)
+        fd = create_private_file(self.lock_path, os.O_RDWR)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return  # another follower is asking: its answer lands in the file
+            self._read_new()  # the file is this follower's now: what it holds is all there is
+            if self.end is not None and time.time() - os.fstat(fd).st_mtime < SHARED_ASK_EVERY_S:
+                return
+            # Never an offset twice: from the file's end, or later if this follower is ahead.
+            page = await query(max(offset, self.end or 0))
+            self._append(page)
+            os.utime(fd)
+        finally:
+            os.close(fd)  # releases the lock
+
+    def _append(self, page: EventsPage) -> None:
+        if not page.events and page.next_offset == self.end and page.is_streaming == self.is_streaming:
+            return
+        first = page.next_offset - len(page.events)
+        lines = [json.dumps({"o": first + i, "e": e}, ensure_ascii=False) for i, e in enumerate(page.events)]
+        lines.append(json.dumps({"n": page.next_offset, "s": page.is_streaming}))
+        fd = create_private_file(self.path, os.O_WRONLY | os.O_APPEND)
+        try:
+            os.write(fd, ("\n".join(lines) + "\n").encode())
+        finally:
+            os.close(fd)
+
+    def _read_new(self) -> None:
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self._pos)
+                chunk = fh.read()
+        except FileNotFoundError:
+            return
+        self._pos += len(chunk)
+        *lines, self._partial = (self._partial + chunk).split(b"\n")
+        for line in lines:
+            item = json.loads(line)
+            if "o" in item:
+                self._staged.append((item["o"], item["e"]))
+            else:
+                self._ready.extend(self._staged)
+                self._staged = []
+                self.end, self.is_streaming = item["n"], item["s"]
+
+
+async def chain_id(describe: Callable[[], Awaitable[Any]]) -> str:
+    """The id of the first run of the session's workflow chain, the same across continue-as-new."""
+    description = await describe()
+    info = description.raw_description.workflow_execution_info
+    return str(info.first_run_id or info.execution.run_id)
