@@ -1,7 +1,7 @@
 """What watching a session costs: one session of read turns and of bash turns whose
-command runs 0.3 s, followed by 0, 1 and 20 watchers (EventFollower, as `tempi attach`, the
-console and `-p` use), with the worker's and the server's CPU per turn and the worker's
-query count per turn beside each."""
+command runs 0.3 s, followed by 0, 1 and 20 watchers (shared EventFollowers, as `tempi attach`
+watches: they take turns asking the workflow), with the worker's and the server's CPU per turn
+and the worker's query count per turn beside each."""
 
 from __future__ import annotations
 
@@ -34,10 +34,13 @@ def _script(kind: str) -> list[dict[str, Any]]:
     ]
 
 
-async def _follow(client: Client, session_id: str, stop: asyncio.Event, counter: list[int]) -> None:
+async def _follow(
+    client: Client, session_id: str, session_path: Path, stop: asyncio.Event, counter: list[int]
+) -> None:
     from tempi.client import SessionClient
 
-    follower = SessionClient(client, session_id).follow()
+    # As `tempi attach` watches: through the file the machine's watchers share.
+    follower = SessionClient(client, session_id, session_path=str(session_path)).follow(shared=True)
     original = follower._read_events
 
     async def counted(offset: int) -> Any:
@@ -60,7 +63,9 @@ async def _one(
     session = await start_direct_session(client, "tempi", tmp / f"w{watchers}", url)
     assert session.session.config is not None
     tasks = [
-        asyncio.create_task(_follow(client, session.session.config.session_id, stop, counter))
+        asyncio.create_task(
+            _follow(client, session.session.config.session_id, session.session_path, stop, counter)
+        )
         for _ in range(watchers)
     ]
     await wait_all_done([session.session_path], timeout_s=180, poll_s=0.05)

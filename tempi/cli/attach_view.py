@@ -71,7 +71,7 @@ async def _follow(
     say: Callable[[str], None],
 ) -> None:
     start = None if from_now else await _show_history(service, session)
-    follower = session.follow(from_offset=start or 0, subagents=False)
+    follower = session.follow(from_offset=start or 0, subagents=False, shared=True)
     if start is None:
         await follower.skip_to_end()
     view = LiveView()

@@ -127,7 +127,7 @@ async def cmd_remote(argv: list[str], name: str) -> int:
                     service, session, from_now=args.from_now, link=link_for(rt.embedded), say=say_on_stderr
                 )
         else:
-            follower = session.follow()
+            follower = session.follow(shared=True)
             if args.from_now:
                 await follower.skip_to_end()
             with marked_open(tempi_home(), "attach", session.session_id, os.getcwd(), session.session_path):
