@@ -21,6 +21,7 @@ from typing import Any
 from temporalio.client import Client
 
 from tempi.client import EventFollower, SessionClient
+from tempi.store.sidecar import shared_events_dir
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tests.session_harness import Session, running_worker, scripted_model, start_session, unique_queue
 
@@ -193,8 +194,14 @@ async def test_a_watcher_killed_mid_run_leaves_the_others_whole(
         direct_events, staying_events, late_events = await asyncio.wait_for(
             asyncio.gather(direct_run, staying_run, _to_idle(late)), 60
         )
+        log_end = (await s.session.read_events(0)).next_offset
 
     assert _log_events(child_seen) == _log_events(direct_events)[: len(_log_events(child_seen))]
     assert [e["type"] for e in _log_events(direct_events)][-2:] == ["turn_end", "agent_end"]
     _assert_same_stream(staying_events, direct_events)
     _assert_same_stream(late_events, direct_events)
+    # Whoever asked, before the kill and after, each event went into the shared file once.
+    (shared_file,) = shared_events_dir(s.config.session_path, s.config.session_id).glob("*.jsonl")
+    lines = [json.loads(line) for line in shared_file.read_text().splitlines()]
+    offsets = [line["o"] for line in lines if "o" in line]
+    assert offsets == list(range(log_end))
