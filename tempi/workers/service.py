@@ -137,8 +137,12 @@ async def serve(
         tmp = info_path(home).with_suffix(".tmp")
         tmp.write_text(json.dumps(info.__dict__))
         os.replace(tmp, info_path(home))
-        async with running_workers(client, sessions_root=sessions_root(home), activity_hook=tracker):
-            preload = asyncio.create_task(preload_default_provider())
+        # The first model call needs its provider's SDK more than the first sandbox needs the
+        # Docker probe: the SDK loads as the workers start, and the probe waits for it.
+        preload = asyncio.create_task(preload_default_provider())
+        async with running_workers(
+            client, sessions_root=sessions_root(home), activity_hook=tracker, sandboxes_after=preload
+        ):
             while not stop.is_set():
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), 5)

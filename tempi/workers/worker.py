@@ -284,11 +284,13 @@ async def running_workers(
     host_sandboxes: bool = True,
     deployment: str | None = None,
     grace: timedelta = timedelta(0),
+    sandboxes_after: asyncio.Future[Any] | None = None,
 ) -> AsyncIterator[list[Worker]]:
     """The workers of this process, shut down on leaving: they stop taking work, and what
     runs has `grace` to finish before it is cancelled (and retried elsewhere, as its
     retry policy allows). Where a Docker engine answers, also the sandbox creations of the
-    main queue's sessions and the tools of this host's sandboxes."""
+    main queue's sessions and the tools of this host's sandboxes, started once
+    `sandboxes_after` is done (the Docker probe's CPU would slow what it waits for)."""
     # The main queue polls before the Docker engine is probed: the probe loads the Docker
     # SDK, and a cold start's first prompt waits for the main queue, not for sandboxes. The
     # sandbox creations of sessions older than their own creation queue still need this
@@ -312,6 +314,8 @@ async def running_workers(
         await stack.enter_async_context(handoff_worker)
         await stack.enter_async_context(main)
         workers = [main]
+        if engine_configured and sandboxes_after is not None:
+            await asyncio.wait([sandboxes_after])  # its outcome is its owner's business
         queue = await asyncio.to_thread(docker_host_queue) if engine_configured else None
         if queue:
             from tempi.workers.orphans import sweep_orphan_sandboxes
