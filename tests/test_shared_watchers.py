@@ -200,8 +200,36 @@ async def test_a_watcher_killed_mid_run_leaves_the_others_whole(
     assert [e["type"] for e in _log_events(direct_events)][-2:] == ["turn_end", "agent_end"]
     _assert_same_stream(staying_events, direct_events)
     _assert_same_stream(late_events, direct_events)
-    # Whoever asked, before the kill and after, each event went into the shared file once.
+    # Whoever asked, before the kill and after, each event went into the shared file once
+    # (from the first shared ask on: polls before the session's file existed asked alone).
     (shared_file,) = shared_events_dir(s.config.session_path, s.config.session_id).glob("*.jsonl")
     lines = [json.loads(line) for line in shared_file.read_text().splitlines()]
     offsets = [line["o"] for line in lines if "o" in line]
-    assert offsets == list(range(log_end))
+    assert offsets and offsets == list(range(offsets[0], log_end))
+
+
+async def test_a_watcher_that_cannot_make_the_shared_file_asks_on_its_own(
+    tmp_path: Path, temporal_client: Client, scripted_server: ScriptedLLMServer
+) -> None:
+    """Where the shared file cannot be made (the session's folder is a team cluster's, not
+    this machine's; a read-only disk), watching goes on with asks of its own. Here a file
+    stands where the shared folder would be."""
+    _scenario(scripted_server, "shared-watcher-unshared", "echo hi")
+    queue = unique_queue()
+    async with running_worker(temporal_client, tmp_path / "sessions", queue):
+        s = await start_session(
+            temporal_client,
+            tmp_path,
+            scripted_model(scripted_server, "shared-watcher-unshared"),
+            task_queue=queue,
+        )
+        blocked = shared_events_dir(s.config.session_path, s.config.session_id)
+        blocked.parent.mkdir(parents=True, exist_ok=True)
+        blocked.write_text("not a folder\n")
+        watcher = _shared(s)
+        await s.prompt("Run it.")
+        direct_events, watched = await asyncio.wait_for(
+            asyncio.gather(_to_idle(s.follower), _to_idle(watcher)), 60
+        )
+    _assert_same_stream(watched, direct_events)
+    assert blocked.is_file()

@@ -237,7 +237,14 @@ class EventFollower:
             assert self.session_path is not None
             chain = await chain_id(self.handle.describe)
             self._shared_log = SharedEventLog(shared_events_dir(self.session_path, self.session_id), chain)
-        return await self._shared_log.page(self.offset, self._read_events)
+        try:
+            return await self._shared_log.page(self.offset, self._read_events)
+        except OSError:
+            # No sidecar can be made or read here (a session a team's cluster runs, whose
+            # folder is the worker's, not this machine's; a read-only or full disk):
+            # watching goes on with asks of its own.
+            self.shared = False
+            return await self._read_events(self.offset)
 
     def _adopt_children(self, event: dict[str, Any]) -> None:
         details = (event.get("partialResult") or {}).get("details") or {}
