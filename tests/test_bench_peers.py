@@ -9,6 +9,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 import openai
@@ -70,9 +71,13 @@ async def test_per_turn_time_is_the_agents_time_between_answer_and_next_request(
 
     gaps = per_turn(record, "peer", TURNS)
     assert len(gaps["read"]) == len(gaps["bash"]) == TURNS
-    assert all(0.03 <= gap < 0.03 + model_delay_ms / 1000 for gap in gaps["read"]), gaps
+    # Each gap holds the client's pause; a turn's median stays under the model's delay (a
+    # single turn may not, on a loaded machine).
+    assert all(gap >= 0.03 for gap in gaps["read"]) and median(gaps["read"]) < 0.03 + model_delay_ms / 1000, (
+        gaps
+    )
     # The model's 400 ms before each streamed answer falls outside the turn.
-    assert all(0.06 <= gap < model_delay_ms / 1000 for gap in gaps["bash"]), gaps
+    assert all(gap >= 0.06 for gap in gaps["bash"]) and median(gaps["bash"]) < model_delay_ms / 1000, gaps
     lines = [json.loads(line) for line in record.read_text().splitlines()]
     assert all(line["received_at"] <= line["answered_at"] for line in lines)
 

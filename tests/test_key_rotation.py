@@ -126,7 +126,10 @@ class Runs:
             await self._go.wait()
             self._between.clear()
             if self.move:
-                await self._move()
+                try:
+                    await self._move()
+                except asyncio.CancelledError:
+                    return  # stopped at once between runs: no run was cut
             number += 1
             step, began = self.step, time.monotonic()
             self._began = began
