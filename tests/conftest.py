@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -98,15 +99,21 @@ def fixtures_dir() -> Path:
     return FIXTURES
 
 
-@pytest.fixture(scope="session")
-def temporal_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    home = tmp_path_factory.mktemp("temporal")
+@contextlib.contextmanager
+def dev_server_in(home: Path) -> Iterator[str]:
+    """A Temporal dev server keeping its database and log in `home`: its address."""
     port = free_port()
     proc = start_dev_server(home / "temporal.db", port, log_path=home / "temporal.log")
     try:
         yield f"127.0.0.1:{port}"
     finally:
         stop_process(proc)
+
+
+@pytest.fixture(scope="session")
+def temporal_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with dev_server_in(tmp_path_factory.mktemp("temporal")) as address:
+        yield address
 
 
 @pytest.fixture(scope="session")

@@ -56,6 +56,21 @@ async def running_worker(
         yield workers
 
 
+class CountingHandle:
+    """The real workflow handle, counting the queries made through it."""
+
+    def __init__(self, handle: Any) -> None:
+        self._handle = handle
+        self.queries = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._handle, name)
+
+    async def query(self, *args: Any, **kwargs: Any) -> Any:
+        self.queries += 1
+        return await self._handle.query(*args, **kwargs)
+
+
 class Session:
     """A started session plus the events seen so far."""
 

@@ -23,27 +23,19 @@ from temporalio.client import Client
 from tempi.client import EventFollower, SessionClient
 from tempi.store.sidecar import shared_events_dir
 from tempi.testing.scripted_llm import ScriptedLLMServer
-from tests.session_harness import Session, running_worker, scripted_model, start_session, unique_queue
+from tests.session_harness import (
+    CountingHandle,
+    Session,
+    running_worker,
+    scripted_model,
+    start_session,
+    unique_queue,
+)
 
 # Updates come from the live files each follower reads itself, as fast as it polls, so
 # their number varies; what they add up to is compared instead.
 PER_READ = {"message_update", "tool_execution_update"}
 WATCHERS = 5
-
-
-class CountingHandle:
-    """The real workflow handle, counting the queries made through it."""
-
-    def __init__(self, handle: Any) -> None:
-        self._handle = handle
-        self.queries = 0
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._handle, name)
-
-    async def query(self, *args: Any, **kwargs: Any) -> Any:
-        self.queries += 1
-        return await self._handle.query(*args, **kwargs)
 
 
 def _scenario(server: ScriptedLLMServer, name: str, command: str) -> None:

@@ -10,31 +10,15 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 from temporalio.client import Client
 
 from tempi.agent.partial_message import PartialMessage
 from tempi.client.events import QUERY_EVERY_S
 from tempi.testing.scripted_llm import ScriptedLLMServer
-from tests.session_harness import running_worker, scripted_model, start_session, unique_queue
+from tests.session_harness import CountingHandle, running_worker, scripted_model, start_session, unique_queue
 
 WORDS = 600
-
-
-class CountingHandle:
-    """The real workflow handle, counting the queries made through it."""
-
-    def __init__(self, handle: Any) -> None:
-        self._handle = handle
-        self.queries = 0
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._handle, name)
-
-    async def query(self, *args: Any, **kwargs: Any) -> Any:
-        self.queries += 1
-        return await self._handle.query(*args, **kwargs)
 
 
 async def test_a_watcher_sees_every_delta_without_asking_after_each(
@@ -50,7 +34,7 @@ async def test_a_watcher_sees_every_delta_without_asking_after_each(
             temporal_client, tmp_path, scripted_model(scripted_server, scenario), task_queue=queue
         )
         counting = CountingHandle(s.follower.handle)
-        s.follower.handle = counting
+        s.follower.handle = counting  # type: ignore[assignment]
         await s.prompt("Say the words.")
         started = time.monotonic()
         events = await s.run_to_idle(timeout=60)

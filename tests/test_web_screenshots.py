@@ -23,11 +23,10 @@ from pathlib import Path
 import pytest
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
-from tempi.workers.dev_server import free_port, start_dev_server
 from tempi.workers.temporal_client import connect
 from tempi.workflows.slack_types import SlackConversationInput
 from tests.chromium import DevToolsPage, assert_looks_like, chromium_bin
-from tests.conftest import run_tempi, scripted_home, tempi_env
+from tests.conftest import dev_server_in, run_tempi, scripted_home, tempi_env
 from tests.processes import stop_process
 from tests.test_pipeline_run import _routes, make_fixture
 from tests.web_rig import Console, console_url
@@ -44,13 +43,8 @@ SIZE = (1280, 900)
 @pytest.fixture(scope="module")
 def temporal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A dev server for this module alone (it starts in a fraction of a second)."""
-    home = tmp_path_factory.mktemp("shots-temporal")
-    port = free_port()
-    proc = start_dev_server(home / "temporal.db", port, log_path=home / "temporal.log")
-    try:
-        yield f"127.0.0.1:{port}"
-    finally:
-        stop_process(proc)
+    with dev_server_in(tmp_path_factory.mktemp("shots-temporal")) as address:
+        yield address
 
 
 def _store(home: Path) -> None:
