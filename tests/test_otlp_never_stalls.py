@@ -41,15 +41,20 @@ def test_a_down_collector_does_not_slow_a_command(
     home, work = tmp_path / "home", tmp_path / "project"
     work.mkdir()
     scenario = "otlp-down"
-    scripted_server.add_scenario(scenario, [{"text": "one"}, {"text": "two"}, {"text": "three"}])
+    scripted_server.add_scenario(scenario, [{"text": "one"}] * 6)
     write_models_json(home, scripted_server, scenario)
     args = ["--model", "mock/mock-model", "--no-session", "-p", "hi"]
-    plain = _timed(args, work, tempi_env(home, temporal_address))
-    hung = _timed(args, work, tempi_env(home, temporal_address, OTEL_EXPORTER_OTLP_ENDPOINT=silent_collector))
-    refused = _timed(
-        args, work, tempi_env(home, temporal_address, OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9")
-    )
-    assert hung < plain + 3 and refused < plain + 3, (plain, hung, refused)
+    collectors = {"plain": None, "hung": silent_collector, "refused": "http://127.0.0.1:9"}
+    fastest: dict[str, float] = {}
+    # Interleaved rounds, each kind's fastest kept: a load spike on a shared CI machine slows
+    # one command by seconds, while the stall this guards against cost every command 8-11 s.
+    for _ in range(2):
+        for kind, endpoint in collectors.items():
+            extra = {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint} if endpoint else {}
+            took = _timed(args, work, tempi_env(home, temporal_address, **extra))
+            fastest[kind] = min(took, fastest.get(kind, took))
+    plain, hung, refused = fastest["plain"], fastest["hung"], fastest["refused"]
+    assert hung < plain + 3 and refused < plain + 3, fastest
 
 
 def test_a_watchers_queries_make_no_traces_unless_asked(
