@@ -33,7 +33,10 @@ async def run_print(opened: OpenSession, prompts: list[str], images: list[ImageC
     if mode == "json":
         print(pi_json.dumps(_header(opened)), flush=True)
     follower = session.follow()
-    await follower.poll()  # skip what happened before this prompt
+    if not opened.started_here:
+        # Skip what happened before this prompt. A session started here has no past, and
+        # its first workflow task then carries the prompt alone: one round trip fewer.
+        await follower.poll()
     final: dict[str, Any] | None = None
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGINT, lambda: asyncio.ensure_future(session.abort()))

@@ -29,6 +29,8 @@ class OpenSession:
     session: SessionClient
     # --no-session: the directory to remove when the run is over.
     throwaway_dir: Path | None = None
+    # Its workflow was started here just now, so its event log holds nothing from before.
+    started_here: bool = False
 
     @property
     def config(self) -> SessionConfig:
@@ -186,10 +188,11 @@ async def open_session(
     SessionService.resume)."""
     if choice.throwaway:
         throwaway = Path(tempfile.mkdtemp(prefix="tempi-no-session-"))
-        return OpenSession(await service.start(options, session_dir=throwaway), throwaway)
+        return OpenSession(await service.start(options, session_dir=throwaway), throwaway, started_here=True)
     if choice.existing is None:
         return OpenSession(
-            await service.start(options, session_dir=choice.session_dir, session_file=choice.new_file)
+            await service.start(options, session_dir=choice.session_dir, session_file=choice.new_file),
+            started_here=True,
         )
     try:
         for warning in service.store.load_for_resume(choice.existing).warnings:
