@@ -30,6 +30,7 @@ FAILING = CAP  # m0001.. fail their verify: counted against the cap, they would 
 TARGETS = 1 + FAILING + 2 * CAP
 # The user's checkout and the output branch's are there besides the shards'.
 OTHERS = 2
+WAITS = "the next shard waits for a checkout"
 
 
 def _name(i: int) -> str:
@@ -134,11 +135,18 @@ async def test_held_back_integration_holds_the_checkouts_at_the_cap_and_failures
         assert states.count("failed") == FAILING, states
         assert states.count("verified") == CAP - 1, states
         assert states.count("pending") == TARGETS - 1 - FAILING - (CAP - 1), states
+        # What an operator asking now is told: shards wait, and why.
+        assert progress.waiting_for_checkout
+        status = run_tempi(["pipeline", "status", workflow_id], cwd=repo, env=env)
+        assert WAITS in status.stdout, status.stdout + status.stderr
         (tmp_path / "go").touch()
         out, err = waiting.communicate(timeout=240)
     finally:
         waiting.kill()
     assert f"{TARGETS} shards: {TARGETS - FAILING} committed, {FAILING} failed" in out, out + err
+    # The watching command said it once; the final summary no longer says it.
+    assert out.count("integration is behind: each next shard waits") == 1, out
+    assert WAITS not in out.splitlines()[-1], out
 
     seen = [int(n) for n in counts.read_text().split()]
     assert len(seen) == TARGETS and max(seen) <= OTHERS + CAP + FAILING, seen

@@ -181,12 +181,13 @@ def _state_event(status: ShardStatus) -> str:
 
 
 class ProgressPrinter:
-    """A line (or a JSON line) each time a shard's state changes, and when an operator
-    pauses or resumes the pipeline."""
+    """A line (or a JSON line) each time a shard's state changes, when an operator pauses or
+    resumes the pipeline, and the first time a shard waits for a checkout."""
 
     def __init__(self, json_mode: bool = False) -> None:
         self.seen: dict[str, str] = {}
         self.paused = False
+        self.told_checkout_wait = False
         self.json_mode = json_mode
 
     def show(self, progress: PipelineProgress) -> None:
@@ -200,6 +201,15 @@ class ProgressPrinter:
             print(
                 json.dumps({"type": "paused", "paused": self.paused}) if self.json_mode else said, flush=True
             )
+        if progress.waiting_for_checkout and not self.told_checkout_wait:
+            # Once: with integration behind, each commit lets one more shard start, then the
+            # next waits again.
+            self.told_checkout_wait = True
+            said = (
+                "integration is behind: each next shard waits for a committed shard's checkout "
+                "(`tempi pipeline status ID` says whether one waits now)"
+            )
+            print(json.dumps({"type": "waiting_for_checkout"}) if self.json_mode else said, flush=True)
         count = len(progress.shards)
         for status in progress.shards:
             if self.seen.get(status.shard.id, "pending") != status.state:

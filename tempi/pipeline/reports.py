@@ -114,6 +114,8 @@ def summary_line(progress: PipelineProgress) -> str:
         final = "; setup failed, so no shard started"
     cancelled = "; cancelled" if progress.cancelled else ""
     paused = "; paused (`tempi pipeline resume ID` starts shards again)" if progress.paused else ""
+    if progress.waiting_for_checkout:
+        paused += "; the next shard waits for a checkout until integration commits a shard"
     return (
         f"{progress.name}: {shard_count(len(progress.shards))}: {', '.join(parts) or 'none'}{final}{cancelled}"
         f"{paused}"
@@ -143,6 +145,7 @@ def json_summary(progress: PipelineProgress) -> dict[str, Any]:
         "cancelled": progress.cancelled,
         "stopped_by": progress.stopped_by,
         "paused": progress.paused,
+        "waiting_for_checkout": progress.waiting_for_checkout,
         "runs": progress.runs,
         "shards": [
             {

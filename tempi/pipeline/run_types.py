@@ -101,6 +101,9 @@ class PipelineProgress(BaseModel):
     runs: int = 1  # runs of the workflow so far (each continue-as-new adds one)
     # The setup command that failed, so no shard started (its output's tail is in it).
     setup_failure: CommandOutcome | None = None
+    # Told by the progress query, never kept: the next shard waits until integration commits
+    # a shard whose checkout it can take over (the run holds as many checkouts as it may).
+    waiting_for_checkout: bool = False
 
     def cost_usd(self) -> float:
         """What the pipeline has cost, this run's shards and the runs before it."""

@@ -118,7 +118,9 @@ class PipelineWorkflow:
 
     @workflow.query
     def get_progress(self) -> PipelineProgress:
-        return self.progress
+        if not self._waiting_for_checkout():
+            return self.progress
+        return self.progress.model_copy(update={"waiting_for_checkout": True})
 
     @workflow.signal
     def shard_progress(self, sig: ShardProgressSignal) -> None:
@@ -349,6 +351,18 @@ class PipelineWorkflow:
             and not self.draining
             and self.active < self._concurrency()
             and (not self.capped or self._checkout_free())
+        )
+
+    def _waiting_for_checkout(self) -> bool:
+        """Whether the next shard would start now but for the checkout cap."""
+        return (
+            self.capped
+            and bool(self.queue)
+            and not self.progress.paused
+            and not self.stop_new
+            and not self.draining
+            and self.active < self._concurrency()
+            and not self._checkout_free()
         )
 
     def _checkout_cap(self) -> int:
