@@ -12,8 +12,10 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import IO
 
 from tempi.cli.pipeline_manage import progress_of
 from tempi.pipeline.run_types import PipelineProgress
@@ -31,6 +33,7 @@ TARGETS = 1 + FAILING + 2 * CAP
 # The user's checkout and the output branch's are there besides the shards'.
 OTHERS = 2
 WAITS = "the next shard waits for a checkout"
+TOLD = "integration is behind: each next shard waits"
 
 
 def _name(i: int) -> str:
@@ -125,6 +128,15 @@ async def test_held_back_integration_holds_the_checkouts_at_the_cap_and_failures
         stderr=subprocess.PIPE,
         text=True,
     )
+    lines: list[str] = []
+
+    def read_lines(stream: IO[str]) -> None:
+        for line in stream:
+            lines.append(line)
+
+    assert waiting.stdout is not None
+    reading = threading.Thread(target=read_lines, args=(waiting.stdout,), daemon=True)
+    reading.start()
     try:
         progress, most = await _held_back(temporal_address, workflow_id, repo, tmp_path / "held")
         states = [s.state for s in progress.shards[1:]]
@@ -139,13 +151,21 @@ async def test_held_back_integration_holds_the_checkouts_at_the_cap_and_failures
         assert progress.waiting_for_checkout
         status = run_tempi(["pipeline", "status", workflow_id], cwd=repo, env=env)
         assert WAITS in status.stdout, status.stdout + status.stderr
+        # The watching command tells it too (once it has looked: on a loaded machine it may
+        # start after this test saw the shards held back).
+        deadline = time.monotonic() + 60
+        while not any(TOLD in line for line in lines):
+            assert time.monotonic() < deadline and reading.is_alive(), lines
+            await asyncio.sleep(0.1)
         (tmp_path / "go").touch()
-        out, err = waiting.communicate(timeout=240)
+        waiting.wait(timeout=240)
+        reading.join(timeout=10)
+        out, err = "".join(lines), waiting.stderr.read() if waiting.stderr else ""
     finally:
         waiting.kill()
     assert f"{TARGETS} shards: {TARGETS - FAILING} committed, {FAILING} failed" in out, out + err
     # The watching command said it once; the final summary no longer says it.
-    assert out.count("integration is behind: each next shard waits") == 1, out
+    assert out.count(TOLD) == 1, out
     assert WAITS not in out.splitlines()[-1], out
 
     seen = [int(n) for n in counts.read_text().split()]

@@ -192,8 +192,10 @@ async def test_a_stalled_page_neither_holds_up_the_others_nor_piles_up_and_catch
     # having skipped the versions it could not take when they came.
     assert stalled.transcript.blocks == reader.blocks
     assert stalled.transcript.ops < reader.ops
-    # The live page saw the answer grow steadily, and whole about when the model ended it.
-    assert len(updates) >= 20 and max(gaps) < 1.0
+    # The live page saw the answer grow steadily, and whole about when the model ended it. A
+    # page held up by the stalled one would wait about the whole stream; a loaded CI machine
+    # has held one update back 1.2 s.
+    assert len(updates) >= 20 and max(gaps) < STREAMED_S / 2
     assert answered_after < STREAMED_S + 5
     # What the console kept for the stalled page stayed small: not every version of the
     # answer (~17 MB here), and it sent no more than the sockets' buffers had taken before
