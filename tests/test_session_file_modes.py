@@ -48,7 +48,7 @@ def _entry(entry_id: str, parent: str | None) -> dict[str, object]:
 
 @pytest.mark.parametrize("mask", [0o000, 0o022, 0o277])
 def test_session_folders_and_files_are_private_whatever_the_umask(tmp_path: Path, mask: int) -> None:
-    from tempi.activities.session_activities import park_entry
+    from tempi.activities.parked_results import park_entry
     from tempi.workflows.activity_payloads import SessionFileRef
 
     session_dir = tmp_path / "a" / "b" / "sessions"  # a sessionDir none of whose folders exist

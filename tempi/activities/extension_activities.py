@@ -12,17 +12,12 @@ from typing import Any
 
 from temporalio import activity
 
+from tempi.activities.heartbeat import Heartbeater
+from tempi.activities.parked_results import find_parked, for_history, park_result
 from tempi.activities.sandbox import SandboxError
 from tempi.activities.sandbox_policy import refusal
-from tempi.activities.session_activities import (
-    WORKER_STOPPED_TOOL_TEXT,
-    Heartbeater,
-    find_parked,
-    for_history,
-    make_backend,
-    park_result,
-)
 from tempi.activities.spans import traced_tool_call
+from tempi.activities.tool_runs import WORKER_STOPPED_TOOL_TEXT, make_backend
 from tempi.agent.messages import TextContent, ToolCall, ToolResultMessage
 from tempi.agent.session_entries import SessionEntry
 from tempi.agent.session_tree import UnknownEntryError, entry_message

@@ -26,16 +26,11 @@ from pathlib import Path
 from temporalio import activity
 
 from tempi.activities.metrics import record_tool_call
-from tempi.activities.session_activities import (
-    RunningTool,
-    SessionActivities,
-    error_result,
-    find_parked,
-    for_history,
-    out_of_space_is_final,
-    park_result,
-)
+from tempi.activities.out_of_space import out_of_space_is_final
+from tempi.activities.parked_results import error_result, find_parked, for_history, park_result
+from tempi.activities.session_activities import SessionActivities
 from tempi.activities.spans import tool_span, traced_tool_call
+from tempi.activities.tool_runs import RunningTool
 from tempi.agent.messages import ToolResultMessage
 from tempi.agent.tool_specs import tool_effect
 from tempi.store.appends import fsync_dir

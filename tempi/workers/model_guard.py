@@ -13,7 +13,7 @@ from pathlib import Path
 
 from temporalio.exceptions import ApplicationError
 
-from tempi.activities.session_activities import CredentialResolver
+from tempi.activities.model_options import CredentialResolver
 from tempi.agent.model_registry import ModelRegistry
 from tempi.agent.model_spec import ModelSpec
 from tempi.config.models_json import load_model_registry, registry_stamp

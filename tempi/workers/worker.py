@@ -19,8 +19,9 @@ from temporalio.worker import Interceptor, Worker, WorkerDeploymentConfig
 
 from tempi.activities.extension_activities import ExtensionActivities
 from tempi.activities.mcp.activities import McpActivities
+from tempi.activities.model_options import CredentialResolver
 from tempi.activities.pipeline import PIPELINE_ACTIVITIES
-from tempi.activities.session_activities import CredentialResolver, SessionActivities
+from tempi.activities.session_activities import SessionActivities
 from tempi.activities.tool_handoff import ToolHandoff, own_queue
 from tempi.store.session_store import SessionStore
 from tempi.workers.model_guard import owner_credentials

@@ -11,16 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 from temporalio import activity
 
+from tempi.activities.heartbeat import Heartbeater
 from tempi.activities.mcp.connections import McpConnections, McpUnavailableError, describe_error
 from tempi.activities.mcp.results import result_blocks
-from tempi.activities.session_activities import (
-    WORKER_STOPPED_TOOL_TEXT,
-    Heartbeater,
-    find_parked,
-    for_history,
-    park_result,
-)
+from tempi.activities.parked_results import find_parked, for_history, park_result
 from tempi.activities.spans import traced_tool_call
+from tempi.activities.tool_runs import WORKER_STOPPED_TOOL_TEXT
 from tempi.activities.tools.tool_env import tool_environment
 from tempi.agent.mcp_tools import McpServerProblem, McpTool, McpToolList, mcp_tool_name
 from tempi.agent.messages import TextContent, ToolResultMessage

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from tempi.activities.session_activities import Heartbeater
+from tempi.activities.heartbeat import Heartbeater
 from tempi.pipeline import git_work
 from tempi.pipeline import run_types as names
 from tempi.pipeline.commands import run_command
