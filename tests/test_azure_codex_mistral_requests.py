@@ -25,7 +25,7 @@ from tempi.agent.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from tempi.agent.model_registry import CATALOG_MODELS
+from tempi.agent.model_catalog import CATALOG_MODELS
 from tempi.agent.model_spec import ModelSpec
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tests.pi_recordings import pi_request, pi_session

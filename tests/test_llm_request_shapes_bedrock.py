@@ -25,7 +25,7 @@ from tempi.agent.messages import (
     ThinkingContent,
     UserMessage,
 )
-from tempi.agent.model_registry import BUILTIN_MODELS
+from tempi.agent.model_catalog import BUILTIN_MODELS
 from tempi.agent.model_spec import ModelSpec, ThinkingLevel
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tempi.testing.scripted_llm.bedrock_auth import (

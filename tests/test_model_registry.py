@@ -4,16 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from tempi.agent.model_registry import (
-    BUILTIN_MODELS,
-    ModelRegistry,
-    ModelsConfig,
-    ModelsConfigError,
-    ModelSelectionError,
-    build_registry,
-    builtin_registry,
-    select_model,
-)
+from tempi.agent.model_catalog import BUILTIN_MODELS
+from tempi.agent.model_registry import ModelRegistry, build_registry, builtin_registry
+from tempi.agent.model_selection import ModelSelectionError, select_model
+from tempi.agent.models_config import ModelsConfig, ModelsConfigError
 
 
 def registry_with(providers: dict) -> ModelRegistry:

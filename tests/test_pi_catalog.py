@@ -12,17 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from tempi.agent.model_registry import (
+from tempi.agent.model_catalog import (
     BUILTIN_MODELS,
     CATALOG_MODELS,
     CATALOG_PROVIDERS,
     CATALOG_VERSION,
     SUPPORTED_APIS,
-    ModelRegistry,
-    ModelSelectionError,
-    builtin_registry,
-    select_model,
 )
+from tempi.agent.model_registry import ModelRegistry, builtin_registry
+from tempi.agent.model_selection import ModelSelectionError, select_model
 from tempi.agent.model_spec import ModelSpec
 from tests.conftest import run_tempi, tempi_env
 

@@ -9,7 +9,8 @@ from typing import cast
 
 from pydantic import BaseModel
 
-from tempi.agent.model_registry import ModelRegistry, ModelSelectionError, select_model
+from tempi.agent.model_registry import ModelRegistry
+from tempi.agent.model_selection import ModelSelectionError, select_model
 from tempi.agent.model_spec import THINKING_LEVELS, ModelSpec, ThinkingLevel
 
 _GLOB_CHARS = frozenset("*?[")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from temporalio.service import RPCError
 
-from tempi.agent.model_registry import ModelSelectionError
+from tempi.agent.model_selection import ModelSelectionError
 from tempi.cli.pipeline_run import key_configured, lost_server_line, model_choice, run_pipeline
 from tempi.config.errors import ConfigError
 from tempi.config.paths import tempi_home

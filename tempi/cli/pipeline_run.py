@@ -16,7 +16,7 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, Work
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
-from tempi.agent.model_registry import select_model
+from tempi.agent.model_selection import select_model
 from tempi.agent.model_spec import ModelSpec, ThinkingLevel
 from tempi.agent.system_prompt import build_system_prompt
 from tempi.agent.thinking_levels import DEFAULT_THINKING_LEVEL, clamp_level

@@ -11,7 +11,8 @@ from typing import cast
 
 from temporalio.client import Client
 
-from tempi.agent.model_registry import ModelRegistry, ModelSelection, ModelSelectionError, select_model
+from tempi.agent.model_registry import ModelRegistry
+from tempi.agent.model_selection import ModelSelection, ModelSelectionError, select_model
 from tempi.agent.prompt_templates import PromptTemplate
 from tempi.agent.scoped_models import ScopedModel, scoped_models
 from tempi.agent.skills import Skill, skills_prompt_section

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tempi.agent.model_registry import ModelRegistry, ModelSelectionError, select_model
+from tempi.agent.model_registry import ModelRegistry
+from tempi.agent.model_selection import ModelSelectionError, select_model
 from tempi.agent.subagents import AgentDefinition, AgentFileError, parse_agent_markdown
 from tempi.config.errors import ConfigError
 

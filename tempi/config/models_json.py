@@ -11,7 +11,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from tempi.agent.model_registry import ModelRegistry, ModelsConfig, ModelsConfigError, build_registry
+from tempi.agent.model_registry import ModelRegistry, build_registry
+from tempi.agent.models_config import ModelsConfig, ModelsConfigError
 from tempi.config.auth_json import auth_json_path, read_auth
 from tempi.config.errors import ConfigError, describe_validation_error, read_json_object, read_text
 from tempi.config.oauth_refresh import copilot_base_url

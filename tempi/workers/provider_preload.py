@@ -14,7 +14,7 @@ import sys
 def default_model_api() -> str | None:
     """The API of the model a `tempi -p` with no --model would pick from the global settings
     and the keys configured, or None when that cannot be told here."""
-    from tempi.agent.model_registry import ModelSelectionError, select_model
+    from tempi.agent.model_selection import ModelSelectionError, select_model
     from tempi.config.api_keys import has_configured_key
     from tempi.config.errors import ConfigError
     from tempi.config.models_json import load_model_registry

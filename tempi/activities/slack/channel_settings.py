@@ -9,7 +9,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from temporalio.exceptions import ApplicationError
 
-from tempi.agent.model_registry import ModelSelectionError, select_model
+from tempi.agent.model_selection import ModelSelectionError, select_model
 from tempi.agent.model_spec import ThinkingLevel
 from tempi.client.session import SessionClient
 from tempi.config.models_json import load_model_registry
