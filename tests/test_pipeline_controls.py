@@ -21,6 +21,8 @@ from tests.conftest import run_tempi, scripted_home, tempi_env
 from tests.pipeline_repo import git
 from tests.test_pipeline_run import SPEC, VALUES, make_fixture, module, write
 
+ALPHA_FIRST_ANSWER_MS = 8000
+
 
 def _routes() -> dict:
     """alpha's first run fails its check even after the repair; its retry gets it right.
@@ -30,10 +32,14 @@ def _routes() -> dict:
         return [write(f"src/mods/{name}.py", module(name, "new_api", VALUES[name])), {"text": "Done."}]
 
     alpha_wrong = write("src/mods/alpha.py", module("alpha", "new_api", 10))
+    # alpha's first answer comes slowly: the pause sent right after the resume must land while
+    # alpha works (a loaded CI machine took longer to start the pausing command than alpha's
+    # whole run, and beta started).
+    alpha_first = {**alpha_wrong, "first_chunk_delay_ms": ALPHA_FIRST_ANSWER_MS}
     return {
         "alpha.py": {
             "select": "sequential",
-            "turns": [alpha_wrong, {"text": "Done."}, alpha_wrong, {"text": "Still done."}, *good("alpha")],
+            "turns": [alpha_first, {"text": "Done."}, alpha_wrong, {"text": "Still done."}, *good("alpha")],
         },
         **{f"{name}.py": {"turns": good(name)} for name in ("beta", "delta", "gamma")},
     }
