@@ -8,7 +8,7 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
-from tempi.testing.scripted_llm.server import RecordedRequest
+from tempi.testing.scripted_llm.recording import RecordedRequest
 
 
 def load_records(path: Path) -> list[RecordedRequest]:

@@ -7,6 +7,7 @@ frames (checking SigV4 signatures),
 so the official SDKs (and pi) can talk to it, and answers from scripted scenarios.
 """
 
+from tempi.testing.scripted_llm.recording import RecordedRequest
 from tempi.testing.scripted_llm.scenario import (
     DEFAULT_SUMMARY,
     Scenario,
@@ -16,7 +17,7 @@ from tempi.testing.scripted_llm.scenario import (
     ScriptedUsage,
     load_scenarios,
 )
-from tempi.testing.scripted_llm.server import RecordedRequest, ScriptedLLMServer
+from tempi.testing.scripted_llm.server import ScriptedLLMServer
 
 __all__ = [
     "DEFAULT_SUMMARY",

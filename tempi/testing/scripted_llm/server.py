@@ -1,21 +1,18 @@
-"""The HTTP server: routes requests to scenarios, injects faults, streams, records."""
+"""The HTTP server: routes requests to scenarios, picks their turns and injects scripted faults."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any
 
 from aiohttp import web
-from pydantic import BaseModel, Field
 
 from tempi.testing.scripted_llm.anthropic_messages import AnthropicMessagesWire
 from tempi.testing.scripted_llm.azure_codex import AzureResponsesWire, CodexResponsesWire
@@ -25,10 +22,10 @@ from tempi.testing.scripted_llm.mistral_chat import MistralChatWire
 from tempi.testing.scripted_llm.oauth_tokens import OAuthTokenEndpoints
 from tempi.testing.scripted_llm.openai_chat import OpenAIChatWire
 from tempi.testing.scripted_llm.openai_responses import OpenAIResponsesWire
+from tempi.testing.scripted_llm.recording import RecordedRequest, RequestLog, record_of
 from tempi.testing.scripted_llm.scenario import Scenario, ScriptedTurn, coerce_scenario, load_scenarios
-from tempi.testing.scripted_llm.wire import API_NAMES, ApiName, StreamChunk, WireApi, WireError
-
-logger = logging.getLogger("tempi.testing.scripted_llm")
+from tempi.testing.scripted_llm.streaming import SSE_CONTENT_TYPE, drop_connection, stream_turn, streams
+from tempi.testing.scripted_llm.wire import API_NAMES, WireApi, WireError
 
 SUMMARY_MARKER = "<conversation>"
 
@@ -45,42 +42,9 @@ _ROUTES: dict[str, WireApi] = {
     "/s/{scenario}/v1/publishers/google/models/{model}:{method}": GeminiWire("google-vertex"),
     "/s/{scenario}/model/{model_id}/converse-stream": BedrockConverseWire(),
 }
-SSE_CONTENT_TYPE = "text/event-stream; charset=utf-8"
 # Google's OAuth token endpoint (an RFC 8693 token exchange), for Vertex ADC credentials of
 # type external_account whose `token_url` points here.
 TOKEN_ROUTE = "/s/{scenario}/token"
-
-
-class RecordedRequest(BaseModel):
-    """One request as the server saw it, with the turn it chose and the HTTP status it served."""
-
-    path: str
-    query_string: str = ""
-    raw_path: str = ""  # as sent, percent-escapes kept (Bedrock's `%3A` in a model id)
-    api: ApiName
-    scenario: str
-    headers: dict[str, str]
-    body: dict[str, Any]
-    query: dict[str, str] = Field(default_factory=dict)
-    turn_index: int | None = None
-    route: str | None = None  # the scenario's route that answered it
-    kind: Literal["turn", "summary"] = "turn"
-    status: int = 0
-    # Wall clock (time.time()): when the request reached the handler, and when the last byte
-    # of its answer was handed to the socket. A client's time from one answer's end to its
-    # next request is its own per-turn overhead (bench/turn_gaps.py).
-    received_at: float = 0.0
-    answered_at: float | None = None
-
-
-def _streams(request: web.Request, wire: WireApi, body: dict[str, Any]) -> bool:
-    """Whether the client asked for a stream: in the body (OpenAI, Anthropic), for Google by
-    the method in the path; Bedrock's converse-stream always streams."""
-    return (
-        bool(body.get("stream"))
-        or request.match_info.get("method") == "streamGenerateContent"
-        or getattr(wire, "always_streams", False)
-    )
 
 
 def _retry_after_header(seconds: float) -> str:
@@ -103,8 +67,7 @@ class ScriptedLLMServer:
             self.add_scenario(name, scenario)
         self._host = host
         self._port = port
-        self._record_path = record_path
-        self._requests: list[RecordedRequest] = []
+        self._log = RequestLog(record_path)
         # Per scenario: turns served so far (sequential selection); per (scenario, turn):
         # failures and dropped streams already injected.
         self._served: Counter[str] = Counter()
@@ -129,10 +92,10 @@ class ScriptedLLMServer:
 
     @property
     def requests(self) -> list[RecordedRequest]:
-        return list(self._requests)
+        return self._log.requests
 
     def requests_for(self, scenario: str) -> list[RecordedRequest]:
-        return [request for request in self._requests if request.scenario == scenario]
+        return self._log.requests_for(scenario)
 
     # -- addresses ---------------------------------------------------------------------
 
@@ -289,36 +252,10 @@ class ScriptedLLMServer:
     async def _handle(self, request: web.Request, wire: WireApi) -> web.StreamResponse:
         received_at = time.time()
         raw = await request.read()
-        record = RecordedRequest(
-            path=request.path,
-            query_string=request.query_string,
-            raw_path=request.raw_path,
-            api=wire.name,
-            scenario=request.match_info["scenario"],
-            # Lower-cased names: HTTP header names are case-insensitive, dict keys are not.
-            headers={key.lower(): value for key, value in request.headers.items()},
-            body={},
-            query=dict(request.query),
-            received_at=received_at,
-        )
+        record = record_of(request, wire.name, received_at)
         response = await self._respond(request, wire, record, raw)
-        await self._finish(request, record, response)
+        await self._log.finish(request, record, response)
         return response
-
-    async def _finish(
-        self, request: web.Request, record: RecordedRequest, response: web.StreamResponse
-    ) -> None:
-        """Send an answer not sent yet (a JSON one), stamp when it ended, then write the record
-        out, so that a recording holds each request's whole timing."""
-        transport = request.transport
-        if not response.prepared and transport is not None and not transport.is_closing():
-            with contextlib.suppress(ConnectionError):
-                await response.prepare(request)
-                await response.write_eof()
-        record.answered_at = time.time()
-        if self._record_path is not None:
-            with self._record_path.open("a", encoding="utf-8") as sink:
-                sink.write(record.model_dump_json() + "\n")
 
     async def _respond(
         self, request: web.Request, wire: WireApi, record: RecordedRequest, raw: bytes
@@ -383,7 +320,7 @@ class ScriptedLLMServer:
         # A stream no longer than the drop point is served whole, so it is no drop.
         if (
             drop_after is not None
-            and _streams(request, wire, body)
+            and streams(request, wire, body)
             and drop_after >= sum(1 for _ in wire.stream(turn, body))
         ):
             drop_after = None
@@ -402,12 +339,12 @@ class ScriptedLLMServer:
         drop_after: int | None,
     ) -> web.StreamResponse:
         record.status = 200
-        self._record(record)
-        if _streams(request, wire, record.body):
+        self._log.add(record)
+        if streams(request, wire, record.body):
             content_type = getattr(wire, "content_type", SSE_CONTENT_TYPE)
-            return await self._stream(request, turn, wire.stream(turn, record.body), drop_after, content_type)
+            return await stream_turn(request, turn, wire.stream(turn, record.body), drop_after, content_type)
         if drop_after is not None:
-            return self._drop_connection(request)
+            return drop_connection(request)
         return web.json_response(wire.complete(turn, record.body))
 
     @staticmethod
@@ -416,57 +353,11 @@ class ScriptedLLMServer:
             return scenario.turns[index]
         return ScriptedTurn(text=f"(scripted server: no turn {index} in scenario {name})")
 
-    async def _stream(
-        self,
-        request: web.Request,
-        turn: ScriptedTurn,
-        events: Iterator[StreamChunk],
-        drop_after: int | None,
-        content_type: str,
-    ) -> web.StreamResponse:
-        response = web.StreamResponse(
-            status=200, headers={"Content-Type": content_type, "Cache-Control": "no-cache"}
-        )
-        await response.prepare(request)
-        try:
-            for sent, event in enumerate(events):
-                if drop_after is not None and sent >= drop_after:
-                    logger.info(
-                        "dropping the connection of %s after %d events, as scripted", request.path, sent
-                    )
-                    return self._drop_connection(request, response)
-                delay_ms = turn.first_chunk_delay_ms if sent == 0 else turn.chunk_delay_ms
-                if delay_ms:
-                    await asyncio.sleep(delay_ms / 1000)
-                await response.write(event.encode())
-            await response.write_eof()
-        except ConnectionError:
-            logger.info("client went away during the stream of %s", request.path)
-        return response
-
-    @staticmethod
-    def _drop_connection(
-        request: web.Request, response: web.StreamResponse | None = None
-    ) -> web.StreamResponse:
-        # Closing the socket before the final chunk makes the client see a broken stream,
-        # which is what a dropped provider connection looks like.
-        if request.transport is not None:
-            request.transport.close()
-        return response if response is not None else web.StreamResponse()
-
     def _error_response(
         self, record: RecordedRequest, error: WireError, headers: dict[str, str] | None = None
     ) -> web.Response:
         record.status = error.status
-        self._record(record)
+        self._log.add(record)
         return web.json_response(
             error.body, status=error.status, headers={**error.headers, **(headers or {})}
         )
-
-    def _record(self, record: RecordedRequest) -> None:
-        self._requests.append(record)
-        if record.kind == "summary":
-            where = "summary"
-        else:
-            where = "no turn" if record.turn_index is None else f"turn {record.turn_index}"
-        logger.info("%s %s [%s] %s -> %d", record.api, record.scenario, where, record.path, record.status)
