@@ -1,19 +1,15 @@
-"""The RPC commands: each takes the server and the command object and returns the
-response's data (NO_DATA for none) or raises RpcError with the message to send."""
+"""The RPC command table, and the commands that prompt, report state, pick the model
+and run compaction or bash; the session commands live in rpc_sessions."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
-from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 from pydantic import ValidationError
 from temporalio.service import RPCError
 
 from tempi.agent.messages import ImageContent
 from tempi.agent.model_spec import THINKING_LEVELS, ModelSpec, ThinkingLevel
-from tempi.agent.session_entries import MessageEntry
 from tempi.agent.thinking_levels import DEFAULT_THINKING_LEVEL
 from tempi.cli.errors import UserError
 from tempi.cli.extension_commands import (
@@ -25,61 +21,19 @@ from tempi.cli.extension_commands import (
     outcome_of,
     rpc_command_list,
 )
-from tempi.cli.html_export import SessionSetup, default_export_path, export_session_html
-from tempi.cli.plan import PlannedRun
-from tempi.cli.session_choice import OpenSession, reopen_if_closed
+from tempi.cli.rpc_context import ALREADY_SENT, NO_DATA, Handler, RpcContext, RpcError, text_arg
+from tempi.cli.rpc_sessions import clone, export_html, fork, new_session, set_session_name, switch_session
+from tempi.cli.session_choice import reopen_if_closed
 from tempi.cli.slash_input import expand_input
-from tempi.client import SessionClient, SessionOptions, SessionRefused, SessionService
-from tempi.client.transcript import context_messages, fork_points, load_at_leaf, session_stats, user_text
+from tempi.client import SessionRefused
+from tempi.client.transcript import context_messages, fork_points, load_at_leaf, session_stats
 from tempi.config.api_keys import has_configured_key
 from tempi.extensions.commands import find_command
-from tempi.store.errors import SessionFileError
 from tempi.workflows.session_types import QueueMode
 
-
-class RpcContext(Protocol):
-    """What the commands need of the server that runs them."""
-
-    planned: PlannedRun
-    service: SessionService
-    cwd: Path
-    opened: OpenSession | None
-    # Held while events are written: a response goes out before or after them under it.
-    gate: asyncio.Lock
-
-    @property
-    def session(self) -> SessionClient: ...
-
-    def respond(self, command_id: Any, command: str, data: Any = ..., error: str | None = None) -> None: ...
-
-    def write_event(self, event: dict[str, Any]) -> None: ...
-
-    async def use_session(self, opened: OpenSession) -> None: ...
-
-    async def events_until(self, wanted: Callable[[dict[str, Any]], bool], timeout_s: float) -> bool: ...
-
-
-NO_DATA: Any = object()
-# The handler wrote its response itself.
-ALREADY_SENT: Any = object()
 QUEUE_MODES = ("one-at-a-time", "all")
 # Commands that may take long: run beside the others instead of holding up the queue.
 BACKGROUND = frozenset({"bash", "compact", "abort", "abort_retry"})
-NAME_EVENT_WAIT_S = 5.0
-
-
-class RpcError(Exception):
-    """The command failed; the message is the response's `error`."""
-
-
-Handler = Callable[[RpcContext, dict[str, Any]], Awaitable[Any]]
-
-
-def _text(command: dict[str, Any], key: str) -> str:
-    value = command.get(key)
-    if not isinstance(value, str):
-        raise RpcError(f'"{key}" must be a string')
-    return value
 
 
 def _images(command: dict[str, Any]) -> list[ImageContent]:
@@ -99,7 +53,7 @@ async def prompt(srv: RpcContext, cmd: dict[str, Any]) -> Any:
     behavior = cmd.get("streamingBehavior")
     if behavior not in (None, "steer", "followUp"):
         raise RpcError('"streamingBehavior" must be "steer" or "followUp"')
-    message = expand_input(_text(cmd, "message"), srv.planned.templates, srv.planned.skills)
+    message = expand_input(text_arg(cmd, "message"), srv.planned.templates, srv.planned.skills)
     paths = srv.planned.options.extensions or []
     if paths and find_command(paths, message) is not None:
         state = await srv.session.state()
@@ -162,12 +116,12 @@ async def prompt(srv: RpcContext, cmd: dict[str, Any]) -> Any:
 
 
 async def steer(srv: RpcContext, cmd: dict[str, Any]) -> Any:
-    await srv.session.steer(_text(cmd, "message"), images=_images(cmd))
+    await srv.session.steer(text_arg(cmd, "message"), images=_images(cmd))
     return NO_DATA
 
 
 async def follow_up(srv: RpcContext, cmd: dict[str, Any]) -> Any:
-    await srv.session.follow_up(_text(cmd, "message"), images=_images(cmd))
+    await srv.session.follow_up(text_arg(cmd, "message"), images=_images(cmd))
     return NO_DATA
 
 
@@ -345,7 +299,7 @@ async def abort_retry(srv: RpcContext, cmd: dict[str, Any]) -> Any:
 
 
 async def bash(srv: RpcContext, cmd: dict[str, Any]) -> Any:
-    result = await srv.session.bash(_text(cmd, "command"))
+    result = await srv.session.bash(text_arg(cmd, "command"))
     data: dict[str, Any] = {
         "output": result.output,
         "exitCode": result.exit_code,
@@ -360,98 +314,6 @@ async def bash(srv: RpcContext, cmd: dict[str, Any]) -> Any:
 async def abort_bash(srv: RpcContext, cmd: dict[str, Any]) -> Any:
     await srv.session.abort_bash()
     return NO_DATA
-
-
-# --- sessions ------------------------------------------------------------------------
-
-
-async def set_session_name(srv: RpcContext, cmd: dict[str, Any]) -> Any:
-    name = _text(cmd, "name").strip()
-    if not name:
-        raise RpcError("Session name cannot be empty")
-    await srv.session.rename(name)
-    # pi sends session_info_changed before the response.
-    await srv.events_until(lambda e: e["type"] == "session_info_changed", NAME_EVENT_WAIT_S)
-    return NO_DATA
-
-
-async def _options_now(srv: RpcContext) -> SessionOptions:
-    """The options the next session starts with: the current session's model and level."""
-    state = await srv.session.state()
-    options = srv.planned.options
-    options.model, options.thinking_level = state.model, state.thinking_level
-    return options
-
-
-async def new_session(srv: RpcContext, cmd: dict[str, Any]) -> Any:
-    parent = cmd.get("parentSession")
-    session = await srv.service.start(
-        await _options_now(srv), parent_session=parent if isinstance(parent, str) else None
-    )
-    await srv.use_session(OpenSession(session))
-    return {"cancelled": False}
-
-
-async def _continue_file(srv: RpcContext, path: Path) -> None:
-    options = await _options_now(srv)
-    try:
-        session = await srv.service.resume(path, options, find_model=srv.planned.registry.find)
-    except SessionFileError as err:
-        raise RpcError(str(err)) from err
-    await srv.use_session(OpenSession(session))
-
-
-async def _fork(srv: RpcContext, source: Path, leaf_id: str | None) -> None:
-    options = await _options_now(srv)
-    try:
-        session = await srv.service.fork(source, leaf_id, options, find_model=srv.planned.registry.find)
-    except SessionFileError as err:
-        raise RpcError(str(err)) from err
-    await srv.use_session(OpenSession(session))
-
-
-async def switch_session(srv: RpcContext, cmd: dict[str, Any]) -> Any:
-    path = Path(_text(cmd, "sessionPath")).expanduser()
-    if not path.is_file():
-        raise RpcError(f"Session file {path} does not exist")
-    await _continue_file(srv, path.absolute())
-    return {"cancelled": False}
-
-
-async def fork(srv: RpcContext, cmd: dict[str, Any]) -> Any:
-    entry_id = _text(cmd, "entryId")
-    s = await srv.session.state()
-    loaded, _ = await load_at_leaf(srv.service.store, s.session_file, s.leaf_id)
-    entry = loaded.tree.get(entry_id) if loaded else None
-    if not isinstance(entry, MessageEntry) or entry.message.role != "user":
-        raise RpcError(f"Invalid entry ID for forking: {entry_id} is not a user message of this session")
-    await _fork(srv, Path(s.session_file), entry.parent_id)
-    return {"text": user_text(entry.message.to_json_dict()), "cancelled": False}
-
-
-async def clone(srv: RpcContext, cmd: dict[str, Any]) -> Any:
-    s = await srv.session.state()
-    loaded, leaf = await load_at_leaf(srv.service.store, s.session_file, s.leaf_id)
-    if loaded is None or leaf is None:
-        raise RpcError("Cannot clone session: no current entry selected")
-    await _fork(srv, Path(s.session_file), leaf)
-    return {"cancelled": False}
-
-
-async def export_html(srv: RpcContext, cmd: dict[str, Any]) -> Any:
-    s = await srv.session.state()
-    await load_at_leaf(srv.service.store, s.session_file, s.leaf_id)
-    source = Path(s.session_file)
-    if not source.is_file():
-        raise RpcError("Nothing to export yet: the session file is written after the first answer.")
-    wanted = cmd.get("outputPath")
-    target = (
-        Path(wanted).expanduser()
-        if isinstance(wanted, str) and wanted
-        else srv.cwd / default_export_path(source)
-    )
-    export_session_html(srv.service.store, source, target, await SessionSetup.of(srv.session))
-    return {"path": str(target)}
 
 
 HANDLERS: dict[str, Handler] = {

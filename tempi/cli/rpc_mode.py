@@ -19,7 +19,8 @@ from temporalio.service import RPCError
 
 from tempi.cli.errors import UserError
 from tempi.cli.plan import PlannedRun
-from tempi.cli.rpc_commands import ALREADY_SENT, BACKGROUND, HANDLERS, NO_DATA, RpcError
+from tempi.cli.rpc_commands import BACKGROUND, HANDLERS
+from tempi.cli.rpc_context import ALREADY_SENT, NO_DATA, RpcError
 from tempi.cli.rpc_io import ProtocolOut, parse_command, read_lines
 from tempi.cli.session_choice import OpenSession
 from tempi.client import EventFollower, SessionClient, SessionRefused, SessionService
