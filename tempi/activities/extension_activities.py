@@ -18,7 +18,7 @@ from tempi.activities.sandbox import SandboxError
 from tempi.activities.sandbox_policy import refusal
 from tempi.activities.spans import traced_tool_call
 from tempi.activities.tool_runs import WORKER_STOPPED_TOOL_TEXT, make_backend
-from tempi.agent.messages import TextContent, ToolCall, ToolResultMessage
+from tempi.agent.messages import ToolResultMessage
 from tempi.agent.session_entries import SessionEntry
 from tempi.agent.session_tree import UnknownEntryError, entry_message
 from tempi.agent.tool_specs import ToolOutcome
@@ -55,6 +55,7 @@ from tempi.workflows.activity_payloads import (
     SessionFileRef,
     ToolCallResult,
 )
+from tempi.workflows.session.texts import synthetic_result
 
 
 def setup_of(paths: list[str]) -> ExtensionSetup:
@@ -95,17 +96,6 @@ async def _tool_context(ref: SessionFileRef) -> ExtensionContext:
     except SandboxError:
         return replace(ctx, sandbox=ref.sandbox)
     return replace(ctx, sandbox=ref.sandbox, backend=backend, workdir=workdir)
-
-
-def _error_message(call: ToolCall, timestamp_ms: int, text: str) -> ToolResultMessage:
-    return ToolResultMessage(
-        tool_call_id=call.id,
-        tool_name=call.name,
-        content=[TextContent(text=text)],
-        details={},
-        is_error=True,
-        timestamp=timestamp_ms,
-    )
 
 
 class ExtensionActivities:
@@ -166,7 +156,7 @@ class ExtensionActivities:
             return ToolCallResult(message=for_history(ToolResultMessage.model_validate(parked["message"])))
         call = inp.tool_call
         if (refused := refusal(inp.file.sandbox)) is not None:
-            return ToolCallResult(message=_error_message(call, inp.timestamp_ms, refused))
+            return ToolCallResult(message=synthetic_result(call, refused, inp.timestamp_ms))
         ctx = await _tool_context(inp.file)
         live = LiveWriter(
             live_path(inp.file.session_path, inp.file.session_id, call.id), activity.info().attempt

@@ -9,22 +9,11 @@ from typing import Any, Protocol
 
 from tempi.activities.llm.unicode_guard import holds_lone_surrogate
 from tempi.activities.tools.names import escape_value
-from tempi.agent.messages import ImageContent, TextContent, ToolCall, ToolResultMessage
+from tempi.agent.messages import ImageContent, TextContent, ToolResultMessage
 from tempi.extensions.models import ExtensionEffects
 from tempi.store.modes import create_private_file, make_private_dirs
 from tempi.store.sidecar import pending_path
 from tempi.workflows.activity_payloads import SessionFileRef, ToolCallResult
-
-
-def error_result(call: ToolCall, timestamp_ms: int, text: str) -> ToolResultMessage:
-    return ToolResultMessage(
-        tool_call_id=call.id,
-        tool_name=call.name,
-        content=[TextContent(text=text)],
-        details={},
-        is_error=True,
-        timestamp=timestamp_ms,
-    )
 
 
 def park_entry(ref: SessionFileRef, entry: dict[str, Any]) -> None:

@@ -27,7 +27,7 @@ from temporalio import activity
 
 from tempi.activities.metrics import record_tool_call
 from tempi.activities.out_of_space import out_of_space_is_final
-from tempi.activities.parked_results import error_result, find_parked, for_history, park_result
+from tempi.activities.parked_results import find_parked, for_history, park_result
 from tempi.activities.session_activities import SessionActivities
 from tempi.activities.spans import tool_span, traced_tool_call
 from tempi.activities.tool_runs import RunningTool
@@ -38,7 +38,7 @@ from tempi.store.modes import create_private_file, make_private_dirs
 from tempi.store.sidecar import started_path
 from tempi.workflows import activity_names as names
 from tempi.workflows.activity_payloads import BriefToolRun, ToolCallInput, ToolCallResult
-from tempi.workflows.session.texts import LOST_BASH_TEXT
+from tempi.workflows.session.texts import LOST_BASH_TEXT, synthetic_result
 
 # Long enough for `ls`, `git status` or a grep of a project; an abort sent meanwhile waits
 # at most this long (the workflow hears it once the local activity returns).
@@ -159,4 +159,4 @@ def _clear(mark: Path | None) -> None:
 
 
 def _lost(inp: ToolCallInput) -> ToolCallResult:
-    return park_result(inp, error_result(inp.tool_call, inp.timestamp_ms, LOST_BASH_TEXT), None)
+    return park_result(inp, synthetic_result(inp.tool_call, LOST_BASH_TEXT, inp.timestamp_ms), None)

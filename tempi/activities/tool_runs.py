@@ -12,7 +12,7 @@ from temporalio import activity
 from tempi.activities.heartbeat import Heartbeater
 from tempi.activities.metrics import record_sandbox_failure
 from tempi.activities.out_of_space import out_of_space_is_final
-from tempi.activities.parked_results import error_result, find_parked, for_history, park_result
+from tempi.activities.parked_results import find_parked, for_history, park_result
 from tempi.activities.sandbox import WORKSPACE_DIR, SandboxUnavailableError
 from tempi.activities.sandbox_policy import check_sandbox, refusal
 from tempi.activities.spans import traced_tool_call
@@ -34,6 +34,7 @@ from tempi.workflows.activity_payloads import (
     ToolCallResult,
     UserBashInput,
 )
+from tempi.workflows.session.texts import synthetic_result
 
 WORKER_STOPPED_TOOL_TEXT = (
     "The tempi server stopped while this tool ran, so it was stopped and may not have completed. "
@@ -70,7 +71,7 @@ def _sandbox_lost(
         text = f"Cannot run the tool: {err}"
     else:
         text = f"The sandbox is gone ({err}); a fresh one starts with the next tool call. Files changed in it may be lost."
-    return ToolCallResult(message=error_result(call, timestamp_ms, text), sandbox_lost=True)
+    return ToolCallResult(message=synthetic_result(call, text, timestamp_ms), sandbox_lost=True)
 
 
 @dataclass
@@ -92,7 +93,7 @@ class RunningTool:
         """Kill the call (an abort, or this worker stopping) and park what that says."""
         await self.kill()
         text = WORKER_STOPPED_TOOL_TEXT if activity.is_worker_shutdown() else "Aborted by the user."
-        return park_result(self.inp, error_result(self.inp.tool_call, self.inp.timestamp_ms, text), None)
+        return park_result(self.inp, synthetic_result(self.inp.tool_call, text, self.inp.timestamp_ms), None)
 
     def conclude(self, outcome: ToolOutcome, effects: ExtensionEffects | None) -> ToolCallResult:
         self.live.close()
@@ -130,7 +131,7 @@ class ToolRunActivities:
             return ToolCallResult(message=for_history(ToolResultMessage.model_validate(parked["message"])))
         call = inp.tool_call
         if (refused := refusal(inp.file.sandbox)) is not None:
-            return ToolCallResult(message=error_result(call, inp.timestamp_ms, refused))
+            return ToolCallResult(message=synthetic_result(call, refused, inp.timestamp_ms))
         try:
             backend, cwd = await make_backend(inp.file)
         except SandboxUnavailableError as err:
