@@ -36,7 +36,8 @@ EXEC_MARKER_ENV = "TEMPI_EXEC_ID"
 # How often a long command is checked for having exited while something it left in the
 # background still holds its output open.
 _POLL_SECONDS = 0.5
-# After the main process exits, how long to keep reading output still in flight.
+# After the main process exits, how long the stream may stay open before what holds it (a
+# background job of the command) is ended; the output already sent is read either way.
 _DRAIN_GRACE_SECONDS = 0.25
 # After a kill, how long to wait for the output stream to end before closing it.
 _KILL_DRAIN_SECONDS = 2.0
@@ -261,7 +262,7 @@ async def stream_exec(
     loop = asyncio.get_running_loop()
     abort_wait = asyncio.ensure_future(abort.wait()) if abort is not None else None
     deadline = None if timeout is None else loop.time() + timeout
-    timed_out = aborted = False
+    timed_out = aborted = killed = False
     try:
         while not pump.finished.done():
             watched: set[asyncio.Future[Any]] = {pump.finished}
@@ -278,8 +279,15 @@ async def stream_exec(
                 timed_out = True
                 break
             if not await asyncio.to_thread(_running, target, exec_id):
-                # The command is over; a background job of its holds the output open.
+                # The command is over, but the stream is not: its last output is still on the
+                # way (a loaded engine reports the exit first), or a background job of its
+                # holds the stream open. Closing it now would drop that output; ending the
+                # jobs lets the stream end with everything it carried.
                 await asyncio.wait({pump.finished}, timeout=_DRAIN_GRACE_SECONDS)
+                if not pump.finished.done():
+                    await asyncio.to_thread(kill_marked, target, marker)
+                    killed = True
+                    await asyncio.wait({pump.finished}, timeout=_KILL_DRAIN_SECONDS)
                 break
         if timed_out or aborted:
             await asyncio.to_thread(kill_marked, target, marker)
@@ -292,7 +300,7 @@ async def stream_exec(
         pump.close()
         if abort_wait is not None:
             abort_wait.cancel()
-    if not (timed_out or aborted):
+    if not (timed_out or aborted or killed):
         await asyncio.to_thread(kill_marked, target, marker)  # background jobs end with the call
     if timed_out or aborted:
         return ExecResult(None, timed_out=timed_out, aborted=aborted, stderr=bytes(stderr))
