@@ -117,6 +117,14 @@ def assert_looks_like(actual: Image.Image, shot: Path, reference: Path, view: st
     )
 
 
+class DevToolsError(AssertionError):
+    """Chromium refused a DevTools call; the error it gave is the message."""
+
+    def __init__(self, error: dict[str, Any]) -> None:
+        super().__init__(error)
+        self.page_went_away = "navigated or closed" in str(error.get("message", ""))
+
+
 class DevToolsPage:
     """One tab of a headless chromium, driven through the DevTools protocol's websocket."""
 
@@ -156,7 +164,8 @@ class DevToolsPage:
         while True:
             answer = json.loads((await self._ws.receive()).data)
             if answer.get("id") == call_id:  # events in between are not needed
-                assert "error" not in answer, answer["error"]
+                if "error" in answer:
+                    raise DevToolsError(answer["error"])
                 result: dict[str, Any] = answer["result"]
                 return result
 
@@ -200,10 +209,16 @@ class DevToolsPage:
         try:
             async with asyncio.timeout(timeout):
                 while True:
-                    # A page on its way in (after a click on a link) may lack what it names yet.
-                    value = await self.evaluate(
-                        f"(() => {{ try {{ return ({expression}); }} catch (e) {{ return null; }} }})()"
-                    )
+                    # A page on its way in (after a click on a link) may lack what it names yet,
+                    # and one on its way out drops the evaluation: ask the next page.
+                    try:
+                        value = await self.evaluate(
+                            f"(() => {{ try {{ return ({expression}); }} catch (e) {{ return null; }} }})()"
+                        )
+                    except DevToolsError as error:
+                        if not error.page_went_away:
+                            raise
+                        value = None
                     if value:
                         return value
                     await asyncio.sleep(0.05)
