@@ -1,11 +1,15 @@
 """What watching a session costs: one session of read turns and of bash turns whose
 command runs 0.3 s, followed by 0, 1 and 20 watchers (shared EventFollowers, as `tempi attach`
 watches: they take turns asking the workflow), with the worker's and the server's CPU per turn
-and the worker's query count per turn beside each."""
+and the worker's query count per turn beside each; then the same for 3 s of the session
+sitting idle under its watchers (worker + server CPU a second). The watchers run twice: sharing the
+worker's home, so they hear its doorbell (store/doorbell.py), and from another home, asking
+on their timer as they did before there was one."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import tempfile
 import time
@@ -20,7 +24,9 @@ from bench.sessions import NOTES, start_direct_session, wait_all_done
 from tempi.workers.temporal_client import connect
 
 TURNS = 12
-WATCHERS = (0, 1, 20)
+# (watchers, whether they share the worker's home and so hear its doorbell)
+ROWS = ((0, True), (1, True), (20, True), (1, False), (20, False))
+IDLE_S = 3.0
 
 
 def _script(kind: str) -> list[dict[str, Any]]:
@@ -54,8 +60,10 @@ async def _follow(
 
 
 async def _one(
-    client: Client, dev: DevServer, worker: WorkerProcess, tmp: Path, url: str, watchers: int
+    client: Client, dev: DevServer, worker: WorkerProcess, tmp: Path, url: str, watchers: int, doorbell: bool
 ) -> dict[str, Any]:
+    # The followers find the doorbell under this process's home.
+    os.environ["TEMPI_HOME"] = str(worker.home if doorbell else tmp.parent / "watchers-home")
     stop = asyncio.Event()
     counter = [0]
     before = {"worker": cpu_seconds(worker.pid), "server": cpu_seconds(dev.pid)}
@@ -70,15 +78,26 @@ async def _one(
     ]
     await wait_all_done([session.session_path], timeout_s=180, poll_s=0.05)
     wall = time.monotonic() - started
+    after_run = {"worker": cpu_seconds(worker.pid), "server": cpu_seconds(dev.pid)}
+    queries_in_run = counter[0]
+    # Then the session sits idle with its watchers still on it.
+    await asyncio.sleep(IDLE_S)
+    idle = {
+        role: cpu_seconds(pid) - after_run[role]
+        for role, pid in (("worker", worker.pid), ("server", dev.pid))
+    }
     stop.set()
     await asyncio.gather(*tasks)
     turns = TURNS + 1
     return {
         "watchers": watchers,
+        "doorbell": doorbell,
         "wall_s": round(wall, 2),
-        "worker_cpu_ms_per_turn": round((cpu_seconds(worker.pid) - before["worker"]) * 1000 / turns, 1),
-        "server_cpu_ms_per_turn": round((cpu_seconds(dev.pid) - before["server"]) * 1000 / turns, 1),
-        "queries_per_turn": round(counter[0] / turns, 1),
+        "worker_cpu_ms_per_turn": round((after_run["worker"] - before["worker"]) * 1000 / turns, 1),
+        "server_cpu_ms_per_turn": round((after_run["server"] - before["server"]) * 1000 / turns, 1),
+        "queries_per_turn": round(queries_in_run / turns, 1),
+        "idle_queries_per_s": round((counter[0] - queries_in_run) / IDLE_S, 1),
+        "idle_cpu_ms_per_s": round((idle["worker"] + idle["server"]) * 1000 / IDLE_S, 1),
     }
 
 
@@ -87,6 +106,7 @@ async def run(quick: bool, profile: bool = False) -> dict[str, Any]:
     results: dict[str, Any] = {"turns": TURNS + 1, "kinds": {}}
     kinds = ("read", "bash")
     scenarios = {kind: _script(kind) for kind in kinds}
+    home_before = os.environ.get("TEMPI_HOME")
     with ScriptedServerProcess(tmp / "llm", scenarios) as llm, DevServer(tmp / "temporal") as dev:
         worker = WorkerProcess(
             tmp / "home", dev.address, "tempi", log=tmp / "worker.log", timings=tmp / "t.jsonl"
@@ -99,12 +119,17 @@ async def run(quick: bool, profile: bool = False) -> dict[str, Any]:
                 # The worker calls only the endpoints of its own models.json.
                 write_models_json(tmp / "home", llm.base_url, kind)
                 url = llm.url_for(kind)
-                await _one(client, dev, worker, tmp / f"warm-{kind}", url, 0)
+                await _one(client, dev, worker, tmp / f"warm-{kind}", url, 0, True)
                 results["kinds"][kind] = [
-                    await _one(client, dev, worker, tmp / f"{kind}-{n}", url, n) for n in WATCHERS
+                    await _one(client, dev, worker, tmp / f"{kind}-{n}-{bell}", url, n, bell)
+                    for n, bell in ROWS
                 ]
         finally:
             worker.stop()
+            if home_before is None:
+                os.environ.pop("TEMPI_HOME", None)
+            else:
+                os.environ["TEMPI_HOME"] = home_before
     _print(results)
     shutil.rmtree(tmp, ignore_errors=True)
     return results
@@ -114,14 +139,26 @@ def _print(results: dict[str, Any]) -> None:
     for kind, rows in results["kinds"].items():
         print_table(
             f"Watchers on one session of {kind} turns ({results['turns']} turns)",
-            ["watchers", "wall s", "worker CPU ms/turn", "server CPU ms/turn", "queries/turn"],
+            [
+                "watchers",
+                "doorbell",
+                "wall s",
+                "worker CPU ms/turn",
+                "server CPU ms/turn",
+                "queries/turn",
+                "idle queries/s",
+                "idle CPU ms/s",
+            ],
             [
                 [
                     r["watchers"],
+                    "yes" if r["doorbell"] else "no (timer)",
                     r["wall_s"],
                     r["worker_cpu_ms_per_turn"],
                     r["server_cpu_ms_per_turn"],
                     r["queries_per_turn"],
+                    r["idle_queries_per_s"],
+                    r["idle_cpu_ms_per_s"],
                 ]
                 for r in rows
             ],

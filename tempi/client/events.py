@@ -15,6 +15,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from tempi.agent.partial_message import PartialMessage, synthesize_deltas
 from tempi.client.shared_events import SharedEventLog, chain_id
+from tempi.store.doorbell import QUIET_ASK_S, BellState, watcher_doorbell
 from tempi.store.live_channel import LiveReader
 from tempi.store.sidecar import live_path, shared_events_dir
 from tempi.workflows.session_types import EventsPage, workflow_id_for
@@ -23,11 +24,12 @@ from tempi.workflows.session_workflow import AgentSessionWorkflow
 SessionHandle = WorkflowHandle[AgentSessionWorkflow, Any]
 
 POLL_INTERVAL_S = 0.05
-# While only the live files bring news (a model streaming), the log is asked again at most
-# this often: callers poll again at once after any news, and each ask is a query that the
-# session's worker answers, so a token stream would otherwise become hundreds of queries a
-# second per watcher, taking the worker's time from the turns it runs. Any other poll asks
-# at once, so a prompt's first events are not held back.
+# Without a doorbell (store/doorbell.py), while only the live files bring news (a model
+# streaming), the log is asked again at most this often: callers poll again at once after
+# any news, and each ask is a query that the session's worker answers, so a token stream
+# would otherwise become hundreds of queries a second per watcher, taking the worker's time
+# from the turns it runs. Any other poll asks at once, so a prompt's first events are not
+# held back.
 QUERY_EVERY_S = 0.02
 
 
@@ -85,7 +87,10 @@ class EventFollower:
 
     `shared`: read new log events from the file the session's watchers on this machine
     share (shared_events.py), so they cost the worker one query stream between them
-    rather than one each; needs the session's file path."""
+    rather than one each; needs the session's file path.
+
+    Where the workflow's worker shares this process's home, the log is asked only when the
+    workflow's doorbell rang (or after a second of silence), not on every poll."""
 
     def __init__(
         self,
@@ -114,6 +119,8 @@ class EventFollower:
         self.tools: dict[str, _ToolStream] = {}
         self.last_page: EventsPage | None = None
         self._asked_at = 0.0
+        self._bell = watcher_doorbell(handle.id)
+        self._bell_asked: BellState = None  # the doorbell as it was when the log was last asked
         self._log_moved = False  # the last ask brought events: more are likely at once
         self._live_moved = False  # the last poll read deltas from a live file
         self.run_start: int | None = None
@@ -184,16 +191,27 @@ class EventFollower:
         """The last poll read deltas or output from a live file."""
         return self._live_moved
 
+    def _bell_state(self) -> BellState:
+        return self._bell.state() if self._bell is not None else None
+
+    def bell_rang(self) -> bool:
+        """The workflow's doorbell rang since the log was last asked (never without one)."""
+        bell = self._bell_state()
+        return bell is not None and bell != self._bell_asked
+
     async def poll(self, *, ask: bool | None = None) -> list[dict[str, Any]]:
         """New events: from the log when this poll asks the worker for them (`ask`, or by
         default the rule below), and from the live files (read here, at no worker's cost)."""
-        # Only a poll right after one that found nothing in the log but deltas in the live
-        # file waits its turn to ask: that is the loop a stream would otherwise spin.
         now = asyncio.get_running_loop().time()
-        streaming_only = self._live_moved and not self._log_moved
-        if ask is None:
+        bell = self._bell_state()  # before the ask: a ring during it is news for the next
+        if ask is None and bell is not None and self.last_page is not None:
+            ask = bell != self._bell_asked or now - self._asked_at >= QUIET_ASK_S
+        elif ask is None:
+            # Only a poll right after one that found nothing in the log but deltas in the
+            # live file waits its turn to ask: that is the loop a stream would otherwise spin.
+            streaming_only = self._live_moved and not self._log_moved
             ask = not streaming_only or now - self._asked_at >= QUERY_EVERY_S
-        out = await self._new_log_events() if ask or self.last_page is None else []
+        out = await self._new_log_events(bell) if ask or self.last_page is None else []
         live: list[dict[str, Any]] = []
         if self.assistant:
             live.extend(self.assistant.drain())
@@ -207,9 +225,9 @@ class EventFollower:
                 event["subagent"] = self.tag
         return out
 
-    async def _new_log_events(self) -> list[dict[str, Any]]:
+    async def _new_log_events(self, bell: BellState) -> list[dict[str, Any]]:
         self._asked_at = asyncio.get_running_loop().time()
-        page = await self._next_page()
+        page = await self._next_page(bell)
         self.last_page = page
         self._log_moved = bool(page.events)
         out: list[dict[str, Any]] = []
@@ -230,21 +248,28 @@ class EventFollower:
         self.offset = page.next_offset
         return out
 
-    async def _next_page(self) -> EventsPage:
-        if not self.shared:
-            return await self._read_events(self.offset)
-        if self._shared_log is None:
-            assert self.session_path is not None
-            chain = await chain_id(self.handle.describe)
-            self._shared_log = SharedEventLog(shared_events_dir(self.session_path, self.session_id), chain)
-        try:
-            return await self._shared_log.page(self.offset, self._read_events)
-        except OSError:
-            # No sidecar can be made or read here (a session a team's cluster runs, whose
-            # folder is the worker's, not this machine's; a read-only or full disk):
-            # watching goes on with asks of its own.
-            self.shared = False
-            return await self._read_events(self.offset)
+    async def _next_page(self, bell: BellState) -> EventsPage:
+        if self.shared:
+            if self._shared_log is None:
+                assert self.session_path is not None
+                chain = await chain_id(self.handle.describe)
+                self._shared_log = SharedEventLog(
+                    shared_events_dir(self.session_path, self.session_id), chain
+                )
+            try:
+                page = await self._shared_log.page(self.offset, self._read_events, bell)
+            except OSError:
+                # No sidecar can be made or read here (a session a team's cluster runs, whose
+                # folder is the worker's, not this machine's; a read-only or full disk):
+                # watching goes on with asks of its own.
+                self.shared = False
+            else:
+                # Up to date as of the last ask anyone made: an older bell than this one
+                # means this follower looks again at its next poll.
+                self._bell_asked = self._shared_log.asked_bell
+                return page
+        self._bell_asked = bell
+        return await self._read_events(self.offset)
 
     def _adopt_children(self, event: dict[str, Any]) -> None:
         details = (event.get("partialResult") or {}).get("details") or {}

@@ -3,9 +3,11 @@
 A watcher learns of new log events by a query the session's worker answers, so N watchers
 each asking on their own cost the worker N queries a poll. Shared followers take turns
 instead: on a poll, whoever takes `<chain>.lock` (flock, never waited for) asks, unless
-someone asked less than SHARED_ASK_EVERY_S ago (the lock file's mtime), and appends the
-new raw events with their global offsets to `<chain>.jsonl`; every follower reads its
-events from that file. The lock is held for one ask only, so a watcher that exits, is
+someone asked less than SHARED_ASK_EVERY_S ago (the lock file's mtime) or, where the
+workflow has a doorbell (store/doorbell.py), it has not rung since the last ask (the state
+the lock file holds) and that ask is under QUIET_ASK_S old; the asker appends the new raw
+events with their global offsets to `<chain>.jsonl`; every follower reads its events from
+that file. The lock is held for one ask only, so a watcher that exits, is
 killed or stops polling leaves nobody waiting on it.
 
 Lines are `{"o": offset, "e": event}` for each event of a page, then `{"n": next_offset,
@@ -25,6 +27,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from tempi.store.doorbell import QUIET_ASK_S, BellState
 from tempi.store.modes import create_private_file, make_private_dirs
 from tempi.workflows.session_types import EventsPage
 
@@ -47,11 +50,13 @@ class SharedEventLog:
         self._ready: deque[tuple[int, dict[str, Any]]] = deque()
         self.end: int | None = None  # next_offset of the last page written
         self.is_streaming = True
+        self.asked_bell: BellState = None  # the doorbell as it was at the last ask written here
 
-    async def page(self, offset: int, query: Query) -> EventsPage:
+    async def page(self, offset: int, query: Query, bell: BellState = None) -> EventsPage:
         """The events from `offset` on that the file holds (asking for everyone first when
-        it is this follower's turn); a stretch the file lacks is asked for directly."""
-        await self._ask_if_due(offset, query)
+        it is this follower's turn); a stretch the file lacks is asked for directly. `bell`:
+        the workflow's doorbell as it is now, None without one."""
+        await self._ask_if_due(offset, query, bell)
         self._read_new()
         while self._ready and self._ready[0][0] < offset:
             self._ready.popleft()
@@ -70,21 +75,32 @@ class SharedEventLog:
             is_streaming=self.is_streaming,
         )
 
-    async def _ask_if_due(self, offset: int, query: Query) -> None:
+    async def _ask_if_due(self, offset: int, query: Query, bell: BellState) -> None:
         make_private_dirs(self.directory)
         fd = create_private_file(self.lock_path, os.O_RDWR)
         try:
+            self.asked_bell = _stored_bell(fd)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 return  # another follower is asking: its answer lands in the file
             self._read_new()  # the file is this follower's now: what it holds is all there is
-            if self.end is not None and time.time() - os.fstat(fd).st_mtime < SHARED_ASK_EVERY_S:
-                return
+            self.asked_bell = _stored_bell(fd)
+            if self.end is not None:
+                age = time.time() - os.fstat(fd).st_mtime
+                if age < SHARED_ASK_EVERY_S or (
+                    bell is not None and bell == self.asked_bell and age < QUIET_ASK_S
+                ):
+                    return
             # Never an offset twice: from the file's end, or later if this follower is ahead.
             page = await query(max(offset, self.end or 0))
             self._append(page)
+            # The bell as it was before this ask (a ring during it calls for the next one);
+            # writing it also dates the ask (the file's mtime).
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(bell).encode(), 0)
             os.utime(fd)
+            self.asked_bell = bell
         finally:
             os.close(fd)  # releases the lock
 
@@ -117,6 +133,15 @@ class SharedEventLog:
                 self._ready.extend(self._staged)
                 self._staged = []
                 self.end, self.is_streaming = item["n"], item["s"]
+
+
+def _stored_bell(fd: int) -> BellState:
+    """The doorbell state the last ask wrote into the lock file (None: none written)."""
+    try:
+        stored = json.loads(os.pread(fd, 64, 0) or b"null")
+    except ValueError:
+        return None
+    return (int(stored[0]), int(stored[1])) if isinstance(stored, list) and len(stored) == 2 else None
 
 
 async def chain_id(describe: Callable[[], Awaitable[Any]]) -> str:

@@ -273,6 +273,9 @@ class SessionFeed:
         known_leaf, since_leaf_check = state.leaf_id, 0.0
         while not self._gone() and not watcher.reload:
             tick = clock.time()
+            # A doorbell (a worker on this machine) says when the log moved; the pacer's
+            # slow asks remain for a session whose worker rings none here.
+            woken = woken or follower.bell_rang()
             if woken:
                 pacer.asked(tick)
             ask = woken or pacer.should_ask(

@@ -13,6 +13,7 @@ sandbox runner."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from temporalio.bridge.proto.workflow_activation import WorkflowActivation
@@ -26,6 +27,8 @@ from temporalio.converter import (
 from temporalio.worker import WorkflowInstance, WorkflowInstanceDetails, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 from temporalio.workflow import Info
+
+from tempi.workers.doorbell_runner import DoorbellRunner
 
 if TYPE_CHECKING:
     # The SDK's own names for what its runner interface passes; private, so types only.
@@ -53,11 +56,13 @@ def ignores_context(converter: DataConverter) -> bool:
     return converter.external_storage is None and converter.with_context(_PROBE) is converter
 
 
-def workflow_runner(converter: DataConverter) -> WorkflowRunner:
-    """The runner for workers and replayers that serialize with `converter`."""
-    if ignores_context(converter):
-        return ContextFreeSandboxRunner(sandbox_runner())
-    return sandbox_runner()
+def workflow_runner(converter: DataConverter, doorbells: Path | None = None) -> WorkflowRunner:
+    """The runner for workers and replayers that serialize with `converter`; with `doorbells`,
+    a worker's that rings each workflow's doorbell there after its tasks (doorbell_runner.py)."""
+    runner: WorkflowRunner = (
+        ContextFreeSandboxRunner(sandbox_runner()) if ignores_context(converter) else sandbox_runner()
+    )
+    return DoorbellRunner(runner, doorbells) if doorbells is not None else runner
 
 
 class ContextFreeSandboxRunner(WorkflowRunner):

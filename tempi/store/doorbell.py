@@ -1,0 +1,93 @@
+"""A workflow's doorbell: how a worker tells the watchers on its machine that a workflow's
+state moved, so they ask it for news only then.
+
+A watcher learns of new log events by a query the workflow's worker answers. Asked on a
+timer, an idle session costs its worker and the server a query per watcher group twenty
+times a second, and a turn a query or two more than the news it brought. A worker that runs
+a workflow task (anything but a query) appends a byte to the workflow's doorbell file under
+its home; a watcher with the same home looks at the file's size (a `stat`, no query) and
+asks when it changed. Nothing here is needed for correctness: a watcher that finds no
+doorbell (a worker on another machine or with another home) asks on its timer as before,
+and one whose doorbell stays silent still asks now and then (`QUIET_ASK_S`), in case the
+workflow moved to a worker that rings elsewhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from pathlib import Path
+
+from tempi.config.paths import ForeignHomeError, tempi_home
+from tempi.store.modes import create_private_file, make_private_dirs
+from tempi.store.sidecar import safe_key
+
+DOORBELLS = "doorbells"
+# A doorbell file starts again from empty past this size; a watcher sees that as a ring too.
+RESTART_AT_BYTES = 4096
+# A watcher with a doorbell asks this often while it stays silent.
+QUIET_ASK_S = 1.0
+# A worker starting removes the doorbells nobody rang for this long: one file per workflow
+# would otherwise pile up. A session idle for longer gets its doorbell back at its next task.
+FORGET_AFTER_S = 7 * 24 * 3600
+
+# What a watcher compares: the file's inode and size, or None while there is no file.
+BellState = tuple[int, int] | None
+
+
+def doorbells_dir() -> Path:
+    return tempi_home() / DOORBELLS
+
+
+def doorbell_path(directory: Path, workflow_id: str) -> Path:
+    return directory / safe_key(workflow_id)
+
+
+def ring(path: Path) -> None:
+    """Say that the workflow's state moved. Never raises: a bell that cannot ring leaves its
+    watchers asking on their quiet timer."""
+    with contextlib.suppress(OSError):
+        fd = create_private_file(path, os.O_WRONLY | os.O_APPEND)
+        try:
+            if os.fstat(fd).st_size >= RESTART_AT_BYTES:
+                os.ftruncate(fd, 0)
+            os.write(fd, b".")
+        finally:
+            os.close(fd)
+
+
+def prepare(directory: Path) -> None:
+    """Make the doorbells' folder (private), so that ringing costs one open, write and close,
+    and clear it of doorbells long silent."""
+    with contextlib.suppress(OSError):
+        make_private_dirs(directory)
+        cutoff = time.time() - FORGET_AFTER_S
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                with contextlib.suppress(OSError):
+                    if entry.is_file() and entry.stat().st_mtime < cutoff:
+                        os.unlink(entry.path)
+
+
+class Doorbell:
+    """One watcher's view of a workflow's doorbell."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def state(self) -> BellState:
+        try:
+            info = os.stat(self.path)
+        except OSError:
+            return None
+        return info.st_ino, info.st_size
+
+
+def watcher_doorbell(workflow_id: str) -> Doorbell | None:
+    """The doorbell of `workflow_id` that a worker sharing this process's home rings, or None
+    when the home cannot be used here."""
+    try:
+        return Doorbell(doorbell_path(doorbells_dir(), workflow_id))
+    except (ForeignHomeError, OSError):
+        return None  # watched by timer, as without a doorbell

@@ -1,0 +1,151 @@
+"""A workflow's doorbell: watchers on the worker's machine ask for news when it rang.
+
+Without it a watcher asks the workflow on a timer, twenty times a second while the session
+sits idle; with it, an idle session costs its watcher about one query a second, and a
+prompt sent from elsewhere still shows at once."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.bridge.proto.workflow_activation import WorkflowActivation
+from temporalio.client import Client
+
+from tempi.client import EventFollower, SessionClient
+from tempi.store.doorbell import (
+    FORGET_AFTER_S,
+    RESTART_AT_BYTES,
+    Doorbell,
+    doorbell_path,
+    doorbells_dir,
+    prepare,
+    ring,
+)
+from tempi.testing.scripted_llm import ScriptedLLMServer
+from tempi.workers.doorbell_runner import moves_state
+from tests.session_harness import (
+    CountingHandle,
+    Session,
+    running_worker,
+    scripted_model,
+    start_session,
+    unique_queue,
+)
+
+IDLE_S = 1.5
+
+
+def test_a_ring_changes_what_watchers_see_even_when_the_file_starts_again(tmp_path: Path) -> None:
+    bell = Doorbell(tmp_path / "wf")
+    assert bell.state() is None
+    ring(bell.path)
+    before = bell.state()
+    for _ in range(RESTART_AT_BYTES + 2):  # past the point where the file starts again
+        ring(bell.path)
+        now = bell.state()
+        assert now is not None and now != before
+        before = now
+    assert os.path.getsize(bell.path) <= RESTART_AT_BYTES
+    assert os.stat(bell.path).st_mode & 0o777 == 0o600
+
+
+def test_a_bell_that_cannot_ring_raises_nothing(tmp_path: Path) -> None:
+    ring(tmp_path / "missing-folder" / "wf")
+    assert not (tmp_path / "missing-folder").exists()
+
+
+def test_a_starting_worker_forgets_doorbells_silent_for_a_week(tmp_path: Path) -> None:
+    old, recent = tmp_path / "old", tmp_path / "recent"
+    ring(old)
+    ring(recent)
+    week_ago = time.time() - FORGET_AFTER_S - 60
+    os.utime(old, (week_ago, week_ago))
+    prepare(tmp_path)
+    assert not old.exists() and recent.exists()
+
+
+def test_query_and_eviction_activations_do_not_ring() -> None:
+    def activation(*variants: str) -> WorkflowActivation:
+        act = WorkflowActivation()
+        for variant in variants:
+            getattr(act.jobs.add(), variant).SetInParent()
+        return act
+
+    assert not moves_state(activation("query_workflow"))
+    assert not moves_state(activation("query_workflow", "query_workflow"))
+    assert not moves_state(activation("remove_from_cache"))
+    assert moves_state(activation("signal_workflow"))
+    assert moves_state(activation("query_workflow", "do_update"))
+    assert moves_state(activation("resolve_activity"))
+
+
+def _watcher(s: Session) -> tuple[EventFollower, CountingHandle]:
+    follower = SessionClient(
+        s.session.client, s.config.session_id, session_path=s.config.session_path
+    ).follow()
+    counting = CountingHandle(follower.handle)
+    follower.handle = counting  # type: ignore[assignment]
+    return follower, counting
+
+
+async def _watch(
+    follower: EventFollower, seen: list[tuple[float, dict[str, Any]]], stop: asyncio.Event
+) -> None:
+    while not stop.is_set():
+        batch = await follower.poll()
+        seen.extend((time.monotonic(), event) for event in batch)
+        if not batch:
+            await asyncio.sleep(0.05)
+
+
+@pytest.mark.parametrize("same_home", [True, False], ids=["doorbell", "no-doorbell"])
+async def test_an_idle_watcher_stays_quiet_and_still_sees_a_prompt_sent_elsewhere_at_once(
+    tmp_path: Path,
+    temporal_client: Client,
+    scripted_server: ScriptedLLMServer,
+    monkeypatch: pytest.MonkeyPatch,
+    same_home: bool,
+) -> None:
+    scripted_server.add_scenario("doorbell", [{"text": "First."}, {"text": "Second."}])
+    queue = unique_queue()
+    async with running_worker(temporal_client, tmp_path / "sessions", queue):
+        s = await start_session(
+            temporal_client, tmp_path, scripted_model(scripted_server, "doorbell"), task_queue=queue
+        )
+        await s.prompt("one")
+        await s.collect_until(lambda e: e["type"] == "agent_end")
+        if not same_home:  # the watcher's home is not the worker's: no doorbell to look at
+            monkeypatch.setenv("TEMPI_HOME", str(tmp_path / "elsewhere"))
+        assert doorbell_path(doorbells_dir(), s.handle.id).exists() == same_home
+        follower, counting = _watcher(s)
+        await follower.skip_to_end()
+        seen: list[tuple[float, dict[str, Any]]] = []
+        stop = asyncio.Event()
+        watching = asyncio.create_task(_watch(follower, seen, stop))
+        try:
+            await asyncio.sleep(IDLE_S)
+            idle_queries = counting.queries
+            sent = time.monotonic()
+            await s.prompt("two")
+            deadline = time.monotonic() + 30
+            while not any(e["type"] == "agent_end" for _, e in seen) and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+        finally:
+            stop.set()
+            await watching
+
+    types = [e["type"] for _, e in seen]
+    assert types[0] == "agent_start" and types[-1] == "agent_end", types
+    assert seen[-1][1]["messages"][-1]["content"][0]["text"] == "Second."
+    # The prompt shows well before a silent doorbell's once-a-second ask would find it.
+    assert seen[0][0] - sent < 0.5, seen[0][0] - sent
+    if same_home:
+        # Where the log ends, the first poll, then one ask a second while the bell is silent.
+        assert idle_queries <= 2 + IDLE_S, idle_queries
+    else:
+        assert idle_queries >= 10, idle_queries  # on the timer, as without a doorbell
