@@ -69,9 +69,9 @@ def test_a_starting_worker_forgets_doorbells_silent_for_a_week(tmp_path: Path) -
     assert not old.exists() and recent.exists()
 
 
-def test_query_and_eviction_activations_do_not_ring() -> None:
-    def activation(*variants: str) -> WorkflowActivation:
-        act = WorkflowActivation()
+def test_query_eviction_and_replay_activations_do_not_ring() -> None:
+    def activation(*variants: str, replaying: bool = False) -> WorkflowActivation:
+        act = WorkflowActivation(is_replaying=replaying)
         for variant in variants:
             getattr(act.jobs.add(), variant).SetInParent()
         return act
@@ -82,6 +82,9 @@ def test_query_and_eviction_activations_do_not_ring() -> None:
     assert moves_state(activation("signal_workflow"))
     assert moves_state(activation("query_workflow", "do_update"))
     assert moves_state(activation("resolve_activity"))
+    # A query to a workflow out of the cache (or closed) replays its history first.
+    assert not moves_state(activation("initialize_workflow", replaying=True))
+    assert not moves_state(activation("resolve_activity", replaying=True))
 
 
 def _watcher(s: Session) -> tuple[EventFollower, CountingHandle]:

@@ -3,8 +3,9 @@
 The ring happens in the worker, outside the workflow sandbox, once the instance has applied
 an activation: a watcher that asks right after hears the new state, since a query waits for
 the task in flight. Activations that only answer queries or drop the workflow from the cache
-change nothing a watcher would see; ringing for a query would make each watcher's ask ring
-for the next one."""
+change nothing a watcher would see, nor do those replaying history (a query to a workflow no
+longer cached, or closed, is answered after one): ringing for a query would make each
+watcher's ask ring for the next one."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ _SILENT_JOBS = frozenset({"query_workflow", "remove_from_cache"})
 
 def moves_state(act: WorkflowActivation) -> bool:
     """Whether `act` may change what a query answers."""
-    return any(job.WhichOneof("variant") not in _SILENT_JOBS for job in act.jobs)
+    return not act.is_replaying and any(job.WhichOneof("variant") not in _SILENT_JOBS for job in act.jobs)
 
 
 class DoorbellRunner(WorkflowRunner):
