@@ -31,6 +31,10 @@ POLL_INTERVAL_S = 0.05
 # from the turns it runs. Any other poll asks at once, so a prompt's first events are not
 # held back.
 QUERY_EVERY_S = 0.02
+# Without a doorbell, an idle session's log (no run going, nothing new at the last asks) is
+# asked less and less often, down to this: a prompt sent from another client shows within
+# it. One sent through the follower's own SessionClient wakes it at once.
+IDLE_ASK_MAX_S = 1.0
 
 
 class _AssistantStream:
@@ -90,7 +94,8 @@ class EventFollower:
     rather than one each; needs the session's file path.
 
     Where the workflow's worker shares this process's home, the log is asked only when the
-    workflow's doorbell rang (or after a second of silence), not on every poll."""
+    workflow's doorbell rang (or after a second of silence), not on every poll; elsewhere an
+    idle session is asked less and less often (IDLE_ASK_MAX_S) until `wake` or news."""
 
     def __init__(
         self,
@@ -121,6 +126,8 @@ class EventFollower:
         self._asked_at = 0.0
         self._bell = watcher_doorbell(handle.id)
         self._bell_asked: BellState = None  # the doorbell as it was when the log was last asked
+        self._idle_wait = 0.0  # without a doorbell: how long an idle session's log is left unasked
+        self._woken = False
         self._log_moved = False  # the last ask brought events: more are likely at once
         self._live_moved = False  # the last poll read deltas from a live file
         self.run_start: int | None = None
@@ -194,23 +201,36 @@ class EventFollower:
     def _bell_state(self) -> BellState:
         return self._bell.state() if self._bell is not None else None
 
+    def wake(self) -> None:
+        """Something was just sent to the session: the next poll asks for its effect."""
+        self._woken = True
+
     def bell_rang(self) -> bool:
         """The workflow's doorbell rang since the log was last asked (never without one)."""
         bell = self._bell_state()
         return bell is not None and bell != self._bell_asked
 
+    def _due(self, now: float, bell: BellState) -> bool:
+        """Whether a poll not told whether to ask the log does (see the constants above)."""
+        page = self.last_page
+        if self._woken or page is None:
+            return True
+        if bell is not None:
+            return bell != self._bell_asked or now - self._asked_at >= QUIET_ASK_S
+        if not page.is_streaming and not self._live_moved:
+            return now - self._asked_at >= self._idle_wait
+        # Only a poll right after one that found nothing in the log but deltas in the live
+        # file waits its turn to ask: that is the loop a stream would otherwise spin.
+        streaming_only = self._live_moved and not self._log_moved
+        return not streaming_only or now - self._asked_at >= QUERY_EVERY_S
+
     async def poll(self, *, ask: bool | None = None) -> list[dict[str, Any]]:
         """New events: from the log when this poll asks the worker for them (`ask`, or by
-        default the rule below), and from the live files (read here, at no worker's cost)."""
+        default as `_due` says), and from the live files (read here, at no worker's cost)."""
         now = asyncio.get_running_loop().time()
         bell = self._bell_state()  # before the ask: a ring during it is news for the next
-        if ask is None and bell is not None and self.last_page is not None:
-            ask = bell != self._bell_asked or now - self._asked_at >= QUIET_ASK_S
-        elif ask is None:
-            # Only a poll right after one that found nothing in the log but deltas in the
-            # live file waits its turn to ask: that is the loop a stream would otherwise spin.
-            streaming_only = self._live_moved and not self._log_moved
-            ask = not streaming_only or now - self._asked_at >= QUERY_EVERY_S
+        if ask is None:
+            ask = self._due(now, bell)
         out = await self._new_log_events(bell) if ask or self.last_page is None else []
         live: list[dict[str, Any]] = []
         if self.assistant:
@@ -227,9 +247,14 @@ class EventFollower:
 
     async def _new_log_events(self, bell: BellState) -> list[dict[str, Any]]:
         self._asked_at = asyncio.get_running_loop().time()
+        self._woken = False
         page = await self._next_page(bell)
         self.last_page = page
         self._log_moved = bool(page.events)
+        if page.events or page.is_streaming:
+            self._idle_wait = 0.0
+        else:
+            self._idle_wait = min(max(2 * self._idle_wait, POLL_INTERVAL_S), IDLE_ASK_MAX_S)
         out: list[dict[str, Any]] = []
         first = page.next_offset - len(page.events)
         for i, event in enumerate(page.events):

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Sequence
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, Literal, TypeVar
 
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
 from temporalio.service import RPCError
+from temporalio.workflow import UpdateMethodMultiParam
 
 from tempi.agent.messages import ImageContent
 from tempi.agent.model_spec import ModelSpec, ThinkingLevel
@@ -39,6 +41,7 @@ from tempi.workflows.session_types import (
 from tempi.workflows.session_workflow import AgentSessionWorkflow
 
 T = TypeVar("T")
+U = TypeVar("U")
 StreamingBehavior = Literal["steer", "followUp"]
 ABORT_WAIT_S = 30.0
 
@@ -80,6 +83,27 @@ class SessionClient:
         self.handle: SessionHandle = client.get_workflow_handle_for(
             AgentSessionWorkflow.run, workflow_id or workflow_id_for(session_id)
         )
+        self._followers: weakref.WeakSet[EventFollower] = weakref.WeakSet()
+
+    # --- sending -----------------------------------------------------------------------
+
+    async def _signal(self, signal: Callable[..., None], *args: Any) -> None:
+        """Send `signal`; this client's followers ask for what it did at their next poll."""
+        try:
+            await self.handle.signal(signal, *args)
+        finally:
+            self._wake_followers()
+
+    async def _update(self, update: UpdateMethodMultiParam[[AgentSessionWorkflow, U], T], request: U) -> T:
+        """Run `update`; this client's followers ask for what it did at their next poll."""
+        try:
+            return await self.handle.execute_update(update, request)
+        finally:
+            self._wake_followers()
+
+    def _wake_followers(self) -> None:
+        for follower in list(self._followers):
+            follower.wake()
 
     # --- prompting ---------------------------------------------------------------------
 
@@ -98,23 +122,23 @@ class SessionClient:
         request = PromptRequest(
             message=text, images=list(images), streaming_behavior=streaming_behavior, before=list(before)
         )
-        await _refusable(self.handle.execute_update(AgentSessionWorkflow.prompt, request))
+        await _refusable(self._update(AgentSessionWorkflow.prompt, request))
 
     async def steer(self, text: str, *, images: Sequence[ImageContent] = ()) -> None:
         if images:  # only the prompt update carries images
             await self.prompt(text, images=images, streaming_behavior="steer")
         else:
-            await self.handle.signal(AgentSessionWorkflow.steer, text)
+            await self._signal(AgentSessionWorkflow.steer, text)
 
     async def follow_up(self, text: str, *, images: Sequence[ImageContent] = ()) -> None:
         if images:
             await self.prompt(text, images=images, streaming_behavior="followUp")
         else:
-            await self.handle.signal(AgentSessionWorkflow.follow_up, text)
+            await self._signal(AgentSessionWorkflow.follow_up, text)
 
     async def abort(self, *, wait: bool = False, timeout: float = ABORT_WAIT_S) -> None:
         """Stop the current run; with `wait`, return once it has stopped (or after `timeout`)."""
-        await self.handle.signal(AgentSessionWorkflow.abort)
+        await self._signal(AgentSessionWorkflow.abort)
         if not wait:
             return
         loop = asyncio.get_running_loop()
@@ -128,24 +152,24 @@ class SessionClient:
         them fire after the next prompt."""
         request = DequeueRequest(abort=abort)
         try:
-            return await _refusable(self.handle.execute_update(AgentSessionWorkflow.dequeue, request))
+            return await _refusable(self._update(AgentSessionWorkflow.dequeue, request))
         except SessionRefused:
             if not abort:
                 raise
             # A worker still on code without `dequeue` refuses it: the run must stop anyway.
-            await self.handle.signal(AgentSessionWorkflow.abort)
+            await self._signal(AgentSessionWorkflow.abort)
             return QueuedMessages()
 
     async def bash(self, command: str, *, exclude_from_context: bool = False) -> BashResult:
         request = BashRequest(command=command, exclude_from_context=exclude_from_context)
-        return await _refusable(self.handle.execute_update(AgentSessionWorkflow.bash, request))
+        return await _refusable(self._update(AgentSessionWorkflow.bash, request))
 
     async def abort_bash(self) -> None:
-        await self.handle.signal(AgentSessionWorkflow.abort_bash)
+        await self._signal(AgentSessionWorkflow.abort_bash)
 
     async def compact(self, custom_instructions: str | None = None) -> CompactResult:
         request = CompactRequest(custom_instructions=custom_instructions)
-        return await _refusable(self.handle.execute_update(AgentSessionWorkflow.compact, request))
+        return await _refusable(self._update(AgentSessionWorkflow.compact, request))
 
     async def navigate(
         self,
@@ -163,7 +187,7 @@ class SessionClient:
             summarize=summarize,
             custom_instructions=custom_instructions,
         )
-        return await _refusable(self.handle.execute_update(AgentSessionWorkflow.navigate, request))
+        return await _refusable(self._update(AgentSessionWorkflow.navigate, request))
 
     # --- model and thinking --------------------------------------------------------------
 
@@ -178,10 +202,10 @@ class SessionClient:
         is the settings' default thinking level). Returns the level now in effect.
         `remember=False`: a switch the user did not make here (a --model flag on resume)."""
         state = await self.state()
-        await self.handle.signal(AgentSessionWorkflow.set_model, model)
+        await self._signal(AgentSessionWorkflow.set_model, model)
         level = level_after_switch(state.model, state.thinking_level, model, default_level)
         if level != state.thinking_level:
-            await self.handle.signal(AgentSessionWorkflow.set_thinking_level, level)
+            await self._signal(AgentSessionWorkflow.set_thinking_level, level)
         if remember and self.remember is not None:
             self.remember(model=model)
             if level_worth_remembering(model, state.thinking_level, level):
@@ -205,7 +229,7 @@ class SessionClient:
         """Set the level the model accepts nearest to `level`; returns it."""
         state = await self.state()
         chosen = clamp_level(state.model, level)
-        await self.handle.signal(AgentSessionWorkflow.set_thinking_level, chosen)
+        await self._signal(AgentSessionWorkflow.set_thinking_level, chosen)
         if self.remember is not None and level_worth_remembering(state.model, state.thinking_level, chosen):
             self.remember(level=chosen)
         return chosen
@@ -215,7 +239,7 @@ class SessionClient:
         state = await self.state()
         level = next_level(state.model, state.thinking_level)
         if level is not None:
-            await self.handle.signal(AgentSessionWorkflow.set_thinking_level, level)
+            await self._signal(AgentSessionWorkflow.set_thinking_level, level)
             if self.remember is not None and level_worth_remembering(
                 state.model, state.thinking_level, level
             ):
@@ -225,27 +249,27 @@ class SessionClient:
     # --- settings ----------------------------------------------------------------------
 
     async def rename(self, name: str) -> None:
-        await self.handle.signal(AgentSessionWorkflow.set_session_name, name)
+        await self._signal(AgentSessionWorkflow.set_session_name, name)
 
     async def set_system_prompt(self, text: str) -> None:
         """The prompt of the session's next model calls (not written to the session file)."""
-        await self.handle.signal(AgentSessionWorkflow.set_system_prompt, text)
+        await self._signal(AgentSessionWorkflow.set_system_prompt, text)
 
     async def set_auto_compaction(self, enabled: bool) -> None:
-        await self.handle.signal(AgentSessionWorkflow.set_auto_compaction, enabled)
+        await self._signal(AgentSessionWorkflow.set_auto_compaction, enabled)
 
     async def set_auto_retry(self, enabled: bool) -> None:
-        await self.handle.signal(AgentSessionWorkflow.set_auto_retry, enabled)
+        await self._signal(AgentSessionWorkflow.set_auto_retry, enabled)
 
     async def set_steering_mode(self, mode: QueueMode) -> None:
-        await self.handle.signal(AgentSessionWorkflow.set_steering_mode, mode)
+        await self._signal(AgentSessionWorkflow.set_steering_mode, mode)
 
     async def set_follow_up_mode(self, mode: QueueMode) -> None:
-        await self.handle.signal(AgentSessionWorkflow.set_follow_up_mode, mode)
+        await self._signal(AgentSessionWorkflow.set_follow_up_mode, mode)
 
     async def shutdown(self) -> None:
         """End the workflow (its sandbox goes with it); the file stays and can be continued."""
-        await self.handle.signal(AgentSessionWorkflow.shutdown)
+        await self._signal(AgentSessionWorkflow.shutdown)
 
     # --- reading -----------------------------------------------------------------------
 
@@ -313,7 +337,7 @@ class SessionClient:
         `live` merges token deltas and tool output, `subagents` the events of `task` runs;
         `shared` reads the log through the file this machine's watchers share (for
         watchers, not for a session's driver: see EventFollower)."""
-        return EventFollower(
+        follower = EventFollower(
             self.handle,
             self.session_path,
             self.session_id,
@@ -322,6 +346,8 @@ class SessionClient:
             client=self.client if subagents else None,
             shared=shared,
         )
+        self._followers.add(follower)
+        return follower
 
     async def events(
         self, from_offset: int = 0, *, until_idle: bool = False, live: bool = True
