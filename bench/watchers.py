@@ -4,7 +4,7 @@ watches: they take turns asking the workflow), with the worker's and the server'
 and the worker's query count per turn beside each; then the same for 3 s of the session
 sitting idle under its watchers (worker + server CPU a second). The watchers run twice: sharing the
 worker's home, so they hear its doorbell (store/doorbell.py), and from another home, asking
-on their timer as they did before there was one."""
+on their timer (backing off while the session is idle)."""
 
 from __future__ import annotations
 
@@ -152,7 +152,7 @@ def _print(results: dict[str, Any]) -> None:
             [
                 [
                     r["watchers"],
-                    "yes" if r["doorbell"] else "no (timer)",
+                    "yes" if r["doorbell"] else "no",
                     r["wall_s"],
                     r["worker_cpu_ms_per_turn"],
                     r["server_cpu_ms_per_turn"],

@@ -170,3 +170,45 @@ async def test_an_idle_watcher_asks_seldom_and_still_sees_the_next_prompt(
     else:
         # Asked by the idle timer, a second at most after the prompt.
         assert shown_after < IDLE_ASK_MAX_S + 0.5, shown_after
+
+
+async def test_idle_shared_watchers_without_a_doorbell_ask_once_a_second_between_them(
+    tmp_path: Path,
+    temporal_client: Client,
+    scripted_server: ScriptedLLMServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    scripted_server.add_scenario("doorbell-shared", [{"text": "First."}, {"text": "Second."}])
+    queue = unique_queue()
+    async with running_worker(temporal_client, tmp_path / "sessions", queue):
+        s = await start_session(
+            temporal_client, tmp_path, scripted_model(scripted_server, "doorbell-shared"), task_queue=queue
+        )
+        await s.prompt("one")
+        await s.collect_until(lambda e: e["type"] == "agent_end")
+        monkeypatch.setenv("TEMPI_HOME", str(tmp_path / "elsewhere"))  # no doorbell here
+        watchers = []
+        for _ in range(5):
+            follower = SessionClient(
+                s.session.client, s.config.session_id, session_path=s.config.session_path
+            ).follow(shared=True)
+            follower.handle = CountingHandle(follower.handle)  # type: ignore[assignment]
+            watchers.append(follower)
+        seen: list[list[tuple[float, dict[str, Any]]]] = [[] for _ in watchers]
+        stop = asyncio.Event()
+        tasks = [asyncio.create_task(_watch(w, out, stop)) for w, out in zip(watchers, seen, strict=True)]
+        try:
+            await asyncio.sleep(IDLE_S)
+            idle_queries = sum(w.handle.queries for w in watchers)  # type: ignore[attr-defined]
+            await s.prompt("two")
+            async with asyncio.timeout(30):
+                while not all(
+                    any(e["type"] == "agent_end" and "Second." in str(e) for _, e in out) for out in seen
+                ):
+                    await asyncio.sleep(0.02)
+        finally:
+            stop.set()
+            await asyncio.gather(*tasks)
+    # The first watcher's ask for the log so far, then one a second for all five (each
+    # backing off on its own, they looked at the shared file about 30 times).
+    assert idle_queries <= 2 + IDLE_S, idle_queries

@@ -14,7 +14,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
 from tempi.agent.partial_message import PartialMessage, synthesize_deltas
-from tempi.client.shared_events import SharedEventLog, chain_id
+from tempi.client.shared_events import IDLE_ASK_MAX_S, SharedEventLog, chain_id
 from tempi.store.doorbell import QUIET_ASK_S, BellState, watcher_doorbell
 from tempi.store.live_channel import LiveReader
 from tempi.store.sidecar import live_path, shared_events_dir
@@ -31,10 +31,6 @@ POLL_INTERVAL_S = 0.05
 # from the turns it runs. Any other poll asks at once, so a prompt's first events are not
 # held back.
 QUERY_EVERY_S = 0.02
-# Without a doorbell, an idle session's log (no run going, nothing new at the last asks) is
-# asked less and less often, down to this: a prompt sent from another client shows within
-# it. One sent through the follower's own SessionClient wakes it at once.
-IDLE_ASK_MAX_S = 1.0
 
 
 class _AssistantStream:
@@ -247,8 +243,8 @@ class EventFollower:
 
     async def _new_log_events(self, bell: BellState) -> list[dict[str, Any]]:
         self._asked_at = asyncio.get_running_loop().time()
-        self._woken = False
-        page = await self._next_page(bell)
+        woken, self._woken = self._woken, False
+        page = await self._next_page(bell, woken)
         self.last_page = page
         self._log_moved = bool(page.events)
         if page.events or page.is_streaming:
@@ -273,7 +269,7 @@ class EventFollower:
         self.offset = page.next_offset
         return out
 
-    async def _next_page(self, bell: BellState) -> EventsPage:
+    async def _next_page(self, bell: BellState, woken: bool) -> EventsPage:
         if self.shared:
             if self._shared_log is None:
                 assert self.session_path is not None
@@ -282,7 +278,7 @@ class EventFollower:
                     shared_events_dir(self.session_path, self.session_id), chain
                 )
             try:
-                page = await self._shared_log.page(self.offset, self._read_events, bell)
+                page = await self._shared_log.page(self.offset, self._read_events, bell, urgent=woken)
             except OSError:
                 # No sidecar can be made or read here (a session a team's cluster runs, whose
                 # folder is the worker's, not this machine's; a read-only or full disk):

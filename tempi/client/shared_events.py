@@ -3,11 +3,12 @@
 A watcher learns of new log events by a query the session's worker answers, so N watchers
 each asking on their own cost the worker N queries a poll. Shared followers take turns
 instead: on a poll, whoever takes `<chain>.lock` (flock, never waited for) asks, unless
-someone asked less than SHARED_ASK_EVERY_S ago (the lock file's mtime) or, where the
-workflow has a doorbell (store/doorbell.py), it has not rung since the last ask (the state
-the lock file holds) and that ask is under QUIET_ASK_S old; the asker appends the new raw
-events with their global offsets to `<chain>.jsonl`; every follower reads its events from
-that file. The lock is held for one ask only, so a watcher that exits, is
+someone asked less than SHARED_ASK_EVERY_S ago (the lock file's mtime), or the last ask is
+under a second old (QUIET_ASK_S, IDLE_ASK_MAX_S) and either the workflow's doorbell
+(store/doorbell.py) has not rung since (the lock file holds its state then) or, with no
+doorbell, the session was idle; a follower whose own client just sent something asks all
+the same. The asker appends the new raw events with their global offsets to
+`<chain>.jsonl`; every follower reads its events from that file. The lock is held for one ask only, so a watcher that exits, is
 killed or stops polling leaves nobody waiting on it.
 
 Lines are `{"o": offset, "e": event}` for each event of a page, then `{"n": next_offset,
@@ -33,6 +34,10 @@ from tempi.workflows.session_types import EventsPage
 
 # One ask per poll interval for all the watchers of a session, as one watcher idling asks.
 SHARED_ASK_EVERY_S = 0.05
+# Without a doorbell, an idle session's log (no run going, nothing new at the last asks) is
+# asked less and less often, down to this: a prompt sent from another client shows within
+# it. One sent through the follower's own SessionClient wakes it at once.
+IDLE_ASK_MAX_S = 1.0
 
 Query = Callable[[int], Awaitable[EventsPage]]
 
@@ -52,11 +57,14 @@ class SharedEventLog:
         self.is_streaming = True
         self.asked_bell: BellState = None  # the doorbell as it was at the last ask written here
 
-    async def page(self, offset: int, query: Query, bell: BellState = None) -> EventsPage:
+    async def page(
+        self, offset: int, query: Query, bell: BellState = None, *, urgent: bool = False
+    ) -> EventsPage:
         """The events from `offset` on that the file holds (asking for everyone first when
         it is this follower's turn); a stretch the file lacks is asked for directly. `bell`:
-        the workflow's doorbell as it is now, None without one."""
-        await self._ask_if_due(offset, query, bell)
+        the workflow's doorbell as it is now, None without one; `urgent`: this follower's
+        client just sent the session something."""
+        await self._ask_if_due(offset, query, bell, urgent)
         self._read_new()
         while self._ready and self._ready[0][0] < offset:
             self._ready.popleft()
@@ -75,7 +83,7 @@ class SharedEventLog:
             is_streaming=self.is_streaming,
         )
 
-    async def _ask_if_due(self, offset: int, query: Query, bell: BellState) -> None:
+    async def _ask_if_due(self, offset: int, query: Query, bell: BellState, urgent: bool) -> None:
         make_private_dirs(self.directory)
         fd = create_private_file(self.lock_path, os.O_RDWR)
         try:
@@ -86,12 +94,8 @@ class SharedEventLog:
                 return  # another follower is asking: its answer lands in the file
             self._read_new()  # the file is this follower's now: what it holds is all there is
             self.asked_bell = _stored_bell(fd)
-            if self.end is not None:
-                age = time.time() - os.fstat(fd).st_mtime
-                if age < SHARED_ASK_EVERY_S or (
-                    bell is not None and bell == self.asked_bell and age < QUIET_ASK_S
-                ):
-                    return
+            if self.end is not None and not self._due(time.time() - os.fstat(fd).st_mtime, bell, urgent):
+                return
             # Never an offset twice: from the file's end, or later if this follower is ahead.
             page = await query(max(offset, self.end or 0))
             self._append(page)
@@ -103,6 +107,16 @@ class SharedEventLog:
             self.asked_bell = bell
         finally:
             os.close(fd)  # releases the lock
+
+    def _due(self, age: float, bell: BellState, urgent: bool) -> bool:
+        """Whether the shared ask, last made `age` seconds ago, is made again now."""
+        if age < SHARED_ASK_EVERY_S:
+            return False
+        if urgent:
+            return True
+        if bell is not None:
+            return bell != self.asked_bell or age >= QUIET_ASK_S
+        return self.is_streaming or age >= IDLE_ASK_MAX_S
 
     def _append(self, page: EventsPage) -> None:
         if not page.events and page.next_offset == self.end and page.is_streaming == self.is_streaming:
