@@ -23,19 +23,22 @@ from bench.rig import DevServer, ScriptedServerProcess, WorkerProcess, cpu_secon
 from bench.sessions import NOTES, start_direct_session, wait_all_done
 from tempi.workers.temporal_client import connect
 
-TURNS = 12
+# Tool-calling turns a session makes (then one answer); CPU is read in 10 ms ticks, so the
+# full run's longer sessions give the per-turn figures a finer grain.
+TURNS = 40
+QUICK_TURNS = 12
 # (watchers, whether they share the worker's home and so hear its doorbell)
 ROWS = ((0, True), (1, True), (20, True), (1, False), (20, False))
 IDLE_S = 3.0
 
 
-def _script(kind: str) -> list[dict[str, Any]]:
+def _script(kind: str, turns: int) -> list[dict[str, Any]]:
     call = (
         {"name": "read", "arguments": {"path": NOTES}}
         if kind == "read"
         else {"name": "bash", "arguments": {"command": "sleep 0.3; echo done"}}
     )
-    return [{"text": f"Step {i}.", "tool_calls": [{**call, "id": f"c{i}"}]} for i in range(TURNS)] + [
+    return [{"text": f"Step {i}.", "tool_calls": [{**call, "id": f"c{i}"}]} for i in range(turns)] + [
         {"text": "All steps done."}
     ]
 
@@ -60,7 +63,14 @@ async def _follow(
 
 
 async def _one(
-    client: Client, dev: DevServer, worker: WorkerProcess, tmp: Path, url: str, watchers: int, doorbell: bool
+    client: Client,
+    dev: DevServer,
+    worker: WorkerProcess,
+    tmp: Path,
+    url: str,
+    watchers: int,
+    doorbell: bool,
+    turns: int,
 ) -> dict[str, Any]:
     # The followers find the doorbell under this process's home.
     os.environ["TEMPI_HOME"] = str(worker.home if doorbell else tmp.parent / "watchers-home")
@@ -88,7 +98,6 @@ async def _one(
     }
     stop.set()
     await asyncio.gather(*tasks)
-    turns = TURNS + 1
     return {
         "watchers": watchers,
         "doorbell": doorbell,
@@ -103,9 +112,11 @@ async def _one(
 
 async def run(quick: bool, profile: bool = False) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="tempi-bench-watchers-"))
-    results: dict[str, Any] = {"turns": TURNS + 1, "kinds": {}}
+    calls = QUICK_TURNS if quick else TURNS
+    turns = calls + 1
+    results: dict[str, Any] = {"turns": turns, "kinds": {}}
     kinds = ("read", "bash")
-    scenarios = {kind: _script(kind) for kind in kinds}
+    scenarios = {kind: _script(kind, calls) for kind in kinds}
     home_before = os.environ.get("TEMPI_HOME")
     with ScriptedServerProcess(tmp / "llm", scenarios) as llm, DevServer(tmp / "temporal") as dev:
         worker = WorkerProcess(
@@ -119,9 +130,9 @@ async def run(quick: bool, profile: bool = False) -> dict[str, Any]:
                 # The worker calls only the endpoints of its own models.json.
                 write_models_json(tmp / "home", llm.base_url, kind)
                 url = llm.url_for(kind)
-                await _one(client, dev, worker, tmp / f"warm-{kind}", url, 0, True)
+                await _one(client, dev, worker, tmp / f"warm-{kind}", url, 0, True, turns)
                 results["kinds"][kind] = [
-                    await _one(client, dev, worker, tmp / f"{kind}-{n}-{bell}", url, n, bell)
+                    await _one(client, dev, worker, tmp / f"{kind}-{n}-{bell}", url, n, bell, turns)
                     for n, bell in ROWS
                 ]
         finally:
