@@ -8,8 +8,8 @@ under a second old (QUIET_ASK_S, IDLE_ASK_MAX_S) and either the workflow's doorb
 (store/doorbell.py) has not rung since (the lock file holds its state then) or, with no
 doorbell, the session was idle; a follower whose own client just sent something asks all
 the same. The asker appends the new raw events with their global offsets to
-`<chain>.jsonl`; every follower reads its events from that file. The lock is held for one ask only, so a watcher that exits, is
-killed or stops polling leaves nobody waiting on it.
+`<chain>.jsonl`; every follower reads its events from that file. The lock is held for one
+ask only, so a watcher that exits, is killed or stops polling leaves nobody waiting on it.
 
 Lines are `{"o": offset, "e": event}` for each event of a page, then `{"n": next_offset,
 "s": is_streaming}`. A page's lines go out in one write (all or nothing, even if the
@@ -109,11 +109,12 @@ class SharedEventLog:
             os.close(fd)  # releases the lock
 
     def _due(self, age: float, bell: BellState, urgent: bool) -> bool:
-        """Whether the shared ask, last made `age` seconds ago, is made again now."""
-        if age < SHARED_ASK_EVERY_S:
-            return False
+        """Whether the shared ask, last made `age` seconds ago, is made again now (what this
+        follower's client just sent came after that ask, however recent)."""
         if urgent:
             return True
+        if age < SHARED_ASK_EVERY_S:
+            return False
         if bell is not None:
             return bell != self.asked_bell or age >= QUIET_ASK_S
         return self.is_streaming or age >= IDLE_ASK_MAX_S

@@ -40,6 +40,14 @@ def doorbells_dir() -> Path:
     return tempi_home() / DOORBELLS
 
 
+def worker_doorbells() -> Path | None:
+    """Where a worker rings, or None (no doorbells) when its home cannot be used."""
+    try:
+        return doorbells_dir()
+    except (ForeignHomeError, OSError):
+        return None
+
+
 def doorbell_path(directory: Path, workflow_id: str) -> Path:
     return directory / safe_key(workflow_id)
 

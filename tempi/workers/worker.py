@@ -23,7 +23,7 @@ from tempi.activities.model_options import CredentialResolver
 from tempi.activities.pipeline import PIPELINE_ACTIVITIES
 from tempi.activities.session_activities import SessionActivities
 from tempi.activities.tool_handoff import ToolHandoff, own_queue
-from tempi.store.doorbell import doorbells_dir
+from tempi.store.doorbell import worker_doorbells
 from tempi.store.session_store import SessionStore
 from tempi.workers.model_guard import owner_credentials
 from tempi.workers.workflow_runner import workflow_runner
@@ -147,7 +147,7 @@ def build_worker(
             *([SandboxActivities().create] if creates_sandboxes else []),
             *PIPELINE_ACTIVITIES,
         ],
-        workflow_runner=workflow_runner(client.data_converter, doorbells_dir()),
+        workflow_runner=workflow_runner(client.data_converter, worker_doorbells()),
         max_concurrent_activities=200,
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
@@ -199,7 +199,7 @@ def build_slack_worker(client: Client, task_queue: str, activities: Sequence[Cal
         task_queue=task_queue,
         workflows=[SlackConversationWorkflow, SlackEventWorkflow],
         activities=activities,
-        workflow_runner=workflow_runner(client.data_converter, doorbells_dir()),
+        workflow_runner=workflow_runner(client.data_converter, worker_doorbells()),
         max_concurrent_activities=100,
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
