@@ -7,6 +7,7 @@ through the live files. This merges both, in pi's order, for any client at any o
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -24,6 +25,10 @@ from tempi.workflows.session_workflow import AgentSessionWorkflow
 SessionHandle = WorkflowHandle[AgentSessionWorkflow, Any]
 
 POLL_INTERVAL_S = 0.05
+# Without a doorbell, the log of a session idle this long (no run, no events, nothing sent by
+# the follower's own client) starts being asked less and less often (IDLE_ASK_MAX_S): a run
+# about to start (a prompt just accepted) is still found at the next poll.
+IDLE_GRACE_S = 1.0
 # Without a doorbell (store/doorbell.py), while only the live files bring news (a model
 # streaming), the log is asked again at most this often: callers poll again at once after
 # any news, and each ask is a query that the session's worker answers, so a token stream
@@ -123,6 +128,7 @@ class EventFollower:
         self._bell = watcher_doorbell(handle.id)
         self._bell_asked: BellState = None  # the doorbell as it was when the log was last asked
         self._idle_wait = 0.0  # without a doorbell: how long an idle session's log is left unasked
+        self._news_at = time.monotonic()  # the last ask that found a run or events, or a wake
         self._woken = False
         self._log_moved = False  # the last ask brought events: more are likely at once
         self._live_moved = False  # the last poll read deltas from a live file
@@ -200,6 +206,7 @@ class EventFollower:
     def wake(self) -> None:
         """Something was just sent to the session: the next poll asks for its effect."""
         self._woken = True
+        self._news_at = time.monotonic()
 
     def bell_rang(self) -> bool:
         """The workflow's doorbell rang since the log was last asked (never without one)."""
@@ -248,8 +255,8 @@ class EventFollower:
         self.last_page = page
         self._log_moved = bool(page.events)
         if page.events or page.is_streaming:
-            self._idle_wait = 0.0
-        else:
+            self._idle_wait, self._news_at = 0.0, self._asked_at
+        elif self._asked_at - self._news_at >= IDLE_GRACE_S:
             self._idle_wait = min(max(2 * self._idle_wait, POLL_INTERVAL_S), IDLE_ASK_MAX_S)
         out: list[dict[str, Any]] = []
         first = page.next_offset - len(page.events)
