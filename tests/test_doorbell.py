@@ -7,8 +7,10 @@ prompt sent from elsewhere still shows at once."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -88,14 +90,30 @@ def test_query_eviction_and_replay_activations_do_not_ring() -> None:
     assert not moves_state(activation("resolve_activity", replaying=True))
 
 
-def _watcher(s: Session, *, own_client: bool) -> tuple[EventFollower, CountingHandle, SessionClient]:
+@contextlib.asynccontextmanager
+async def _after_one_run(
+    tmp_path: Path, client: Client, server: ScriptedLLMServer, scenario: str
+) -> AsyncIterator[Session]:
+    """A session on a worker of its own that has answered one prompt and is idle."""
+    server.add_scenario(scenario, [{"text": "First."}, {"text": "Second."}])
+    queue = unique_queue()
+    async with running_worker(client, tmp_path / "sessions", queue):
+        s = await start_session(client, tmp_path, scripted_model(server, scenario), task_queue=queue)
+        await s.prompt("one")
+        await s.collect_until(lambda e: e["type"] == "agent_end")
+        yield s
+
+
+def _watcher(
+    s: Session, *, own_client: bool, shared: bool = False
+) -> tuple[EventFollower, CountingHandle, SessionClient]:
     """A follower of the session, on the client that drives it or on a client of its own."""
     client = (
         s.session
         if own_client
         else SessionClient(s.session.client, s.config.session_id, session_path=s.config.session_path)
     )
-    follower = client.follow()
+    follower = client.follow(shared=shared)
     counting = CountingHandle(follower.handle)
     follower.handle = counting  # type: ignore[assignment]
     return follower, counting, client
@@ -124,14 +142,7 @@ async def test_an_idle_watcher_asks_seldom_and_still_sees_the_next_prompt(
     same_home: bool,
     own_client: bool,
 ) -> None:
-    scripted_server.add_scenario("doorbell", [{"text": "First."}, {"text": "Second."}])
-    queue = unique_queue()
-    async with running_worker(temporal_client, tmp_path / "sessions", queue):
-        s = await start_session(
-            temporal_client, tmp_path, scripted_model(scripted_server, "doorbell"), task_queue=queue
-        )
-        await s.prompt("one")
-        await s.collect_until(lambda e: e["type"] == "agent_end")
+    async with _after_one_run(tmp_path, temporal_client, scripted_server, "doorbell") as s:
         if not same_home:  # the watcher's home is not the worker's: no doorbell to look at
             monkeypatch.setenv("TEMPI_HOME", str(tmp_path / "elsewhere"))
         assert doorbell_path(doorbells_dir(), s.handle.id).exists() == same_home
@@ -179,28 +190,17 @@ async def test_idle_shared_watchers_without_a_doorbell_ask_once_a_second_between
     scripted_server: ScriptedLLMServer,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    scripted_server.add_scenario("doorbell-shared", [{"text": "First."}, {"text": "Second."}])
-    queue = unique_queue()
-    async with running_worker(temporal_client, tmp_path / "sessions", queue):
-        s = await start_session(
-            temporal_client, tmp_path, scripted_model(scripted_server, "doorbell-shared"), task_queue=queue
-        )
-        await s.prompt("one")
-        await s.collect_until(lambda e: e["type"] == "agent_end")
+    async with _after_one_run(tmp_path, temporal_client, scripted_server, "doorbell-shared") as s:
         monkeypatch.setenv("TEMPI_HOME", str(tmp_path / "elsewhere"))  # no doorbell here
-        watchers = []
-        for _ in range(5):
-            follower = SessionClient(
-                s.session.client, s.config.session_id, session_path=s.config.session_path
-            ).follow(shared=True)
-            follower.handle = CountingHandle(follower.handle)  # type: ignore[assignment]
-            watchers.append(follower)
+        watchers, counts, _ = zip(
+            *(_watcher(s, own_client=False, shared=True) for _ in range(5)), strict=True
+        )
         seen: list[list[tuple[float, dict[str, Any]]]] = [[] for _ in watchers]
         stop = asyncio.Event()
         tasks = [asyncio.create_task(_watch(w, out, stop)) for w, out in zip(watchers, seen, strict=True)]
         try:
             await asyncio.sleep(IDLE_S)
-            idle_queries = sum(w.handle.queries for w in watchers)  # type: ignore[attr-defined]
+            idle_queries = sum(c.queries for c in counts)
             await s.prompt("two")
             async with asyncio.timeout(30):
                 while not all(

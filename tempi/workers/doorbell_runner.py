@@ -9,21 +9,14 @@ watcher's ask ring for the next one."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from temporalio.bridge.proto.workflow_activation import WorkflowActivation
 from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
-from temporalio.converter import SerializationContext, StorageDriverStoreContext
 from temporalio.worker import WorkflowInstance, WorkflowInstanceDetails, WorkflowRunner
-from temporalio.workflow import Info
 
 from tempi.store.doorbell import doorbell_path, prepare, ring
-
-if TYPE_CHECKING:
-    from temporalio.worker._command_aware_visitor import CommandInfo
-    from temporalio.workflow import _Definition
+from tempi.workers.wrapped_runner import WrappedInstance, WrappedRunner
 
 _SILENT_JOBS = frozenset({"query_workflow", "remove_from_cache"})
 
@@ -33,28 +26,21 @@ def moves_state(act: WorkflowActivation) -> bool:
     return not act.is_replaying and any(job.WhichOneof("variant") not in _SILENT_JOBS for job in act.jobs)
 
 
-class DoorbellRunner(WorkflowRunner):
+class DoorbellRunner(WrappedRunner):
     """`inner`'s instances, each ringing its workflow's doorbell in `directory`."""
 
     def __init__(self, inner: WorkflowRunner, directory: Path) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.directory = directory
         prepare(directory)
 
-    def prepare_workflow(self, defn: _Definition) -> None:
-        self.inner.prepare_workflow(defn)
-
-    def create_instance(self, det: WorkflowInstanceDetails) -> WorkflowInstance:
-        bell = doorbell_path(self.directory, det.info.workflow_id)
-        return DoorbellInstance(self.inner.create_instance(det), bell)
-
-    def set_worker_level_failure_exception_types(self, types: Sequence[type[BaseException]]) -> None:
-        self.inner.set_worker_level_failure_exception_types(types)
+    def wrap(self, instance: WorkflowInstance, det: WorkflowInstanceDetails) -> WorkflowInstance:
+        return DoorbellInstance(instance, doorbell_path(self.directory, det.info.workflow_id))
 
 
-class DoorbellInstance(WorkflowInstance):
+class DoorbellInstance(WrappedInstance):
     def __init__(self, inner: WorkflowInstance, bell: Path) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.bell = bell
 
     def activate(self, act: WorkflowActivation) -> WorkflowActivationCompletion:
@@ -62,15 +48,3 @@ class DoorbellInstance(WorkflowInstance):
         if moves_state(act):
             ring(self.bell)
         return completion
-
-    def get_serialization_context(self, command_info: CommandInfo | None) -> SerializationContext | None:
-        return self.inner.get_serialization_context(command_info)
-
-    def get_external_store_context(self, command_info: CommandInfo | None) -> StorageDriverStoreContext:
-        return self.inner.get_external_store_context(command_info)
-
-    def get_info(self) -> Info:
-        return self.inner.get_info()
-
-    def get_thread_id(self) -> int | None:
-        return self.inner.get_thread_id()

@@ -12,12 +12,9 @@ sandbox runner."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from temporalio.bridge.proto.workflow_activation import WorkflowActivation
-from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
 from temporalio.converter import (
     DataConverter,
     SerializationContext,
@@ -26,14 +23,13 @@ from temporalio.converter import (
 )
 from temporalio.worker import WorkflowInstance, WorkflowInstanceDetails, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
-from temporalio.workflow import Info
 
 from tempi.workers.doorbell_runner import DoorbellRunner
+from tempi.workers.wrapped_runner import WrappedInstance, WrappedRunner
 
 if TYPE_CHECKING:
     # The SDK's own names for what its runner interface passes; private, so types only.
     from temporalio.worker._command_aware_visitor import CommandInfo
-    from temporalio.workflow import _Definition
 
 # Pure code the workflows import: shared with the sandbox instead of re-imported per run.
 PASSTHROUGH_MODULES = ("tempi", "pydantic", "pydantic_core")
@@ -65,39 +61,21 @@ def workflow_runner(converter: DataConverter, doorbells: Path | None = None) -> 
     return DoorbellRunner(runner, doorbells) if doorbells is not None else runner
 
 
-class ContextFreeSandboxRunner(WorkflowRunner):
+class ContextFreeSandboxRunner(WrappedRunner):
     """Runs every workflow in `sandbox`, answering the per-payload context questions outside
     it. Only for converters `ignores_context` accepts."""
 
     def __init__(self, sandbox: SandboxedWorkflowRunner) -> None:
-        self.sandbox = sandbox
+        super().__init__(sandbox)
 
-    def prepare_workflow(self, defn: _Definition) -> None:
-        self.sandbox.prepare_workflow(defn)
-
-    def create_instance(self, det: WorkflowInstanceDetails) -> WorkflowInstance:
-        return ContextFreeInstance(self.sandbox.create_instance(det))
-
-    def set_worker_level_failure_exception_types(self, types: Sequence[type[BaseException]]) -> None:
-        self.sandbox.set_worker_level_failure_exception_types(types)
+    def wrap(self, instance: WorkflowInstance, det: WorkflowInstanceDetails) -> WorkflowInstance:
+        return ContextFreeInstance(instance)
 
 
-class ContextFreeInstance(WorkflowInstance):
-    def __init__(self, sandboxed: WorkflowInstance) -> None:
-        self.sandboxed = sandboxed
-
-    def activate(self, act: WorkflowActivation) -> WorkflowActivationCompletion:
-        return self.sandboxed.activate(act)
-
+class ContextFreeInstance(WrappedInstance):
     def get_serialization_context(self, command_info: CommandInfo | None) -> SerializationContext | None:
         # None selects the worker's own converter, which is what any context would give back.
         return None
 
     def get_external_store_context(self, command_info: CommandInfo | None) -> StorageDriverStoreContext:
         return _NO_STORE_CONTEXT
-
-    def get_info(self) -> Info:
-        return self.sandboxed.get_info()
-
-    def get_thread_id(self) -> int | None:
-        return self.sandboxed.get_thread_id()
