@@ -42,6 +42,9 @@ class LineReader:
         raise AssertionError(f"no matching line; got {[e.get('type') for e in self.lines][-10:]}")
 
 
+UNTIL_PROCEED = "for i in $(seq 600); do [ -f proceed ] && break; sleep 0.1; done; echo slow-done"
+
+
 def test_attach_from_another_process_and_steer_from_a_third(
     tmp_path: Path, temporal_address: str, scripted_server: ScriptedLLMServer
 ) -> None:
@@ -50,7 +53,9 @@ def test_attach_from_another_process_and_steer_from_a_third(
         [
             {
                 "text": "Starting the slow step.",
-                "tool_calls": [{"name": "bash", "arguments": {"command": "sleep 10; echo slow-done"}}],
+                # Runs until the test has steered and followed up (a timed sleep ran out
+                # first once, on a loaded machine, and the follow-up found the run over).
+                "tool_calls": [{"name": "bash", "arguments": {"command": UNTIL_PROCEED}}],
             },
             {"text": "Steered: doing it your way."},
             {"text": "Followed up."},
@@ -118,6 +123,7 @@ def test_attach_from_another_process_and_steer_from_a_third(
         )
         assert follow.returncode == 0, follow.stderr
         assert f"follow-up queued for session {session_id[:8]}" in follow.stderr
+        (tmp_path / "proceed").touch()
         missing = run_tempi(["steer", "nosuch", "hello", "--no-worker"], cwd=tmp_path, env=env)
         assert missing.returncode != 0
         assert missing.stderr.count("No session matches") == 1, missing.stderr

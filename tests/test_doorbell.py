@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import time
 from collections.abc import AsyncIterator
@@ -20,17 +21,20 @@ from temporalio.client import Client
 
 from tempi.client import EventFollower, SessionClient
 from tempi.client.events import IDLE_ASK_MAX_S, IDLE_GRACE_S
+from tempi.store import doorbell
 from tempi.store.doorbell import (
     FORGET_AFTER_S,
-    RESTART_AT_BYTES,
     Doorbell,
     doorbell_path,
     doorbells_dir,
     prepare,
     ring,
 )
+from tempi.store.doorbell_feed import FIRST_LOOK_BYTES, BellFeed, ring_lines
 from tempi.testing.scripted_llm import ScriptedLLMServer
-from tempi.workers.doorbell_runner import moves_state
+from tempi.workers.doorbell_runner import DoorbellInstance, moves_state
+from tempi.workers.wrapped_runner import WrappedInstance
+from tempi.workflows.watcher_view import publish
 from tests.session_harness import (
     CountingHandle,
     Session,
@@ -43,18 +47,27 @@ from tests.session_harness import (
 IDLE_S = 2.0
 
 
-def test_a_ring_changes_what_watchers_see_even_when_the_file_starts_again(tmp_path: Path) -> None:
+def test_a_ring_changes_what_watchers_see_even_when_the_file_starts_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(doorbell, "RESTART_AT_BYTES", 64)
     bell = Doorbell(tmp_path / "wf")
+    feed = BellFeed(bell.path)
     assert bell.state() is None
     ring(bell.path)
     before = bell.state()
-    for _ in range(RESTART_AT_BYTES + 2):  # past the point where the file starts again
-        ring(bell.path)
+    for end in range(1, 40):  # past the point where the file starts again, more than once
+        ring(bell.path, ring_lines(end, busy=True, first=end - 1, events=[{"n": end}]))
         now = bell.state()
         assert now is not None and now != before
         before = now
-    assert os.path.getsize(bell.path) <= RESTART_AT_BYTES
+        if end % 3 == 0:  # a watcher looking now and then misses nothing but across a restart
+            feed.read_new()
+            fed = feed.page_from(end - 1)
+            assert fed is not None and fed.events == [{"n": end}], (end, fed)
+    assert os.path.getsize(bell.path) <= 64 + 80
     assert os.stat(bell.path).st_mode & 0o777 == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["wf"]
 
 
 def test_a_bell_that_cannot_ring_raises_nothing(tmp_path: Path) -> None:
@@ -88,6 +101,101 @@ def test_query_eviction_and_replay_activations_do_not_ring() -> None:
     # A query to a workflow out of the cache (or closed) replays its history first.
     assert not moves_state(activation("initialize_workflow", replaying=True))
     assert not moves_state(activation("resolve_activity", replaying=True))
+
+
+def test_a_feed_hands_out_only_events_that_join_up_with_the_state_after_them(tmp_path: Path) -> None:
+    path = tmp_path / "wf"
+    feed = BellFeed(path)
+    feed.read_new()
+    assert feed.page_from(0) is None  # no doorbell yet: ask
+    ring(path, ring_lines(2, busy=True))  # nobody listened: the state alone
+    feed.read_new()
+    assert feed.page_from(0) is None  # events 0 and 1 are not in it
+    assert feed.page_from(2) == ([], 2, True)  # but it says there is nothing past 2
+    ring(path, ring_lines(4, busy=True, first=2, events=[{"i": 2}, {"i": 3}]))
+    with open(path, "ab") as fh:  # a ring half written
+        fh.write(ring_lines(5, busy=False, first=4, events=[{"i": 4}])[:12])
+    feed.read_new()
+    assert feed.page_from(2) == ([{"i": 2}, {"i": 3}], 4, True)
+    with open(path, "ab") as fh:
+        fh.write(ring_lines(5, busy=False, first=4, events=[{"i": 4}])[12:])
+    feed.read_new()
+    assert feed.page_from(4) == ([{"i": 4}], 5, False)
+    ring(path, ring_lines(9, busy=True, first=7, events=[{"i": 7}, {"i": 8}]))  # 5 and 6 missing
+    feed.read_new()
+    assert feed.page_from(5) is None
+    ring(path, b"not a ring\n")  # another writer's format: nothing is known
+    feed.read_new()
+    assert feed.page_from(9) is None
+    ring(path, ring_lines(10, busy=False, first=9, events=[{"i": object()}]))  # not JSON: left out
+    feed.read_new()
+    assert feed.page_from(9) is None and feed.page_from(10) == ([], 10, False)
+
+
+def test_a_feed_opened_on_a_long_doorbell_reads_only_its_newest_rings(tmp_path: Path) -> None:
+    path = tmp_path / "wf"
+    big = "x" * 1000
+    for end in range(1, 2 * FIRST_LOOK_BYTES // 1000):
+        ring(path, ring_lines(end, busy=True, first=end - 1, events=[{"big": big}]))
+    feed = BellFeed(path)
+    feed.read_new()
+    fed = feed.page_from(end - 5)
+    assert fed is not None and len(fed.events) == 5
+    assert feed.page_from(0) is None
+
+
+class _FakeInstance(WrappedInstance):
+    """Stands for the sandbox's instance: each activation runs `step` as workflow code would."""
+
+    def __init__(self) -> None:
+        self.step: Any = lambda: None
+
+    def activate(self, act: WorkflowActivation) -> Any:
+        self.step()
+        return None
+
+
+class _Log:
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.busy = False
+
+    def watcher_view(self) -> tuple[int, bool]:
+        return len(self.events), self.busy
+
+    def watched_events(self, from_offset: int) -> tuple[int, list[dict[str, Any]]]:
+        return from_offset, self.events[from_offset:]
+
+
+def test_a_worker_rings_when_the_log_moved_with_its_events_while_someone_listens(tmp_path: Path) -> None:
+    task = WorkflowActivation()
+    task.jobs.add().resolve_activity.SetInParent()
+    inner, log = _FakeInstance(), _Log()
+    instance = DoorbellInstance(inner, tmp_path / "wf")
+
+    def rings() -> list[dict[str, Any]]:
+        return [json.loads(line) for line in (tmp_path / "wf").read_text().splitlines()]
+
+    inner.step = lambda: publish(log)  # the workflow's init
+    instance.activate(task)
+    inner.step = lambda: None
+    instance.activate(task)  # a task that moved nothing
+    assert rings() == [{"n": 0, "s": False}]
+    inner.step = lambda: log.events.append({"i": 0})
+    instance.activate(task)  # nobody listens: the state alone
+    assert rings()[-1] == {"n": 1, "s": False}
+    Doorbell(tmp_path / "wf").listen(0.0)
+    inner.step = lambda: log.events.extend([{"i": 1}, {"i": 2}])
+    instance.activate(task)
+    assert rings()[-3:] == [{"o": 1, "e": {"i": 1}}, {"o": 2, "e": {"i": 2}}, {"n": 3, "s": False}]
+    inner.step = lambda: setattr(log, "busy", True)  # busy, no new event
+    instance.activate(task)
+    assert rings()[-1] == {"n": 3, "s": True} and len(rings()) == 6
+
+    other = DoorbellInstance(_FakeInstance(), tmp_path / "other")  # publishes nothing
+    other.activate(task)
+    other.activate(task)
+    assert (tmp_path / "other").read_text() == ".\n.\n"
 
 
 @contextlib.asynccontextmanager
@@ -213,3 +321,52 @@ async def test_idle_shared_watchers_without_a_doorbell_ask_once_a_second_between
     # The first watcher's ask for the log so far, then one a second for all five (each
     # backing off on its own, they looked at the shared file about 30 times).
     assert idle_queries <= 2 + IDLE_S, idle_queries
+
+
+LOG_EVENTS = {"agent_start", "turn_start", "message_start", "message_end"}
+LOG_EVENTS |= {"tool_execution_start", "tool_execution_end", "turn_end", "agent_end"}
+
+
+async def test_a_watcher_on_the_workers_machine_reads_a_run_from_its_rings(
+    tmp_path: Path, temporal_client: Client, scripted_server: ScriptedLLMServer
+) -> None:
+    # Commands past their first 0.25 s move from a local activity to a regular one: a
+    # workflow task that changes nothing a watcher reads, so it rings nobody.
+    bash = {"name": "bash", "arguments": {"command": "sleep 0.4; echo slow-done"}}
+    scripted_server.add_scenario(
+        "doorbell-bash",
+        [{"tool_calls": [bash]}, {"tool_calls": [bash]}, {"tool_calls": [bash]}, {"text": "Ran it."}],
+    )
+    queue = unique_queue()
+    async with running_worker(temporal_client, tmp_path / "sessions", queue):
+        s = await start_session(
+            temporal_client, tmp_path, scripted_model(scripted_server, "doorbell-bash"), task_queue=queue
+        )
+        bell = doorbell_path(doorbells_dir(), s.handle.id)
+        watcher, counting, _ = _watcher(s, own_client=False)
+        seen: list[tuple[float, dict[str, Any]]] = []
+        stop = asyncio.Event()
+        watching = asyncio.create_task(_watch(watcher, seen, stop))
+        try:
+            await s.prompt("run it")
+            async with asyncio.timeout(30):
+                while not any(e["type"] == "agent_end" for _, e in seen):
+                    await asyncio.sleep(0.02)
+        finally:
+            stop.set()
+            await watching
+        logged = (await s.session.read_events(0)).events  # asked of the workflow itself
+        history = await s.handle.fetch_history()
+    kinds = [event.WhichOneof("attributes") for event in history.events]
+    tasks = kinds.count("workflow_task_completed_event_attributes")
+    rings = sum('"n":' in line for line in bell.read_text().splitlines())
+    assert kinds.count("activity_task_scheduled_event_attributes") >= 3  # the commands were handed off
+    assert rings < tasks, (rings, tasks)
+    # The watcher saw the whole log, in order, having asked for it only now and then: at its
+    # start and when the rings fell silent for a second (the first model call).
+    assert [e["type"] for _, e in seen if e["type"] in LOG_EVENTS] == [e["type"] for e in logged]
+    assert [e for _, e in seen if e["type"] == "tool_execution_end"] == [
+        e for e in logged if e["type"] == "tool_execution_end"
+    ]
+    assert seen[-1][1]["messages"][-1]["content"][0]["text"] == "Ran it."
+    assert counting.queries <= rings // 2, (counting.queries, rings)

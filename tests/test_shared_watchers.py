@@ -18,6 +18,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import pytest
 from temporalio.client import Client
 
 from tempi.client import EventFollower, SessionClient
@@ -145,16 +146,24 @@ _CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.parametrize("doorbell", [True, False], ids=["doorbell", "no-doorbell"])
 async def test_a_watcher_killed_mid_run_leaves_the_others_whole(
-    tmp_path: Path, temporal_client: Client, temporal_address: str, scripted_server: ScriptedLLMServer
+    tmp_path: Path,
+    temporal_client: Client,
+    temporal_address: str,
+    scripted_server: ScriptedLLMServer,
+    monkeypatch: pytest.MonkeyPatch,
+    doorbell: bool,
 ) -> None:
-    _scenario(scripted_server, "shared-watcher-killed", "sleep 1; echo hi")
+    _scenario(scripted_server, f"shared-watcher-killed-{doorbell}", "sleep 1; echo hi")
     queue = unique_queue()
     async with running_worker(temporal_client, tmp_path / "sessions", queue):
+        if not doorbell:  # the watchers' home is not the worker's: they ask, taking turns
+            monkeypatch.setenv("TEMPI_HOME", str(tmp_path / "elsewhere"))
         s = await start_session(
             temporal_client,
             tmp_path,
-            scripted_model(scripted_server, "shared-watcher-killed"),
+            scripted_model(scripted_server, f"shared-watcher-killed-{doorbell}"),
             task_queue=queue,
         )
         child = await asyncio.create_subprocess_exec(
@@ -195,10 +204,13 @@ async def test_a_watcher_killed_mid_run_leaves_the_others_whole(
     _assert_same_stream(late_events, direct_events)
     # Whoever asked, before the kill and after, each event went into the shared file once
     # (from the first shared ask on: polls before the session's file existed asked alone).
+    # Where the worker's doorbell carried the events, nobody may have needed to ask for any.
     (shared_file,) = shared_events_dir(s.config.session_path, s.config.session_id).glob("*.jsonl")
     lines = [json.loads(line) for line in shared_file.read_text().splitlines()]
     offsets = [line["o"] for line in lines if "o" in line]
-    assert offsets and offsets == list(range(offsets[0], log_end))
+    assert offsets == list(range(offsets[0], offsets[0] + len(offsets))) if offsets else doorbell
+    if not doorbell:
+        assert offsets[-1] == log_end - 1
 
 
 async def test_a_watcher_that_cannot_make_the_shared_file_asks_on_its_own(

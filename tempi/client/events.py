@@ -17,6 +17,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from tempi.agent.partial_message import PartialMessage, synthesize_deltas
 from tempi.client.shared_events import IDLE_ASK_MAX_S, SharedEventLog, chain_id
 from tempi.store.doorbell import QUIET_ASK_S, BellState, watcher_doorbell
+from tempi.store.doorbell_feed import BellFeed
 from tempi.store.live_channel import LiveReader
 from tempi.store.sidecar import live_path, shared_events_dir
 from tempi.workflows.session_types import EventsPage, workflow_id_for
@@ -94,9 +95,10 @@ class EventFollower:
     share (shared_events.py), so they cost the worker one query stream between them
     rather than one each; needs the session's file path.
 
-    Where the workflow's worker shares this process's home, the log is asked only when the
-    workflow's doorbell rang (or after a second of silence), not on every poll; elsewhere an
-    idle session is asked less and less often (IDLE_ASK_MAX_S) until `wake` or news."""
+    Where the workflow's worker shares this process's home, the log is read from the
+    workflow's doorbell when it rang (doorbell_feed.py) and asked only when the rings do not
+    cover what this follower lacks, or after a second of silence; elsewhere an idle session
+    is asked less and less often (IDLE_ASK_MAX_S) until `wake` or news."""
 
     def __init__(
         self,
@@ -126,6 +128,7 @@ class EventFollower:
         self.last_page: EventsPage | None = None
         self._asked_at = 0.0
         self._bell = watcher_doorbell(handle.id)
+        self._feed = BellFeed(self._bell.path) if self._bell is not None else None
         self._bell_asked: BellState = None  # the doorbell as it was when the log was last asked
         self._idle_wait = 0.0  # without a doorbell: how long an idle session's log is left unasked
         self._news_at = time.monotonic()  # the last ask that found a run or events, or a wake
@@ -231,6 +234,8 @@ class EventFollower:
         """New events: from the log when this poll asks the worker for them (`ask`, or by
         default as `_due` says), and from the live files (read here, at no worker's cost)."""
         now = asyncio.get_running_loop().time()
+        if self._bell is not None:
+            self._bell.listen(now)
         bell = self._bell_state()  # before the ask: a ring during it is news for the next
         if ask is None:
             ask = self._due(now, bell)
@@ -276,7 +281,24 @@ class EventFollower:
         self.offset = page.next_offset
         return out
 
+    def _fed_page(self, bell: BellState) -> EventsPage | None:
+        """What the doorbell's rings since the last look say, when they cover this follower's
+        offset; None: the workflow is asked."""
+        if self._feed is None or bell is None or bell == self._bell_asked:
+            return None
+        self._feed.read_new()
+        fed = self._feed.page_from(self.offset)
+        if fed is None:
+            return None
+        self._bell_asked = bell
+        return EventsPage(
+            base_offset=self.offset, next_offset=fed.next_offset, events=fed.events, is_streaming=fed.busy
+        )
+
     async def _next_page(self, bell: BellState, woken: bool) -> EventsPage:
+        fed = self._fed_page(bell)
+        if fed is not None:
+            return fed
         if self.shared:
             if self._shared_log is None:
                 assert self.session_path is not None

@@ -5,8 +5,9 @@ A watcher learns of new log events by a query the workflow's worker answers. Ask
 timer, an idle session costs its worker and the server a query per watcher group twenty
 times a second, and a turn a query or two more than the news it brought. A worker that runs
 a workflow task (anything but a query) appends a byte to the workflow's doorbell file under
-its home; a watcher with the same home looks at the file's size (a `stat`, no query) and
-asks when it changed. Nothing here is needed for correctness: a watcher that finds no
+its home; a watcher with the same home looks at the file's size (a `stat`, no query) and,
+when it changed, reads what the ring says (store/doorbell_feed.py): the log's new end and,
+while a watcher listens, the new events themselves, so it need not ask at all. Nothing here is needed for correctness: a watcher that finds no
 doorbell (a worker on another machine or with another home) asks on its timer as before,
 and one whose doorbell stays silent still asks now and then (`QUIET_ASK_S`), in case the
 workflow moved to a worker that rings elsewhere.
@@ -24,8 +25,12 @@ from tempi.store.modes import create_private_file, make_private_dirs
 from tempi.store.sidecar import safe_key
 
 DOORBELLS = "doorbells"
-# A doorbell file starts again from empty past this size; a watcher sees that as a ring too.
-RESTART_AT_BYTES = 4096
+# A doorbell file is replaced by a new one past this size; a watcher sees that as a ring too.
+RESTART_AT_BYTES = 1 << 20
+# A watcher that reads events from the doorbell touches `<bell>.watch` this often; a worker
+# writes events into rings while the file is younger than LISTENING_FOR_S.
+LISTEN_EVERY_S = 5.0
+LISTENING_FOR_S = 30.0
 # A watcher with a doorbell asks this often while it stays silent.
 QUIET_ASK_S = 1.0
 # A worker starting removes the doorbells nobody rang for this long: one file per workflow
@@ -52,17 +57,40 @@ def doorbell_path(directory: Path, workflow_id: str) -> Path:
     return directory / safe_key(workflow_id)
 
 
-def ring(path: Path) -> None:
-    """Say that the workflow's state moved. Never raises: a bell that cannot ring leaves its
-    watchers asking on their quiet timer."""
+def ring(path: Path, lines: bytes = b".\n") -> None:
+    """Say that the workflow's state moved, with `lines` (doorbell_feed.py) in one write.
+    Never raises: a bell that cannot ring leaves its watchers asking on their quiet timer."""
     with contextlib.suppress(OSError):
         fd = create_private_file(path, os.O_WRONLY | os.O_APPEND)
         try:
-            if os.fstat(fd).st_size >= RESTART_AT_BYTES:
-                os.ftruncate(fd, 0)
-            os.write(fd, b".")
+            if os.fstat(fd).st_size < RESTART_AT_BYTES:
+                os.write(fd, lines)
+                return
         finally:
             os.close(fd)
+        # Replaced, not truncated: a watcher part way through the old file finishes reading
+        # it and starts the new one (another inode) from its beginning.
+        fresh = path.with_name(path.name + ".new")
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(fresh)
+        fd = create_private_file(fresh, os.O_WRONLY | os.O_EXCL)
+        try:
+            os.write(fd, lines)
+        finally:
+            os.close(fd)
+        os.replace(fresh, path)
+
+
+def listening(path: Path) -> bool:
+    """Whether a watcher reads events from this doorbell (it touched its marker lately)."""
+    try:
+        return time.time() - os.stat(_marker(path)).st_mtime < LISTENING_FOR_S
+    except OSError:
+        return False
+
+
+def _marker(path: Path) -> Path:
+    return path.with_name(path.name + ".watch")
 
 
 def prepare(directory: Path) -> None:
@@ -83,6 +111,17 @@ class Doorbell:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._listened_at = -LISTEN_EVERY_S
+
+    def listen(self, now: float) -> None:
+        """Ask the worker for events in its rings (at most every LISTEN_EVERY_S of `now`, a
+        monotonic clock). A marker that cannot be made leaves the rings bare."""
+        if now - self._listened_at < LISTEN_EVERY_S:
+            return
+        self._listened_at = now
+        with contextlib.suppress(OSError):
+            os.close(create_private_file(_marker(self.path), os.O_WRONLY))
+            os.utime(_marker(self.path))
 
     def state(self) -> BellState:
         try:

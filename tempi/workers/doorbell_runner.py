@@ -1,4 +1,7 @@
-"""Rings a workflow's doorbell (store/doorbell.py) after each workflow task it runs.
+"""Rings a workflow's doorbell (store/doorbell.py) after each workflow task that moved what
+its watchers read. A workflow that publishes its log (workflows/watcher_view.py) rings only
+when the log's end or busy flag changed, saying both, and, while a watcher listens, with
+the new events (store/doorbell_feed.py); any other rings after every task.
 
 The ring happens in the worker, outside the workflow sandbox, once the instance has applied
 an activation: a watcher that asks right after hears the new state, since a query waits for
@@ -15,8 +18,10 @@ from temporalio.bridge.proto.workflow_activation import WorkflowActivation
 from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
 from temporalio.worker import WorkflowInstance, WorkflowInstanceDetails, WorkflowRunner
 
-from tempi.store.doorbell import doorbell_path, prepare, ring
+from tempi.store.doorbell import doorbell_path, listening, prepare, ring
+from tempi.store.doorbell_feed import ring_lines
 from tempi.workers.wrapped_runner import WrappedInstance, WrappedRunner
+from tempi.workflows.watcher_view import ViewSlot, collecting
 
 _SILENT_JOBS = frozenset({"query_workflow", "remove_from_cache"})
 
@@ -42,9 +47,36 @@ class DoorbellInstance(WrappedInstance):
     def __init__(self, inner: WorkflowInstance, bell: Path) -> None:
         super().__init__(inner)
         self.bell = bell
+        self.slot = ViewSlot()
+        # The log's (end, busy) as the last ring said; None until then, so the first task
+        # after a start, a replay or a continue-as-new always rings.
+        self.rung: tuple[int, bool] | None = None
 
     def activate(self, act: WorkflowActivation) -> WorkflowActivationCompletion:
-        completion = self.inner.activate(act)
+        with collecting(self.slot):
+            completion = self.inner.activate(act)
         if moves_state(act):
-            ring(self.bell)
+            self._ring()
         return completion
+
+    def _ring(self) -> None:
+        try:
+            news = self._news()
+        except Exception:
+            news = (b".\n", None)  # a log that cannot be read rings as if none were published
+        if news is not None:
+            ring(self.bell, news[0])
+            self.rung = news[1]
+
+    def _news(self) -> tuple[bytes, tuple[int, bool] | None] | None:
+        """What to ring, and the view it announces; None: nothing a watcher reads moved."""
+        log = self.slot.log
+        if log is None:
+            return b".\n", None
+        view = log.watcher_view()
+        if view == self.rung:
+            return None
+        first, events = None, None
+        if self.rung is not None and listening(self.bell):
+            first, events = log.watched_events(self.rung[0])
+        return ring_lines(*view, first, events), view

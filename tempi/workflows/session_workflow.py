@@ -60,6 +60,7 @@ with workflow.unsafe.imports_passed_through():
         SessionInput,
         SessionStateView,
     )
+    from tempi.workflows.watcher_view import publish as publish_watched_log
 
 IDLE_TIMEOUT = timedelta(days=7)  # when the config names no idle time
 UPGRADE_AT_CONTINUE_AS_NEW = "upgrade-at-continue-as-new"
@@ -149,6 +150,7 @@ class AgentSessionWorkflow:
                 {"type": "model_change", "provider": cfg.model.provider, "modelId": cfg.model.id}
             )
             self.entries.record({"type": "thinking_level_change", "thinkingLevel": cfg.thinking_level})
+        publish_watched_log(self)
 
     @workflow.run
     async def run(self, inp: SessionInput) -> str:
@@ -365,7 +367,17 @@ class AgentSessionWorkflow:
 
     @workflow.query
     def read_events(self, from_offset: int) -> EventsPage:
-        return self.log.page(from_offset, is_streaming=self.control.streaming or self.queues.has_prompts())
+        return self.log.page(from_offset, is_streaming=self._busy_for_watchers())
+
+    def _busy_for_watchers(self) -> bool:
+        return self.control.streaming or self.queues.has_prompts()
+
+    # The log as its worker's doorbell reads it (watcher_view.py): not handlers, no history.
+    def watcher_view(self) -> tuple[int, bool]:
+        return self.log.next_offset(), self._busy_for_watchers()
+
+    def watched_events(self, from_offset: int) -> tuple[int, list[dict[str, Any]]]:
+        return self.log.since(from_offset)
 
     @workflow.query
     def get_state(self) -> SessionStateView:

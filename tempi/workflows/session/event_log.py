@@ -35,6 +35,11 @@ class EventLog:
     def next_offset(self) -> int:
         return self.state.event_offset + len(self.events)
 
+    def since(self, from_offset: int) -> tuple[int, list[dict[str, Any]]]:
+        """The events from `from_offset` (or the oldest held) on, and the offset of the first."""
+        start = min(max(from_offset - self.state.event_offset, 0), len(self.events))
+        return self.state.event_offset + start, self.events[start:]
+
     def carried(self) -> tuple[int, list[dict[str, Any]]]:
         """The next run's event offset and the newest events (up to CARRIED_EVENT_BYTES),
         so watchers a little behind miss nothing."""
