@@ -189,9 +189,12 @@ async def test_a_stalled_page_neither_holds_up_the_others_nor_piles_up_and_catch
         f"{live_bytes / 1e6:.2f} MB, {stalled.transcript.ops} ops in all)"
     )
     # Once it read again, the stalled page shows what the live one shows, the answer whole,
-    # having skipped the versions it could not take when they came.
+    # having been sent no version the live page was not. (Whether it skipped versions depends
+    # on the kernel: the console's send buffer grows to several MB, and on a loaded machine,
+    # where the answer comes in fewer and so fewer bytes of versions, the buffers took them
+    # all twice in one day, leaving the console owing the page nothing to skip.)
     assert stalled.transcript.blocks == reader.blocks
-    assert stalled.transcript.ops < reader.ops
+    assert stalled.transcript.ops <= reader.ops
     # The live page saw the answer grow steadily, and whole about when the model ended it. A
     # page held up by the stalled one would wait about the whole stream; a loaded CI machine
     # has held one update back 1.2 s.

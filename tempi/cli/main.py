@@ -46,7 +46,13 @@ EXIT_CONFIG = 3
 
 async def run_session_command(args: argparse.Namespace) -> int:
     from tempi.cli.sandbox_reach import check_sandbox_reach
-    from tempi.cli.session_choice import choose_session, open_session, session_folder
+    from tempi.cli.session_choice import (
+        OpenSession,
+        choose_session,
+        open_session,
+        reopen_if_closed,
+        session_folder,
+    )
 
     cwd = Path.cwd().resolve()
     rpc = args.mode == "rpc"
@@ -98,7 +104,15 @@ async def run_session_command(args: argparse.Namespace) -> int:
             )
             if not prompts:
                 return 0  # the extensions' commands or input handlers sent nothing to the model
-            return await run_print(opened, prompts, images, args.mode)
+
+            async def reopen() -> OpenSession | None:
+                nonlocal opened
+                reopened = await reopen_if_closed(service, opened, planned.options, planned.registry.find)
+                if reopened is not None:
+                    opened = reopened  # cleaned up below in its place
+                return reopened
+
+            return await run_print(opened, prompts, images, args.mode, reopen)
         finally:
             mark.clear()
             await opened.close()

@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
+from collections.abc import Awaitable, Callable
 from typing import Any
+
+from temporalio.service import RPCError
 
 from tempi.agent.messages import ImageContent
 from tempi.cli import pi_json
@@ -28,7 +31,18 @@ def _header(opened: OpenSession) -> dict[str, Any]:
     return header
 
 
-async def run_print(opened: OpenSession, prompts: list[str], images: list[ImageContent], mode: str) -> int:
+Reopen = Callable[[], Awaitable[OpenSession | None]]
+
+
+async def run_print(
+    opened: OpenSession,
+    prompts: list[str],
+    images: list[ImageContent],
+    mode: str,
+    reopen: Reopen | None = None,
+) -> int:
+    """`reopen`: the session continued from its file if its workflow has closed (None while
+    it runs), for a session that waited past its idle time just as this run opened it."""
     session = opened.session
     if mode == "json":
         print(pi_json.dumps(_header(opened)), flush=True)
@@ -42,7 +56,14 @@ async def run_print(opened: OpenSession, prompts: list[str], images: list[ImageC
     loop.add_signal_handler(signal.SIGINT, lambda: asyncio.ensure_future(session.abort()))
     for index, text in enumerate(prompts):
         try:
-            await session.prompt(text, images=images if index == 0 else [])
+            try:
+                await session.prompt(text, images=images if index == 0 else [])
+            except RPCError:
+                reopened = await reopen() if reopen is not None and index == 0 else None
+                if reopened is None:
+                    raise
+                session, follower = reopened.session, reopened.session.follow()
+                await session.prompt(text, images=images)
         except SessionRefused as err:
             raise UserError(f"The session refused the prompt: {err}") from err
         async for event in follower.events(until_idle=True):
