@@ -54,7 +54,9 @@ def test_a_down_collector_does_not_slow_a_command(
             took = _timed(args, work, tempi_env(home, temporal_address, **extra))
             fastest[kind] = min(took, fastest.get(kind, took))
     plain, hung, refused = fastest["plain"], fastest["hung"], fastest["refused"]
-    assert hung < plain + 3 and refused < plain + 3, fastest
+    # Relative to the plain command: a collector configured brings in the exporter's imports,
+    # which cost seconds on a machine running 4x slower than usual, while a stall is fixed.
+    assert hung < 2 * plain + 1 and refused < 2 * plain + 1, fastest
 
 
 def test_a_watchers_queries_make_no_traces_unless_asked(

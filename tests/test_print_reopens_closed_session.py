@@ -48,7 +48,7 @@ async def test_a_prompt_to_a_session_that_just_closed_goes_on_from_its_file(
         code = await asyncio.wait_for(run_print(opened, ["two"], [], "text", reopen), 60)
     assert code == 0
     assert capsys.readouterr().out.strip() == "Second answer."
-    roles = [
+    messages = [
         line for line in Path(s.config.session_path).read_text().splitlines() if '"type":"message"' in line
     ]
     assert len(messages) == 4  # one, its answer, two, its answer: one file, continued

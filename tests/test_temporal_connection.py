@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest
 from temporalio.client import Client
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
-from tempi.workers.temporal_client import STARTING_SERVER, connect, retry_while_starting
+from tempi.workers.temporal_client import STARTING_SERVER, connect, retry_while_starting, server_gone
 from tempi.workflows.session_types import workflow_id_for
 from tests.conftest import run_tempi, tempi_env, write_models_json
 
@@ -163,3 +163,12 @@ async def test_a_server_still_starting_is_waited_for_and_a_refusal_is_not(tempor
     with pytest.raises(RuntimeError, match="Connection refused"):
         await retry_while_starting(refused)
     assert tries == 1
+
+
+def test_a_server_killed_mid_call_counts_as_gone_and_its_answers_do_not() -> None:
+    # What a call in flight gets when the server process dies under it (seen in a pipeline
+    # run whose server was killed: it exited 1 with "answered with an error: transport error").
+    assert server_gone(RPCError("transport error", RPCStatusCode.UNKNOWN, b""))
+    assert server_gone(RPCError("connection refused", RPCStatusCode.UNAVAILABLE, b""))
+    assert not server_gone(RPCError("workflow execution already completed", RPCStatusCode.NOT_FOUND, b""))
+    assert not server_gone(RPCError("a handler raised", RPCStatusCode.UNKNOWN, b""))

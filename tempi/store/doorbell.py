@@ -1,16 +1,17 @@
 """A workflow's doorbell: how a worker tells the watchers on its machine that a workflow's
-state moved, so they ask it for news only then.
+state moved, so they ask it for news only then, or not at all.
 
 A watcher learns of new log events by a query the workflow's worker answers. Asked on a
 timer, an idle session costs its worker and the server a query per watcher group twenty
 times a second, and a turn a query or two more than the news it brought. A worker that runs
-a workflow task (anything but a query) appends a byte to the workflow's doorbell file under
-its home; a watcher with the same home looks at the file's size (a `stat`, no query) and,
-when it changed, reads what the ring says (store/doorbell_feed.py): the log's new end and,
-while a watcher listens, the new events themselves, so it need not ask at all. Nothing here is needed for correctness: a watcher that finds no
-doorbell (a worker on another machine or with another home) asks on its timer as before,
-and one whose doorbell stays silent still asks now and then (`QUIET_ASK_S`), in case the
-workflow moved to a worker that rings elsewhere.
+a workflow task which moved what watchers read appends a ring to the workflow's doorbell
+file under its home; a watcher with the same home looks at the file's size (a `stat`, no
+query) and, when it changed, reads what the ring says (store/doorbell_feed.py): the log's
+new end and, while a watcher listens, the new events themselves, so it need not ask at all.
+Nothing here is needed for correctness: a watcher that finds no doorbell (a worker on
+another machine or with another home) asks on its timer as before, and one whose doorbell
+stays silent still asks now and then (`QUIET_ASK_S`), in case the workflow moved to a
+worker that rings elsewhere.
 """
 
 from __future__ import annotations

@@ -51,7 +51,11 @@ def quiet_core_logs() -> None:
 
 
 def server_gone(err: RPCError) -> bool:
-    """The server did not answer at all (as opposed to answering with an error)."""
+    """The server did not answer at all (as opposed to answering with an error). A server
+    killed while a call is in flight fails it as UNKNOWN "transport error" (the gRPC
+    transport's own failure, not the server's answer)."""
+    if err.status == RPCStatusCode.UNKNOWN and err.message.startswith("transport error"):
+        return True
     return err.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED)
 
 
