@@ -2,7 +2,7 @@
 rings their doorbell (workers/doorbell_runner.py) only when that moved.
 
 Many workflow tasks change nothing a watcher reads: a bash command handed off from a local
-activity to a regular one, a timer, a heartbeat's cancellation check. A ring for those
+activity to a regular one, a flush of the session file. A ring for those
 costs every watcher group a query (~5 ms of worker and server CPU) that brings nothing. A
 workflow publishes, once, the log its `read_events` query serves; after each task the worker
 reads the log's end and busy flag from it and rings when they changed, with the new events
