@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from tempi.store.doorbell import QUIET_ASK_S, BellState
+from tempi.store.doorbell_feed import ring_lines
 from tempi.store.modes import create_private_file, make_private_dirs
 from tempi.workflows.session_types import EventsPage
 
@@ -123,11 +124,10 @@ class SharedEventLog:
         if not page.events and page.next_offset == self.end and page.is_streaming == self.is_streaming:
             return
         first = page.next_offset - len(page.events)
-        lines = [json.dumps({"o": first + i, "e": e}, ensure_ascii=False) for i, e in enumerate(page.events)]
-        lines.append(json.dumps({"n": page.next_offset, "s": page.is_streaming}))
+        lines = ring_lines(page.next_offset, page.is_streaming, first, page.events)  # the doorbell's shape
         fd = create_private_file(self.path, os.O_WRONLY | os.O_APPEND)
         try:
-            os.write(fd, ("\n".join(lines) + "\n").encode())
+            os.write(fd, lines)
         finally:
             os.close(fd)
 
