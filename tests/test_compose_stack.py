@@ -348,7 +348,9 @@ def _wait_restarted(container: str, timeout: float = 30) -> None:
 
 
 def _entries(home: Path) -> list[dict[str, Any]]:
-    files = list((home / "sessions").rglob("*.jsonl"))
+    # The session file, not the side files beside it (`.tempi/<id>/live/*.jsonl`, which a
+    # killed attempt can leave behind).
+    files = [f for f in (home / "sessions").rglob("*.jsonl") if ".tempi" not in f.parts]
     assert len(files) == 1, files
     return [json.loads(line) for line in files[0].read_text().splitlines()]
 
