@@ -55,12 +55,19 @@ def _mounts() -> list[str]:
         lines = Path("/proc/self/mounts").read_text().splitlines()
     except OSError:
         return []
-    return [f"{fields[1]} ({fields[2]})" for fields in (line.split() for line in lines) if fields[1].startswith(temp)]
+    return [
+        f"{fields[1]} ({fields[2]})"
+        for fields in (line.split() for line in lines)
+        if fields[1].startswith(temp)
+    ]
 
 
 def _worktrees() -> list[str]:
     done = subprocess.run(
-        ["git", "-C", str(ROOT), "worktree", "list", "--porcelain"], capture_output=True, text=True, check=False
+        ["git", "-C", str(ROOT), "worktree", "list", "--porcelain"],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     return [line.split(" ", 1)[1] for line in done.stdout.splitlines() if line.startswith("worktree ")]
 

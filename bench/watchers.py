@@ -3,8 +3,8 @@ command runs 0.3 s, followed by 0, 1 and 20 watchers (shared EventFollowers, as 
 watches: they take turns asking the workflow), with the worker's and the server's CPU per turn
 and the worker's query count per turn beside each; then the same for 3 s of the session
 sitting idle under its watchers (worker + server CPU a second). The watchers run twice: sharing the
-worker's home, so they hear its doorbell (store/doorbell.py), and from another home, asking
-on their timer (backing off while the session is idle)."""
+worker's home, so they hear its doorbell (store/doorbell.py), and from another home, where
+the workflow's history is their bell (client/history_bell.py)."""
 
 from __future__ import annotations
 

@@ -18,9 +18,11 @@ from typing import Any
 import pytest
 from temporalio.bridge.proto.workflow_activation import WorkflowActivation
 from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
 
 from tempi.client import EventFollower, SessionClient
 from tempi.client.events import IDLE_ASK_MAX_S, IDLE_GRACE_S
+from tempi.client.history_bell import HistoryBell
 from tempi.store import doorbell
 from tempi.store.doorbell import (
     FORGET_AFTER_S,
@@ -237,24 +239,35 @@ async def _watch(
             await asyncio.sleep(0.05)
 
 
+def refuse_history(monkeypatch: pytest.MonkeyPatch) -> None:
+    """History polls fail, as against a server that refuses them: followers have no bell."""
+
+    async def refused(_: HistoryBell) -> bool:
+        raise RPCError("history reads are not allowed here", RPCStatusCode.PERMISSION_DENIED, b"")
+
+    monkeypatch.setattr(HistoryBell, "_follow_run", refused)
+
+
 @pytest.mark.parametrize(
-    ("same_home", "own_client"),
-    [(True, False), (False, False), (False, True)],
-    ids=["doorbell", "no-doorbell-prompt-elsewhere", "no-doorbell-own-prompt"],
+    ("bell", "own_client"),
+    [("doorbell", False), ("history", False), ("none", False), ("none", True)],
+    ids=["doorbell", "history", "no-bell-prompt-elsewhere", "no-bell-own-prompt"],
 )
 async def test_an_idle_watcher_asks_seldom_and_still_sees_the_next_prompt(
     tmp_path: Path,
     temporal_client: Client,
     scripted_server: ScriptedLLMServer,
     monkeypatch: pytest.MonkeyPatch,
-    same_home: bool,
+    bell: str,
     own_client: bool,
 ) -> None:
     async with _after_one_run(tmp_path, temporal_client, scripted_server, "doorbell") as s:
-        if not same_home:  # the watcher's home is not the worker's: no doorbell to look at
+        if bell != "doorbell":  # the watcher's home is not the worker's: no doorbell to look at
             monkeypatch.setenv("TEMPI_HOME", str(tmp_path / "elsewhere"))
-        assert doorbell_path(doorbells_dir(), s.handle.id).exists() == same_home
+        assert doorbell_path(doorbells_dir(), s.handle.id).exists() == (bell == "doorbell")
         follower, counting, _ = _watcher(s, own_client=own_client)
+        if bell == "none":
+            refuse_history(monkeypatch)
         await follower.skip_to_end()
         seen: list[tuple[float, dict[str, Any]]] = []
         stop = asyncio.Event()
@@ -264,10 +277,11 @@ async def test_an_idle_watcher_asks_seldom_and_still_sees_the_next_prompt(
             after_grace = counting.queries
             await asyncio.sleep(IDLE_S)
             idle_queries = counting.queries - after_grace
-            # Right after an ask, so that the follower's timer would not ask for a second.
-            async with asyncio.timeout(10):
-                while counting.queries == after_grace + idle_queries:
-                    await asyncio.sleep(0.01)
+            if bell == "none":
+                # Right after an ask, so that the follower's timer would not ask for a second.
+                async with asyncio.timeout(10):
+                    while counting.queries == after_grace + idle_queries:
+                        await asyncio.sleep(0.01)
             sent = time.monotonic()
             await s.prompt("two")  # through the session's own client
             deadline = time.monotonic() + 30
@@ -281,34 +295,42 @@ async def test_an_idle_watcher_asks_seldom_and_still_sees_the_next_prompt(
     assert types[0] == "agent_start" and types[-1] == "agent_end", types
     assert seen[-1][1]["messages"][-1]["content"][0]["text"] == "Second."
     shown_after = seen[0][0] - sent
-    # Past the first second: with a doorbell, one ask a second while it stays silent; without,
-    # asks 0.05, 0.1, 0.2, 0.4, 0.8 s apart, then a second apart (about 40 on a 0.05 s timer).
-    assert idle_queries <= (1 + IDLE_S if same_home else 6), idle_queries
-    if same_home or own_client:
-        # The doorbell rang, or the follower's own client woke it: well before a second.
+    # Past the first second: with a doorbell, one ask a second while it stays silent; with the
+    # history, none (it did not move); with no bell, asks 0.05, 0.1, 0.2, 0.4, 0.8 s apart,
+    # then a second apart (about 40 on a 0.05 s timer).
+    assert idle_queries <= {"doorbell": 1 + IDLE_S, "history": 0, "none": 6}[bell], idle_queries
+    if bell != "none" or own_client:
+        # The bell rang, or the follower's own client woke it: well before a second.
         assert shown_after < 0.5, shown_after
     else:
         # Asked by the idle timer, a second at most after the prompt.
         assert shown_after < IDLE_ASK_MAX_S + 0.5, shown_after
 
 
-async def test_idle_shared_watchers_without_a_doorbell_ask_once_a_second_between_them(
+@pytest.mark.parametrize("bell", ["history", "none"])
+async def test_idle_shared_watchers_elsewhere_ask_seldom_between_them(
     tmp_path: Path,
     temporal_client: Client,
     scripted_server: ScriptedLLMServer,
     monkeypatch: pytest.MonkeyPatch,
+    bell: str,
 ) -> None:
-    async with _after_one_run(tmp_path, temporal_client, scripted_server, "doorbell-shared") as s:
+    async with _after_one_run(tmp_path, temporal_client, scripted_server, f"shared-{bell}") as s:
         monkeypatch.setenv("TEMPI_HOME", str(tmp_path / "elsewhere"))  # no doorbell here
         watchers, counts, _ = zip(
             *(_watcher(s, own_client=False, shared=True) for _ in range(5)), strict=True
         )
+        if bell == "none":
+            refuse_history(monkeypatch)
         seen: list[list[tuple[float, dict[str, Any]]]] = [[] for _ in watchers]
         stop = asyncio.Event()
         tasks = [asyncio.create_task(_watch(w, out, stop)) for w, out in zip(watchers, seen, strict=True)]
         try:
+            await asyncio.sleep(IDLE_GRACE_S)  # the first asks for the log so far
+            settled = sum(c.queries for c in counts)
             await asyncio.sleep(IDLE_S)
-            idle_queries = sum(c.queries for c in counts)
+            idle_queries = sum(c.queries for c in counts) - settled
+            sent = time.monotonic()
             await s.prompt("two")
             async with asyncio.timeout(30):
                 while not all(
@@ -318,9 +340,16 @@ async def test_idle_shared_watchers_without_a_doorbell_ask_once_a_second_between
         finally:
             stop.set()
             await asyncio.gather(*tasks)
-    # The first watcher's ask for the log so far, then one a second for all five (each
-    # backing off on its own, they looked at the shared file about 30 times).
-    assert idle_queries <= 2 + IDLE_S, idle_queries
+    shown_after = max(out[0][0] for out in seen) - sent
+    if bell == "history":
+        # Nothing moved in the history, so nobody asked; the prompt's task moved it at once.
+        assert idle_queries == 0, idle_queries
+        assert shown_after < 0.5, shown_after
+    else:
+        # One ask a second for all five (each backing off on its own, they looked at the
+        # shared file about 20 times).
+        assert idle_queries <= 1 + IDLE_S, idle_queries
+        assert shown_after < IDLE_ASK_MAX_S + 0.5, shown_after
 
 
 LOG_EVENTS = {"agent_start", "turn_start", "message_start", "message_end"}
@@ -370,3 +399,41 @@ async def test_a_watcher_on_the_workers_machine_reads_a_run_from_its_rings(
     ]
     assert seen[-1][1]["messages"][-1]["content"][0]["text"] == "Ran it."
     assert counting.queries <= rings // 2, (counting.queries, rings)
+
+
+async def test_a_watcher_elsewhere_asks_nothing_while_a_model_streams(
+    tmp_path: Path,
+    temporal_client: Client,
+    scripted_server: ScriptedLLMServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # About 2 s of streaming: nothing a query answers changes until the answer is in.
+    text = " ".join(f"w{i}" for i in range(100))
+    scripted_server.add_scenario("stream-elsewhere", [{"text": text, "chunk_size": 4, "chunk_delay_ms": 20}])
+    queue = unique_queue()
+    async with running_worker(temporal_client, tmp_path / "sessions", queue):
+        s = await start_session(
+            temporal_client, tmp_path, scripted_model(scripted_server, "stream-elsewhere"), task_queue=queue
+        )
+        monkeypatch.setenv("TEMPI_HOME", str(tmp_path / "elsewhere"))  # no doorbell here
+        watcher, counting, _ = _watcher(s, own_client=False)
+        seen: list[tuple[float, dict[str, Any]]] = []
+        stop = asyncio.Event()
+        watching = asyncio.create_task(_watch(watcher, seen, stop))
+        try:
+            await s.prompt("Say the words.")
+            async with asyncio.timeout(30):
+                while not any(e["type"] == "agent_end" for _, e in seen):
+                    await asyncio.sleep(0.02)
+        finally:
+            stop.set()
+            await watching
+    started = next(
+        at for at, e in seen if e["type"] == "message_start" and e["message"]["role"] == "assistant"
+    )
+    ended = next(at for at, e in seen if e["type"] == "message_end" and e["message"]["role"] == "assistant")
+    assert seen[-1][1]["messages"][-1]["content"][0]["text"] == text
+    # Asked when the prompt's task, the model call's end and the run's end completed (a
+    # few more when a task completed during an ask); on a timer it asked every 50 ms
+    # while the model streamed.
+    assert counting.queries <= 8, (counting.queries, round(ended - started, 2))

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
 from tempi.agent.partial_message import PartialMessage, synthesize_deltas
+from tempi.client.history_bell import HistoryBell, from_history, history_bell, quiet_ask_s
 from tempi.client.shared_events import IDLE_ASK_MAX_S, SharedEventLog, chain_id
-from tempi.store.doorbell import QUIET_ASK_S, BellState, watcher_doorbell
+from tempi.store.doorbell import BellState, watcher_doorbell
 from tempi.store.doorbell_feed import BellFeed
 from tempi.store.live_channel import LiveReader
 from tempi.store.sidecar import live_path, shared_events_dir
@@ -26,11 +27,11 @@ from tempi.workflows.session_workflow import AgentSessionWorkflow
 SessionHandle = WorkflowHandle[AgentSessionWorkflow, Any]
 
 POLL_INTERVAL_S = 0.05
-# Without a doorbell, the log of a session idle this long (no run, no events, nothing sent by
+# Without a bell (a doorbell file, or the history while its long poll fails), the log of a session idle this long (no run, no events, nothing sent by
 # the follower's own client) starts being asked less and less often (IDLE_ASK_MAX_S): a run
 # about to start (a prompt just accepted) is still found at the next poll.
 IDLE_GRACE_S = 1.0
-# Without a doorbell (store/doorbell.py), while only the live files bring news (a model
+# Without a bell, while only the live files bring news (a model
 # streaming), the log is asked again at most this often: callers poll again at once after
 # any news, and each ask is a query that the session's worker answers, so a token stream
 # would otherwise become hundreds of queries a second per watcher, taking the worker's time
@@ -97,8 +98,10 @@ class EventFollower:
 
     Where the workflow's worker shares this process's home, the log is read from the
     workflow's doorbell when it rang (doorbell_feed.py) and asked only when the rings do not
-    cover what this follower lacks, or after a second of silence; elsewhere an idle session
-    is asked less and less often (IDLE_ASK_MAX_S) until `wake` or news."""
+    cover what this follower lacks, or after a second of silence. Elsewhere the workflow's
+    history is the bell (history_bell.py): the log is asked when a workflow task completed.
+    With neither (the history's poll failing), an idle session is asked less and less often
+    (IDLE_ASK_MAX_S) until `wake` or news."""
 
     def __init__(
         self,
@@ -111,8 +114,12 @@ class EventFollower:
         client: Client | None = None,
         tag: dict[str, str] | None = None,
         shared: bool = False,
+        history_client: Client | None = None,
     ) -> None:
+        """`history_client`: the client `handle` is of, to follow the workflow's history
+        where no doorbell rings (without one, such a follower asks on its timer)."""
         self.handle = handle
+        self.history_client = history_client or client
         self.shared = shared and session_path is not None
         self._shared_log: SharedEventLog | None = None
         self.client = client  # with a client, subagents' events are followed too
@@ -129,7 +136,8 @@ class EventFollower:
         self._asked_at = 0.0
         self._bell = watcher_doorbell(handle.id)
         self._feed = BellFeed(self._bell.path) if self._bell is not None else None
-        self._bell_asked: BellState = None  # the doorbell as it was when the log was last asked
+        self._history: tuple[HistoryBell, Callable[[], None]] | None = None  # while no doorbell file
+        self._bell_asked: BellState = None  # the bell as it was when the log was last asked
         self._idle_wait = 0.0  # without a doorbell: how long an idle session's log is left unasked
         self._news_at = time.monotonic()  # the last ask that found a run or events, or a wake
         self._woken = False
@@ -204,7 +212,18 @@ class EventFollower:
         return self._live_moved
 
     def _bell_state(self) -> BellState:
-        return self._bell.state() if self._bell is not None else None
+        """The doorbell's state, or the history's where no worker rings a doorbell here."""
+        door = self._bell.state() if self._bell is not None else None
+        if door is not None:
+            if self._history is not None:  # the doorbell came after the first look
+                self._history[1]()
+                self._history = None
+            return door
+        if self.history_client is None:
+            return None
+        if self._history is None:
+            self._history = history_bell(self.history_client, self.handle.id, self)
+        return self._history[0].state()
 
     def wake(self) -> None:
         """Something was just sent to the session: the next poll asks for its effect."""
@@ -222,7 +241,7 @@ class EventFollower:
         if self._woken or page is None:
             return True
         if bell is not None:
-            return bell != self._bell_asked or now - self._asked_at >= QUIET_ASK_S
+            return bell != self._bell_asked or now - self._asked_at >= quiet_ask_s(bell)
         if not page.is_streaming and not self._live_moved:
             return now - self._asked_at >= self._idle_wait
         # Only a poll right after one that found nothing in the log but deltas in the live
@@ -284,7 +303,7 @@ class EventFollower:
     def _fed_page(self, bell: BellState) -> EventsPage | None:
         """What the doorbell's rings since the last look say, when they cover this follower's
         offset; None: the workflow is asked."""
-        if self._feed is None or bell is None or bell == self._bell_asked:
+        if self._feed is None or bell is None or from_history(bell) or bell == self._bell_asked:
             return None
         self._feed.read_new()
         fed = self._feed.page_from(self.offset)

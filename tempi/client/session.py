@@ -345,6 +345,7 @@ class SessionClient:
             live=live,
             client=self.client if subagents else None,
             shared=shared,
+            history_client=self.client,
         )
         self._followers.add(follower)
         return follower

@@ -3,10 +3,11 @@
 A watcher learns of new log events by a query the session's worker answers, so N watchers
 each asking on their own cost the worker N queries a poll. Shared followers take turns
 instead: on a poll, whoever takes `<chain>.lock` (flock, never waited for) asks, unless
-someone asked less than SHARED_ASK_EVERY_S ago (the lock file's mtime), or the last ask is
-under a second old (QUIET_ASK_S, IDLE_ASK_MAX_S) and either the workflow's doorbell
-(store/doorbell.py) has not rung since (the lock file holds its state then) or, with no
-doorbell, the session was idle; a follower whose own client just sent something asks all
+someone asked less than SHARED_ASK_EVERY_S ago (the lock file's mtime), or the workflow's
+bell (its doorbell, store/doorbell.py, or its history, history_bell.py) has not rung since the
+last ask (the lock file holds its state then) and that ask is younger than the bell's quiet
+interval, or, with no bell, the last ask is under a second old (IDLE_ASK_MAX_S) and the
+session was idle; a follower whose own client just sent something asks all
 the same. The asker appends the new raw events with their global offsets to
 `<chain>.jsonl`; every follower reads its events from that file. The lock is held for one
 ask only, so a watcher that exits, is killed or stops polling leaves nobody waiting on it.
@@ -28,7 +29,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from tempi.store.doorbell import QUIET_ASK_S, BellState
+from tempi.client.history_bell import quiet_ask_s
+from tempi.store.doorbell import BellState
 from tempi.store.doorbell_feed import ring_lines
 from tempi.store.modes import create_private_file, make_private_dirs
 from tempi.workflows.session_types import EventsPage
@@ -117,7 +119,7 @@ class SharedEventLog:
         if age < SHARED_ASK_EVERY_S:
             return False
         if bell is not None:
-            return bell != self.asked_bell or age >= QUIET_ASK_S
+            return bell != self.asked_bell or age >= quiet_ask_s(bell)
         return self.is_streaming or age >= IDLE_ASK_MAX_S
 
     def _append(self, page: EventsPage) -> None:
@@ -151,12 +153,14 @@ class SharedEventLog:
 
 
 def _stored_bell(fd: int) -> BellState:
-    """The doorbell state the last ask wrote into the lock file (None: none written)."""
+    """The bell's state the last ask wrote into the lock file (None: none written)."""
     try:
         stored = json.loads(os.pread(fd, 64, 0) or b"null")
     except ValueError:
         return None
-    return (int(stored[0]), int(stored[1])) if isinstance(stored, list) and len(stored) == 2 else None
+    if isinstance(stored, list) and len(stored) in (2, 3) and all(isinstance(n, int) for n in stored):
+        return tuple(stored)
+    return None
 
 
 async def chain_id(describe: Callable[[], Awaitable[Any]]) -> str:

@@ -38,8 +38,9 @@ QUIET_ASK_S = 1.0
 # would otherwise pile up. A session idle for longer gets its doorbell back at its next task.
 FORGET_AFTER_S = 7 * 24 * 3600
 
-# What a watcher compares: the file's inode and size, or None while there is no file.
-BellState = tuple[int, int] | None
+# What a watcher compares: the file's inode and size, or None while there is no file (or, in
+# three numbers, a workflow history's position: client/history_bell.py).
+BellState = tuple[int, ...] | None
 
 
 def doorbells_dir() -> Path:
