@@ -27,16 +27,16 @@ from tempi.workflows.session_workflow import AgentSessionWorkflow
 SessionHandle = WorkflowHandle[AgentSessionWorkflow, Any]
 
 POLL_INTERVAL_S = 0.05
-# Without a bell (a doorbell file, or the history while its long poll fails), the log of a session idle this long (no run, no events, nothing sent by
-# the follower's own client) starts being asked less and less often (IDLE_ASK_MAX_S): a run
-# about to start (a prompt just accepted) is still found at the next poll.
+# Without a bell (no doorbell file here, and the history's long poll failing), the log of a
+# session idle this long (no run, no events, nothing sent by the follower's own client) starts
+# being asked less and less often (IDLE_ASK_MAX_S): a run about to start (a prompt just
+# accepted) is still found at the next poll.
 IDLE_GRACE_S = 1.0
-# Without a bell, while only the live files bring news (a model
-# streaming), the log is asked again at most this often: callers poll again at once after
-# any news, and each ask is a query that the session's worker answers, so a token stream
-# would otherwise become hundreds of queries a second per watcher, taking the worker's time
-# from the turns it runs. Any other poll asks at once, so a prompt's first events are not
-# held back.
+# Without a bell, while only the live files bring news (a model streaming), the log is asked
+# again at most this often: callers poll again at once after any news, and each ask is a
+# query that the session's worker answers, so a token stream would otherwise become hundreds
+# of queries a second per watcher, taking the worker's time from the turns it runs. Any
+# other poll asks at once, so a prompt's first events are not held back.
 QUERY_EVERY_S = 0.02
 
 
@@ -138,7 +138,7 @@ class EventFollower:
         self._feed = BellFeed(self._bell.path) if self._bell is not None else None
         self._history: tuple[HistoryBell, Callable[[], None]] | None = None  # while no doorbell file
         self._bell_asked: BellState = None  # the bell as it was when the log was last asked
-        self._idle_wait = 0.0  # without a doorbell: how long an idle session's log is left unasked
+        self._idle_wait = 0.0  # without a bell: how long an idle session's log is left unasked
         self._news_at = time.monotonic()  # the last ask that found a run or events, or a wake
         self._woken = False
         self._log_moved = False  # the last ask brought events: more are likely at once
