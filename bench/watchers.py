@@ -1,5 +1,6 @@
-"""What watching a session costs: one session of read turns and of bash turns whose
-command runs 0.3 s, followed by 0, 1 and 20 watchers (shared EventFollowers, as `tempi attach`
+"""What watching a session costs: one session of read turns, of bash turns whose command
+runs 0.3 s, and of read turns whose model writes for about half a second, followed by 0, 1
+and 20 watchers (shared EventFollowers, as `tempi attach`
 watches: they take turns asking the workflow), with the worker's and the server's CPU per turn
 and the worker's query count per turn beside each; then the same for 3 s of the session
 sitting idle under its watchers (worker + server CPU a second). The watchers run twice: sharing the
@@ -30,15 +31,23 @@ QUICK_TURNS = 12
 # (watchers, whether they share the worker's home and so hear its doorbell)
 ROWS = ((0, True), (1, True), (20, True), (1, False), (20, False))
 IDLE_S = 3.0
+SETTLE_S = 1.0
+
+
+# A model that writes its answer for about half a second (as a real one does for seconds),
+# calling `read`: what a watcher on a timer asks the workflow about while nothing moves.
+STREAMED_TEXT = " ".join(f"word{i}" for i in range(40))
+STREAM = {"chunk_size": 10, "chunk_delay_ms": 15}
 
 
 def _script(kind: str, turns: int) -> list[dict[str, Any]]:
     call = (
-        {"name": "read", "arguments": {"path": NOTES}}
-        if kind == "read"
-        else {"name": "bash", "arguments": {"command": "sleep 0.3; echo done"}}
+        {"name": "bash", "arguments": {"command": "sleep 0.3; echo done"}}
+        if kind == "bash"
+        else {"name": "read", "arguments": {"path": NOTES}}
     )
-    return [{"text": f"Step {i}.", "tool_calls": [{**call, "id": f"c{i}"}]} for i in range(turns)] + [
+    step = {"text": STREAMED_TEXT, **STREAM} if kind == "streamed-read" else {}
+    return [{"text": f"Step {i}.", **step, "tool_calls": [{**call, "id": f"c{i}"}]} for i in range(turns)] + [
         {"text": "All steps done."}
     ]
 
@@ -88,8 +97,11 @@ async def _one(
     ]
     await wait_all_done([session.session_path], timeout_s=180, poll_s=0.05)
     wall = time.monotonic() - started
-    after_run = {"worker": cpu_seconds(worker.pid), "server": cpu_seconds(dev.pid)}
+    ended = {"worker": cpu_seconds(worker.pid), "server": cpu_seconds(dev.pid)}
+    # The run's last tasks (its end, the file's flush) come after its answer is in the file.
+    await asyncio.sleep(SETTLE_S)
     queries_in_run = counter[0]
+    after_run = {"worker": cpu_seconds(worker.pid), "server": cpu_seconds(dev.pid)}
     # Then the session sits idle with its watchers still on it.
     await asyncio.sleep(IDLE_S)
     idle = {
@@ -102,8 +114,8 @@ async def _one(
         "watchers": watchers,
         "doorbell": doorbell,
         "wall_s": round(wall, 2),
-        "worker_cpu_ms_per_turn": round((after_run["worker"] - before["worker"]) * 1000 / turns, 1),
-        "server_cpu_ms_per_turn": round((after_run["server"] - before["server"]) * 1000 / turns, 1),
+        "worker_cpu_ms_per_turn": round((ended["worker"] - before["worker"]) * 1000 / turns, 1),
+        "server_cpu_ms_per_turn": round((ended["server"] - before["server"]) * 1000 / turns, 1),
         "queries_per_turn": round(queries_in_run / turns, 1),
         "idle_queries_per_s": round((counter[0] - queries_in_run) / IDLE_S, 1),
         "idle_cpu_ms_per_s": round((idle["worker"] + idle["server"]) * 1000 / IDLE_S, 1),
@@ -115,7 +127,7 @@ async def run(quick: bool, profile: bool = False) -> dict[str, Any]:
     calls = QUICK_TURNS if quick else TURNS
     turns = calls + 1
     results: dict[str, Any] = {"turns": turns, "kinds": {}}
-    kinds = ("read", "bash")
+    kinds = ("read", "bash", "streamed-read")
     scenarios = {kind: _script(kind, calls) for kind in kinds}
     home_before = os.environ.get("TEMPI_HOME")
     with ScriptedServerProcess(tmp / "llm", scenarios) as llm, DevServer(tmp / "temporal") as dev:

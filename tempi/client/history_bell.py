@@ -40,6 +40,10 @@ from tempi.store.doorbell import QUIET_ASK_S, BellState
 # With the history followed, nothing a query answers changes unseen: a follower asks now and
 # then only against what cannot be foreseen (a poll silently stuck in a proxy).
 HISTORY_QUIET_ASK_S = 15.0
+# Between one answer of the poll and the next poll: a turn writes its history in several
+# bursts a few ms apart, each of which would end a poll and cost the server a history read;
+# waiting as long as a follower's poll interval lets one read take in the whole burst.
+POLL_GAP_S = 0.05
 # After a failed poll: the followers ask on their timer meanwhile.
 RETRY_S = 1.0
 # Between looks at a closed workflow for a run that reopens it (a describe, no worker).
@@ -132,6 +136,8 @@ class HistoryBell:
                     and last.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW
                 )
             request.next_page_token = page.next_page_token
+            if page.history.events:
+                await asyncio.sleep(POLL_GAP_S)
 
     async def _until_reopened(self) -> None:
         """A closed session's workflow, until a new run starts under its id (`tempi -c`)."""
