@@ -4,8 +4,10 @@ and 20 watchers (shared EventFollowers, as `tempi attach`
 watches: they take turns asking the workflow), with the worker's and the server's CPU per turn
 and the worker's query count per turn beside each; then the same for 3 s of the session
 sitting idle under its watchers (worker + server CPU a second). The watchers run twice: sharing the
-worker's home, so they hear its doorbell (store/doorbell.py), and from another home, where
-the workflow's history is their bell (client/history_bell.py)."""
+worker's home, so they hear its doorbell (store/doorbell.py); from another home, where the
+workflow's history is their bell (client/history_bell.py); and, for comparison, from another
+home with the history's poll refused, asking on their timer as all watchers elsewhere did
+before the history bell."""
 
 from __future__ import annotations
 
@@ -22,14 +24,23 @@ from temporalio.client import Client
 from bench.report import print_table
 from bench.rig import DevServer, ScriptedServerProcess, WorkerProcess, cpu_seconds, write_models_json
 from bench.sessions import NOTES, start_direct_session, wait_all_done
+from tempi.client.history_bell import HistoryBell
 from tempi.workers.temporal_client import connect
 
 # Tool-calling turns a session makes (then one answer); CPU is read in 10 ms ticks, so the
 # full run's longer sessions give the per-turn figures a finer grain.
 TURNS = 40
 QUICK_TURNS = 12
-# (watchers, whether they share the worker's home and so hear its doorbell)
-ROWS = ((0, True), (1, True), (20, True), (1, False), (20, False))
+# (watchers, what tells them the log moved)
+ROWS = (
+    (0, "doorbell"),
+    (1, "doorbell"),
+    (20, "doorbell"),
+    (1, "history"),
+    (20, "history"),
+    (1, "timer"),
+    (20, "timer"),
+)
 IDLE_S = 3.0
 SETTLE_S = 1.0
 
@@ -50,6 +61,13 @@ def _script(kind: str, turns: int) -> list[dict[str, Any]]:
     return [{"text": f"Step {i}.", **step, "tool_calls": [{**call, "id": f"c{i}"}]} for i in range(turns)] + [
         {"text": "All steps done."}
     ]
+
+
+_FOLLOW_RUN = HistoryBell._follow_run
+
+
+async def _refused(_: HistoryBell) -> bool:
+    raise RuntimeError("the history poll is refused in this row")
 
 
 async def _follow(
@@ -78,11 +96,12 @@ async def _one(
     tmp: Path,
     url: str,
     watchers: int,
-    doorbell: bool,
+    bell: str,
     turns: int,
 ) -> dict[str, Any]:
     # The followers find the doorbell under this process's home.
-    os.environ["TEMPI_HOME"] = str(worker.home if doorbell else tmp.parent / "watchers-home")
+    os.environ["TEMPI_HOME"] = str(worker.home if bell == "doorbell" else tmp.parent / "watchers-home")
+    HistoryBell._follow_run = _refused if bell == "timer" else _FOLLOW_RUN  # type: ignore[method-assign]
     stop = asyncio.Event()
     counter = [0]
     before = {"worker": cpu_seconds(worker.pid), "server": cpu_seconds(dev.pid)}
@@ -112,7 +131,7 @@ async def _one(
     await asyncio.gather(*tasks)
     return {
         "watchers": watchers,
-        "doorbell": doorbell,
+        "bell": bell,
         "wall_s": round(wall, 2),
         "worker_cpu_ms_per_turn": round((ended["worker"] - before["worker"]) * 1000 / turns, 1),
         "server_cpu_ms_per_turn": round((ended["server"] - before["server"]) * 1000 / turns, 1),
@@ -142,7 +161,7 @@ async def run(quick: bool, profile: bool = False) -> dict[str, Any]:
                 # The worker calls only the endpoints of its own models.json.
                 write_models_json(tmp / "home", llm.base_url, kind)
                 url = llm.url_for(kind)
-                await _one(client, dev, worker, tmp / f"warm-{kind}", url, 0, True, turns)
+                await _one(client, dev, worker, tmp / f"warm-{kind}", url, 0, "doorbell", turns)
                 results["kinds"][kind] = [
                     await _one(client, dev, worker, tmp / f"{kind}-{n}-{bell}", url, n, bell, turns)
                     for n, bell in ROWS
@@ -164,7 +183,7 @@ def _print(results: dict[str, Any]) -> None:
             f"Watchers on one session of {kind} turns ({results['turns']} turns)",
             [
                 "watchers",
-                "doorbell",
+                "bell",
                 "wall s",
                 "worker CPU ms/turn",
                 "server CPU ms/turn",
@@ -175,7 +194,7 @@ def _print(results: dict[str, Any]) -> None:
             [
                 [
                     r["watchers"],
-                    "yes" if r["doorbell"] else "no",
+                    r["bell"],
                     r["wall_s"],
                     r["worker_cpu_ms_per_turn"],
                     r["server_cpu_ms_per_turn"],
