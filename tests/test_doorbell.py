@@ -239,6 +239,25 @@ async def _watch(
             await asyncio.sleep(0.05)
 
 
+async def _watch_one_run(
+    s: Session, prompt: str
+) -> tuple[list[tuple[float, dict[str, Any]]], CountingHandle]:
+    """What a watcher on its own client saw of the run `prompt` started, and its queries."""
+    watcher, counting, _ = _watcher(s, own_client=False)
+    seen: list[tuple[float, dict[str, Any]]] = []
+    stop = asyncio.Event()
+    watching = asyncio.create_task(_watch(watcher, seen, stop))
+    try:
+        await s.prompt(prompt)
+        async with asyncio.timeout(30):
+            while not any(e["type"] == "agent_end" for _, e in seen):
+                await asyncio.sleep(0.02)
+    finally:
+        stop.set()
+        await watching
+    return seen, counting
+
+
 def refuse_history(monkeypatch: pytest.MonkeyPatch) -> None:
     """History polls fail, as against a server that refuses them: followers have no bell."""
 
@@ -372,18 +391,7 @@ async def test_a_watcher_on_the_workers_machine_reads_a_run_from_its_rings(
             temporal_client, tmp_path, scripted_model(scripted_server, "doorbell-bash"), task_queue=queue
         )
         bell = doorbell_path(doorbells_dir(), s.handle.id)
-        watcher, counting, _ = _watcher(s, own_client=False)
-        seen: list[tuple[float, dict[str, Any]]] = []
-        stop = asyncio.Event()
-        watching = asyncio.create_task(_watch(watcher, seen, stop))
-        try:
-            await s.prompt("run it")
-            async with asyncio.timeout(30):
-                while not any(e["type"] == "agent_end" for _, e in seen):
-                    await asyncio.sleep(0.02)
-        finally:
-            stop.set()
-            await watching
+        seen, counting = await _watch_one_run(s, "run it")
         logged = (await s.session.read_events(0)).events  # asked of the workflow itself
         history = await s.handle.fetch_history()
     kinds = [event.WhichOneof("attributes") for event in history.events]
@@ -416,18 +424,7 @@ async def test_a_watcher_elsewhere_asks_nothing_while_a_model_streams(
             temporal_client, tmp_path, scripted_model(scripted_server, "stream-elsewhere"), task_queue=queue
         )
         monkeypatch.setenv("TEMPI_HOME", str(tmp_path / "elsewhere"))  # no doorbell here
-        watcher, counting, _ = _watcher(s, own_client=False)
-        seen: list[tuple[float, dict[str, Any]]] = []
-        stop = asyncio.Event()
-        watching = asyncio.create_task(_watch(watcher, seen, stop))
-        try:
-            await s.prompt("Say the words.")
-            async with asyncio.timeout(30):
-                while not any(e["type"] == "agent_end" for _, e in seen):
-                    await asyncio.sleep(0.02)
-        finally:
-            stop.set()
-            await watching
+        seen, counting = await _watch_one_run(s, "Say the words.")
     started = next(
         at for at, e in seen if e["type"] == "message_start" and e["message"]["role"] == "assistant"
     )
