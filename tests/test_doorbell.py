@@ -20,6 +20,7 @@ from temporalio.bridge.proto.workflow_activation import WorkflowActivation
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
+from tempi.cli.server_link import ServerLink
 from tempi.client import EventFollower, SessionClient
 from tempi.client.events import IDLE_ASK_MAX_S, IDLE_GRACE_S
 from tempi.client.history_bell import HistoryBell
@@ -33,7 +34,9 @@ from tempi.store.doorbell import (
     ring,
 )
 from tempi.store.doorbell_feed import FIRST_LOOK_BYTES, BellFeed, ring_lines
+from tempi.store.session_store import SessionStore
 from tempi.testing.scripted_llm import ScriptedLLMServer
+from tempi.web.session_feed import LEAF_CHECK_S, Feeds, Page, Wakeups
 from tempi.workers.doorbell_runner import DoorbellInstance, moves_state
 from tempi.workers.wrapped_runner import WrappedInstance
 from tempi.workflows.watcher_view import publish
@@ -434,3 +437,83 @@ async def test_a_watcher_elsewhere_asks_nothing_while_a_model_streams(
     # few more when a task completed during an ask); on a timer it asked every 50 ms
     # while the model streamed.
     assert counting.queries <= 12, (counting.queries, round(ended - started, 2))
+
+
+def _page_ops(data: bytes) -> list[dict[str, Any]]:
+    return [json.loads(line[6:]) for line in data.decode().splitlines() if line.startswith("data: ")]
+
+
+async def _read_page(page: Page, shown: list[tuple[float, dict[int, str]]], stop: asyncio.Event) -> None:
+    """What the page shows (its blocks by key), each time it changed."""
+    blocks: dict[int, str] = {}
+    while not stop.is_set():
+        ops = _page_ops(await page.take(0.05))
+        for op in ops:
+            if op["op"] == "reset":
+                blocks = {}
+            elif op["op"] == "block":
+                blocks[op["key"]] = op["html"]
+        if ops:
+            shown.append((time.monotonic(), dict(blocks)))
+
+
+async def _shown(shown: list[tuple[float, dict[int, str]]], test: Any, after: float) -> float:
+    """When the page first showed blocks passing `test` at or after `after`."""
+    async with asyncio.timeout(20):
+        while True:
+            at = next((at for at, blocks in shown if at >= after and test(" ".join(blocks.values()))), None)
+            if at is not None:
+                return at
+            await asyncio.sleep(0.02)
+
+
+async def test_a_console_page_elsewhere_asks_nothing_of_an_idle_session_and_follows_it(
+    tmp_path: Path,
+    temporal_client: Client,
+    scripted_server: ScriptedLLMServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`tempi web` on another machine than the worker's (its own container on a team's
+    cluster): the workflow's history tells its feed when to ask, a prompt and a move in the
+    tree made from a terminal included."""
+    async with _after_one_run(tmp_path, temporal_client, scripted_server, "console-elsewhere") as s:
+        monkeypatch.setenv("TEMPI_HOME", str(tmp_path / "elsewhere"))  # no doorbell here
+        console = SessionClient(s.session.client, s.config.session_id, session_path=s.config.session_path)
+        counting = CountingHandle(console.handle)
+        console.handle = counting  # type: ignore[assignment]
+        feeds = Feeds(SessionStore(tmp_path / "sessions"), ServerLink(), Wakeups())
+        shown: list[tuple[float, dict[int, str]]] = []
+        stop = asyncio.Event()
+        with feeds.joined(console) as page:
+            reading = asyncio.create_task(_read_page(page, shown, stop))
+            try:
+                await _shown(shown, lambda text: "First." in text, 0.0)
+                await asyncio.sleep(IDLE_GRACE_S)
+                settled = counting.queries
+                await asyncio.sleep(IDLE_S + 2 * LEAF_CHECK_S)
+                idle_queries = counting.queries - settled
+
+                sent = time.monotonic()
+                await s.prompt("two")
+                answered = await _shown(shown, lambda text: "Second." in text, sent)
+                await s.collect_until(lambda e: e["type"] == "agent_end")  # a run refuses a move
+
+                first_answer = next(
+                    e["id"]
+                    for e in map(json.loads, Path(s.config.session_path).read_text().splitlines()[1:])
+                    if e.get("type") == "message" and "First." in json.dumps(e["message"])
+                )
+                moved = time.monotonic()
+                await s.session.navigate(first_answer, first_answer)
+                back = await _shown(shown, lambda text: "First." in text and "Second." not in text, moved)
+            finally:
+                stop.set()
+                await reading
+        await feeds.close()
+    # The feed's own timers asked for the log every 2 s and for the leaf every 3 s (6 asks in
+    # these 8 s); the history did not move, so nothing was asked.
+    assert idle_queries == 0, idle_queries
+    # 0.1-0.2 s in a quiet run. The feed used to look at the leaf every 3 s, and missed a move
+    # back to the leaf it had last seen (here: before the run) for good.
+    assert answered - sent < 1.5, answered - sent
+    assert back - moved < 1.5, back - moved

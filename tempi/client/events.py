@@ -225,6 +225,13 @@ class EventFollower:
             self._history = history_bell(self.history_client, self.handle.id, self)
         return self._history[0].state()
 
+    def history_state(self) -> BellState:
+        """The workflow history's state where the history is this follower's bell (no
+        doorbell rings here), else None: it moves with every workflow task the workflow
+        completes, a move in its tree too, which adds nothing to the log."""
+        bell = self._bell_state()
+        return bell if from_history(bell) else None
+
     def wake(self) -> None:
         """Something was just sent to the session: the next poll asks for its effect."""
         self._woken = True

@@ -20,6 +20,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from tempi.cli.server_link import ServerLink
 from tempi.client import SessionClient
+from tempi.client.history_bell import HISTORY_QUIET_ASK_S
 from tempi.client.transcript import context_messages, load_at_leaf
 from tempi.store.session_store import SessionStore
 from tempi.store.sidecar import sidecar_dir
@@ -270,17 +271,29 @@ class SessionFeed:
         woken = False
         # A move in the tree made elsewhere (a terminal's /tree) writes no event: an idle
         # session's leaf is looked at now and then (see _moved_away).
-        known_leaf, since_leaf_check = state.leaf_id, 0.0
+        known_leaf: str | None = state.leaf_id
+        since_leaf_check = 0.0
+        leaf_bell = follower.history_state()
         while not self._gone() and not watcher.reload:
             tick = clock.time()
-            # A doorbell (a worker on this machine) says when the log moved; the pacer's
-            # slow asks remain for a session whose worker rings none here.
+            # A doorbell (a worker on this machine) says when the log moved, and so does the
+            # workflow's history (a worker elsewhere), which then also says when nothing
+            # did: the follower asks only on its moves. The pacer's slow asks remain where
+            # the doorbell rings (the feed reads the rings at no worker's cost) or nothing
+            # does (the history's poll refused).
             woken = woken or follower.bell_rang()
+            ask: bool | None = True
             if woken:
                 pacer.asked(tick)
-            ask = woken or pacer.should_ask(
-                tick, log_moved=follower.log_moved, live_moved=follower.live_moved, streaming=bool(streaming)
-            )
+            elif follower.history_state() is not None:
+                ask = None  # as the follower's bell says
+            else:
+                ask = pacer.should_ask(
+                    tick,
+                    log_moved=follower.log_moved,
+                    live_moved=follower.live_moved,
+                    streaming=bool(streaming),
+                )
             batch = await follower.poll(ask=ask)
             for event in batch:
                 view.apply(event)
@@ -294,13 +307,21 @@ class SessionFeed:
                 yield ops
                 quiet = 0.0
             if batch:
+                # The leaf moved with the log: the next look compares the branch itself, or
+                # a move back to the leaf it last saw (a run, then /tree) would go unseen.
+                known_leaf = None
                 continue
             pause = STREAMING_TICK_S if streaming else IDLE_TICK_S
             woken = await _sleep_or_wake(watcher.event, pause)
             quiet += pause
             since_leaf_check += pause
-            if not streaming and since_leaf_check >= LEAF_CHECK_S:
-                since_leaf_check = 0.0
+            history = follower.history_state()
+            leaf_due = since_leaf_check >= LEAF_CHECK_S
+            if history is not None:
+                # A move in the tree is a workflow task, so the history moves with it.
+                leaf_due = history != leaf_bell or since_leaf_check >= HISTORY_QUIET_ASK_S
+            if not streaming and leaf_due:
+                since_leaf_check, leaf_bell = 0.0, history
                 now = await session.state()
                 if now.leaf_id != known_leaf:
                     moved = await asyncio.to_thread(
@@ -317,12 +338,14 @@ class SessionFeed:
                 quiet = 0.0
 
     def _moved_away(self, session_file: str, leaf: str | None, shown: list[tuple[str, int]]) -> bool | None:
-        """Whether the page shows another branch than the one ending at `leaf` (new entries
-        only lengthen it); None while the file does not have `leaf` yet."""
+        """Whether the page shows another branch than the one ending at `leaf`; None while
+        the file does not have `leaf` yet. A branch that only goes on past what the page shows
+        is the page's own: a run's first entries reach the file before their events reach
+        the page."""
         loaded = self.store.load(Path(session_file))
         if leaf is not None and loaded.tree.get(leaf) is None:
             return None
-        return TranscriptView.stamps(context_messages(loaded, leaf)) != shown
+        return TranscriptView.stamps(context_messages(loaded, leaf))[: len(shown)] != shown
 
 
 class Feeds:
