@@ -16,6 +16,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from tempi.agent.partial_message import PartialMessage, synthesize_deltas
 from tempi.client.history_bell import HistoryBell, from_history, history_bell, quiet_ask_s
+from tempi.client.history_mark import HistoryMark, history_mark
 from tempi.client.shared_events import IDLE_ASK_MAX_S, SharedEventLog, chain_id
 from tempi.store.doorbell import BellState, watcher_doorbell
 from tempi.store.doorbell_feed import BellFeed
@@ -98,7 +99,8 @@ class EventFollower:
 
     Where the workflow's worker shares this process's home, the log is read from the
     workflow's doorbell when it rang (doorbell_feed.py) and asked only when the rings do not
-    cover what this follower lacks, or after a second of silence. Elsewhere the workflow's
+    cover what this follower lacks, or when a second of silence ends with the workflow's
+    history grown (a describe, no query: history_mark.py). Elsewhere the workflow's
     history is the bell (history_bell.py): the log is asked when a workflow task completed.
     With neither (the history's poll failing), an idle session is asked less and less often
     (IDLE_ASK_MAX_S) until `wake` or news."""
@@ -138,6 +140,8 @@ class EventFollower:
         self._feed = BellFeed(self._bell.path) if self._bell is not None else None
         self._history: tuple[HistoryBell, Callable[[], None]] | None = None  # while no doorbell file
         self._bell_asked: BellState = None  # the bell as it was when the log was last asked
+        self._mark: HistoryMark | None = None  # the history at the last look of a silent doorbell
+        self._mark_looked_at = 0.0
         self._idle_wait = 0.0  # without a bell: how long an idle session's log is left unasked
         self._news_at = time.monotonic()  # the last ask that found a run or events, or a wake
         self._woken = False
@@ -225,12 +229,20 @@ class EventFollower:
             self._history = history_bell(self.history_client, self.handle.id, self)
         return self._history[0].state()
 
-    def history_state(self) -> BellState:
-        """The workflow history's state where the history is this follower's bell (no
-        doorbell rings here), else None: it moves with every workflow task the workflow
-        completes, a move in its tree too, which adds nothing to the log."""
+    def hears_bell(self) -> bool:
+        """Whether a bell tells this follower when to ask (a doorbell here, or the history)."""
+        return self._bell_state() is not None
+
+    def history_seen(self) -> tuple[int, ...] | None:
+        """What this follower last saw of the workflow's history: it moves with every
+        workflow task the workflow completes, a move in its tree too, which adds nothing to
+        the log. The history bell's state; beside a doorbell, the history's length at the
+        last look (history_mark.py), which a move shows at the next second of silence;
+        None when neither is known."""
         bell = self._bell_state()
-        return bell if from_history(bell) else None
+        if from_history(bell):
+            return bell
+        return self._mark if bell is not None else None
 
     def wake(self) -> None:
         """Something was just sent to the session: the next poll asks for its effect."""
@@ -248,13 +260,38 @@ class EventFollower:
         if self._woken or page is None:
             return True
         if bell is not None:
-            return bell != self._bell_asked or now - self._asked_at >= quiet_ask_s(bell)
+            looked_at = max(self._asked_at, self._mark_looked_at)
+            return bell != self._bell_asked or now - looked_at >= quiet_ask_s(bell)
         if not page.is_streaming and not self._live_moved:
             return now - self._asked_at >= self._idle_wait
         # Only a poll right after one that found nothing in the log but deltas in the live
         # file waits its turn to ask: that is the loop a stream would otherwise spin.
         streaming_only = self._live_moved and not self._log_moved
         return not streaming_only or now - self._asked_at >= QUERY_EVERY_S
+
+    def _silence_only(self, bell: BellState) -> bool:
+        """Whether a due ask is due only to the doorbell's silence (see history_mark.py)."""
+        return (
+            bell is not None
+            and not from_history(bell)
+            and bell == self._bell_asked
+            and not self._woken
+            and self.last_page is not None
+        )
+
+    async def _history_grew(self, now: float) -> bool:
+        """Whether the workflow's history grew since the last look (asking costs its worker a
+        query; looking costs the server a describe)."""
+        self._mark_looked_at = now
+        try:
+            mark = await self._look()
+        except RPCError:
+            return True  # the ask says what is wrong
+        grew, self._mark = mark != self._mark, mark
+        return grew
+
+    async def _look(self) -> HistoryMark:
+        return await history_mark(self.handle)
 
     async def poll(self, *, ask: bool | None = None) -> list[dict[str, Any]]:
         """New events: from the log when this poll asks the worker for them (`ask`, or by
@@ -265,6 +302,10 @@ class EventFollower:
         bell = self._bell_state()  # before the ask: a ring during it is news for the next
         if ask is None:
             ask = self._due(now, bell)
+            if ask and not self.shared and self._silence_only(bell):
+                ask = await self._history_grew(now)
+        if self.last_page is None and bell is not None and not from_history(bell) and not self.shared:
+            await self._history_grew(now)  # where the first silence is measured from
         out = await self._new_log_events(bell) if ask or self.last_page is None else []
         live: list[dict[str, Any]] = []
         if self.assistant:
@@ -333,7 +374,9 @@ class EventFollower:
                     shared_events_dir(self.session_path, self.session_id), chain
                 )
             try:
-                page = await self._shared_log.page(self.offset, self._read_events, bell, urgent=woken)
+                page = await self._shared_log.page(
+                    self.offset, self._read_events, bell, urgent=woken, look=self._look
+                )
             except OSError:
                 # No sidecar can be made or read here (a session a team's cluster runs, whose
                 # folder is the worker's, not this machine's; a read-only or full disk):

@@ -8,7 +8,9 @@ bell (its doorbell, store/doorbell.py, or its history, history_bell.py) has not 
 last ask (the lock file holds its state then) and that ask is younger than the bell's quiet
 interval, or, with no bell, the last ask is under a second old (IDLE_ASK_MAX_S) and the
 session was idle; a follower whose own client just sent something asks all
-the same. The asker appends the new raw events with their global offsets to
+the same. Past a doorbell's quiet interval, the workflow's history length is looked at
+first (history_mark.py; the lock file keeps the last look's too), and the log is asked only
+when it grew; the look dates the lock file as an ask would. The asker appends the new raw events with their global offsets to
 `<chain>.jsonl`; every follower reads its events from that file. The lock is held for one
 ask only, so a watcher that exits, is killed or stops polling leaves nobody waiting on it.
 
@@ -20,6 +22,7 @@ in, so the streaming flag it reports always fits them.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -29,7 +32,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from tempi.client.history_bell import quiet_ask_s
+from temporalio.service import RPCError
+
+from tempi.client.history_bell import from_history, quiet_ask_s
+from tempi.client.history_mark import HistoryMark
 from tempi.store.doorbell import BellState
 from tempi.store.doorbell_feed import ring_lines
 from tempi.store.modes import create_private_file, make_private_dirs
@@ -43,6 +49,7 @@ SHARED_ASK_EVERY_S = 0.05
 IDLE_ASK_MAX_S = 1.0
 
 Query = Callable[[int], Awaitable[EventsPage]]
+Look = Callable[[], Awaitable[HistoryMark]]
 
 
 class SharedEventLog:
@@ -61,13 +68,20 @@ class SharedEventLog:
         self.asked_bell: BellState = None  # the doorbell as it was at the last ask written here
 
     async def page(
-        self, offset: int, query: Query, bell: BellState = None, *, urgent: bool = False
+        self,
+        offset: int,
+        query: Query,
+        bell: BellState = None,
+        *,
+        urgent: bool = False,
+        look: Look | None = None,
     ) -> EventsPage:
         """The events from `offset` on that the file holds (asking for everyone first when
         it is this follower's turn); a stretch the file lacks is asked for directly. `bell`:
         the workflow's doorbell as it is now, None without one; `urgent`: this follower's
-        client just sent the session something."""
-        await self._ask_if_due(offset, query, bell, urgent)
+        client just sent the session something; `look`: the workflow's history mark, looked
+        at instead of asking while a doorbell stays silent (history_mark.py)."""
+        await self._ask_if_due(offset, query, bell, urgent, look)
         self._read_new()
         while self._ready and self._ready[0][0] < offset:
             self._ready.popleft()
@@ -86,27 +100,36 @@ class SharedEventLog:
             is_streaming=self.is_streaming,
         )
 
-    async def _ask_if_due(self, offset: int, query: Query, bell: BellState, urgent: bool) -> None:
+    async def _ask_if_due(
+        self, offset: int, query: Query, bell: BellState, urgent: bool, look: Look | None
+    ) -> None:
         make_private_dirs(self.directory)
         fd = create_private_file(self.lock_path, os.O_RDWR)
         try:
-            self.asked_bell = _stored_bell(fd)
+            self.asked_bell = _stored(fd)[0]
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 return  # another follower is asking: its answer lands in the file
             self._read_new()  # the file is this follower's now: what it holds is all there is
-            self.asked_bell = _stored_bell(fd)
-            if self.end is not None and not self._due(time.time() - os.fstat(fd).st_mtime, bell, urgent):
-                return
+            self.asked_bell, mark = _stored(fd)
+            silence_only = False
+            if self.end is not None:
+                if not self._due(time.time() - os.fstat(fd).st_mtime, bell, urgent):
+                    return
+                silence_only = not urgent and bell == self.asked_bell
+            if look is not None and _doorbell(bell) and (silence_only or mark is None):
+                with contextlib.suppress(RPCError):  # the ask says what is wrong
+                    now = await look()
+                    if silence_only and now == mark:
+                        _store(fd, self.asked_bell, mark)  # dates the look as an ask
+                        return
+                    mark = now  # where the next silence is measured from
             # Never an offset twice: from the file's end, or later if this follower is ahead.
             page = await query(max(offset, self.end or 0))
             self._append(page)
-            # The bell as it was before this ask (a ring during it calls for the next one);
-            # writing it also dates the ask (the file's mtime).
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, json.dumps(bell).encode(), 0)
-            os.utime(fd)
+            # The bell as it was before this ask (a ring during it calls for the next one).
+            _store(fd, bell, mark)
             self.asked_bell = bell
         finally:
             os.close(fd)  # releases the lock
@@ -152,15 +175,34 @@ class SharedEventLog:
                 self.end, self.is_streaming = item["n"], item["s"]
 
 
-def _stored_bell(fd: int) -> BellState:
-    """The bell's state the last ask wrote into the lock file (None: none written)."""
-    try:
-        stored = json.loads(os.pread(fd, 64, 0) or b"null")
-    except ValueError:
-        return None
-    if isinstance(stored, list) and len(stored) in (2, 3) and all(isinstance(n, int) for n in stored):
-        return tuple(stored)
+def _doorbell(bell: BellState) -> bool:
+    return bell is not None and not from_history(bell)
+
+
+def _ints(value: object, *lengths: int) -> tuple[int, ...] | None:
+    if isinstance(value, list) and len(value) in lengths and all(isinstance(n, int) for n in value):
+        return tuple(value)
     return None
+
+
+def _stored(fd: int) -> tuple[BellState, HistoryMark | None]:
+    """The bell's state the last ask wrote into the lock file, and the workflow's history
+    mark at the last look (None: none written)."""
+    try:
+        stored = json.loads(os.pread(fd, 256, 0) or b"null")
+    except ValueError:
+        return None, None
+    if not isinstance(stored, dict):
+        return None, None
+    mark = _ints(stored.get("mark"), 2)
+    return _ints(stored.get("bell"), 2, 3), (mark[0], mark[1]) if mark else None
+
+
+def _store(fd: int, bell: BellState, mark: HistoryMark | None) -> None:
+    """Writing it also dates the ask (the file's mtime)."""
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps({"bell": bell, "mark": mark}).encode(), 0)
+    os.utime(fd)
 
 
 async def chain_id(describe: Callable[[], Awaitable[Any]]) -> str:

@@ -9,9 +9,10 @@ file under its home; a watcher with the same home looks at the file's size (a `s
 query) and, when it changed, reads what the ring says (store/doorbell_feed.py): the log's
 new end and, while a watcher listens, the new events themselves, so it need not ask at all.
 Nothing here is needed for correctness: a watcher that finds no doorbell (a worker on
-another machine or with another home) asks on its timer as before, and one whose doorbell
-stays silent still asks now and then (`QUIET_ASK_S`), in case the workflow moved to a
-worker that rings elsewhere.
+another machine or with another home) follows the workflow's history instead
+(client/history_bell.py), and one whose doorbell stays silent looks now and then
+(`QUIET_ASK_S`) whether the history grew (client/history_mark.py), in case the workflow
+moved to a worker that rings elsewhere.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ RESTART_AT_BYTES = 1 << 20
 # writes events into rings while the file is younger than LISTENING_FOR_S.
 LISTEN_EVERY_S = 5.0
 LISTENING_FOR_S = 30.0
-# A watcher with a doorbell asks this often while it stays silent.
+# A watcher with a doorbell looks whether the workflow's history grew this often while it
+# stays silent (client/history_mark.py), and asks the workflow only then.
 QUIET_ASK_S = 1.0
 # A worker starting removes the doorbells nobody rang for this long: one file per workflow
 # would otherwise pile up. A session idle for longer gets its doorbell back at its next task.

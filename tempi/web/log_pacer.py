@@ -7,8 +7,8 @@ answer is likely complete), and soon after an ask that brought events (they come
 bursts). While deltas flow the log has nothing new for the page, so it is asked only now
 and then; otherwise the asks back off to one every two seconds, as they are while idle.
 Deltas and command output themselves are read from the live files, in the console's
-process, as often as the feed polls. A feed whose bell is the workflow's history (its worker
-elsewhere) does without the pacer: the history says when the log may have moved."""
+process, as often as the feed polls. A feed that hears a bell (the workflow's doorbell, or
+its history) does without the pacer: the bell says when the log may have moved."""
 
 from __future__ import annotations
 

@@ -273,20 +273,19 @@ class SessionFeed:
         # session's leaf is looked at now and then (see _moved_away).
         known_leaf: str | None = state.leaf_id
         since_leaf_check = 0.0
-        leaf_bell = follower.history_state()
+        leaf_seen = follower.history_seen()
         while not self._gone() and not watcher.reload:
             tick = clock.time()
             # A doorbell (a worker on this machine) says when the log moved, and so does the
-            # workflow's history (a worker elsewhere), which then also says when nothing
-            # did: the follower asks only on its moves. The pacer's slow asks remain where
-            # the doorbell rings (the feed reads the rings at no worker's cost) or nothing
-            # does (the history's poll refused).
+            # workflow's history (a worker elsewhere): the follower asks as its bell says.
+            # The pacer's slow asks remain for a feed that hears no bell (the history's poll
+            # refused).
             woken = woken or follower.bell_rang()
             ask: bool | None = True
             if woken:
                 pacer.asked(tick)
-            elif follower.history_state() is not None:
-                ask = None  # as the follower's bell says
+            elif follower.hears_bell():
+                ask = None
             else:
                 ask = pacer.should_ask(
                     tick,
@@ -315,13 +314,13 @@ class SessionFeed:
             woken = await _sleep_or_wake(watcher.event, pause)
             quiet += pause
             since_leaf_check += pause
-            history = follower.history_state()
+            seen = follower.history_seen()
             leaf_due = since_leaf_check >= LEAF_CHECK_S
-            if history is not None:
+            if seen is not None:
                 # A move in the tree is a workflow task, so the history moves with it.
-                leaf_due = history != leaf_bell or since_leaf_check >= HISTORY_QUIET_ASK_S
+                leaf_due = seen != leaf_seen or since_leaf_check >= HISTORY_QUIET_ASK_S
             if not streaming and leaf_due:
-                since_leaf_check, leaf_bell = 0.0, history
+                since_leaf_check, leaf_seen = 0.0, seen
                 now = await session.state()
                 if now.leaf_id != known_leaf:
                     moved = await asyncio.to_thread(
