@@ -342,12 +342,13 @@ async def test_an_idle_watcher_asks_seldom_and_still_sees_the_next_prompt(
         # The doorbell rang, or the follower's own client woke it: well before a second.
         assert shown_after < 0.5, shown_after
     elif bell == "silent-doorbell":
-        # The look a second at most after found the history grown.
-        assert shown_after < QUIET_ASK_S + 0.5, shown_after
+        # The look a second at most after found the history grown (then an ask, which a
+        # loaded machine has taken 0.8 s to answer).
+        assert shown_after < QUIET_ASK_S + 1.0, shown_after
     else:
         # The history moved (0.15 s in a quiet run; what tells it from a timer is that it
         # asked nothing while idle), or the idle timer asked, a second at most after.
-        assert shown_after < IDLE_ASK_MAX_S + 0.5, shown_after
+        assert shown_after < IDLE_ASK_MAX_S + 1.0, shown_after
 
 
 @pytest.mark.parametrize("bell", ["doorbell", "history", "none"])
@@ -393,7 +394,9 @@ async def test_idle_shared_watchers_ask_seldom_between_them(
         # One ask a second for all five (each backing off on its own, they looked at the
         # shared file about 20 times).
         assert idle_queries <= 1 + IDLE_S, idle_queries
-    assert shown_after < IDLE_ASK_MAX_S + 0.5, shown_after
+    # A bell: at once (0.1-0.2 s in a quiet run). The timer: a second at most, and then an
+    # ask, which a loaded machine has taken 0.8 s to answer.
+    assert shown_after < IDLE_ASK_MAX_S + (0.5 if bell != "none" else 1.0), shown_after
 
 
 LOG_EVENTS = {"agent_start", "turn_start", "message_start", "message_end"}
