@@ -7,12 +7,13 @@ someone asked less than SHARED_ASK_EVERY_S ago (the lock file's mtime), or the w
 bell (its doorbell, store/doorbell.py, or its history, history_bell.py) has not rung since the
 last ask (the lock file holds its state then) and that ask is younger than the bell's quiet
 interval, or, with no bell, the last ask is under a second old (IDLE_ASK_MAX_S) and the
-session was idle; a follower whose own client just sent something asks all
-the same. Past a doorbell's quiet interval, the workflow's history length is looked at
-first (history_mark.py; the lock file keeps the last look's too), and the log is asked only
-when it grew; the look dates the lock file as an ask would. The asker appends the new raw events with their global offsets to
-`<chain>.jsonl`; every follower reads its events from that file. The lock is held for one
-ask only, so a watcher that exits, is killed or stops polling leaves nobody waiting on it.
+session was idle; a follower whose own client just sent something asks all the same. Past
+a doorbell's quiet interval, the workflow's history length is looked at first
+(history_mark.py; the lock file keeps the last look's too), and the log is asked only when
+it grew; the look dates the lock file as an ask would. The asker appends the new raw events
+with their global offsets to `<chain>.jsonl`; every follower reads its events from that
+file. The lock is held for one ask only, so a watcher that exits, is killed or stops polling
+leaves nobody waiting on it.
 
 Lines are `{"o": offset, "e": event}` for each event of a page, then `{"n": next_offset,
 "s": is_streaming}`. A page's lines go out in one write (all or nothing, even if the
