@@ -80,6 +80,13 @@ def encrypted_session(
     second = run_tempi([*args, "--session", session_id, "-p", SECOND_PROMPT], cwd=work, env=rotated)
     assert second.returncode == 0, second.stderr
     assert "second answer" in second.stdout
+    # Its last tasks (the file's flush after the run) may still wait on the default queue,
+    # where the next test's worker on this server, holding no keys, would take them up.
+    terminate = ["workflow", "terminate", "-w", workflow_id_for(session_id), "--address", temporal_address]
+    ended = subprocess.run(
+        [temporal_binary(), *terminate, "--reason", "test over"], capture_output=True, text=True, timeout=60
+    )
+    assert ended.returncode == 0, ended.stderr
     return EncryptedSession(
         session_id, temporal_address, first.stdout + first.stderr + second.stdout + second.stderr
     )
