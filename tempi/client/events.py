@@ -244,6 +244,11 @@ class EventFollower:
             return bell
         return self._mark if bell is not None else None
 
+    def tree_moves(self) -> int:
+        """How many moves in the session's tree (made anywhere, and adding nothing to the log)
+        the doorbell's rings read so far told of; 0 without a doorbell."""
+        return self._feed.tree_moves if self._feed is not None else 0
+
     def wake(self) -> None:
         """Something was just sent to the session: the next poll asks for its effect."""
         self._woken = True

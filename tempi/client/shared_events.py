@@ -150,7 +150,9 @@ class SharedEventLog:
         if not page.events and page.next_offset == self.end and page.is_streaming == self.is_streaming:
             return
         first = page.next_offset - len(page.events)
-        lines = ring_lines(page.next_offset, page.is_streaming, first, page.events)  # the doorbell's shape
+        lines = ring_lines(
+            page.next_offset, page.is_streaming, first=first, events=page.events
+        )  # the doorbell's shape
         fd = create_private_file(self.path, os.O_WRONLY | os.O_APPEND)
         try:
             os.write(fd, lines)

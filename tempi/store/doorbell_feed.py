@@ -2,7 +2,8 @@
 reads a session's new events from the doorbell instead of asking the workflow for them.
 
 Each ring is one write of whole lines: the new log events with their global offsets,
-`{"o": offset, "e": event}`, then the log's state, `{"n": next_offset, "s": busy}`. The
+`{"o": offset, "e": event}`, then the log's state, `{"n": next_offset, "s": busy, "l": leaf}`
+(the session's leaf, which a move in its tree changes without an event). The
 events are there only while a watcher listens (it keeps `<bell>.watch` fresh): with nobody
 watching, a ring is the state line alone, and a worker spends nothing on serializing events.
 A reader keeps the events since its last look only while they join up with the state line
@@ -20,6 +21,8 @@ from typing import Any, NamedTuple
 # A reader opening a doorbell for the first time starts this far from its end: older rings
 # carry events it will have asked the workflow for anyway.
 FIRST_LOOK_BYTES = 256 * 1024
+# No leaf is an entry id; a worker of an older tempi rings without one.
+UNKNOWN_LEAF = "?"
 
 
 class FeedPage(NamedTuple):
@@ -29,7 +32,12 @@ class FeedPage(NamedTuple):
 
 
 def ring_lines(
-    end: int, busy: bool, first: int | None = None, events: list[dict[str, Any]] | None = None
+    end: int,
+    busy: bool,
+    leaf: str | None = UNKNOWN_LEAF,
+    *,
+    first: int | None = None,
+    events: list[dict[str, Any]] | None = None,
 ) -> bytes:
     """One ring: the events from offset `first` (when given) and the state after them. Events
     that cannot be written as JSON are left out, so readers see a gap and ask."""
@@ -42,7 +50,10 @@ def ring_lines(
             ]
         except (TypeError, ValueError):
             lines = []
-    lines.append(json.dumps({"n": end, "s": busy}, separators=(",", ":")))
+    state: dict[str, Any] = {"n": end, "s": busy}
+    if leaf != UNKNOWN_LEAF:
+        state["l"] = leaf
+    lines.append(json.dumps(state, separators=(",", ":")))
     return ("\n".join(lines) + "\n").encode()
 
 
@@ -60,6 +71,10 @@ class BellFeed:
         self.events: list[dict[str, Any]] = []
         self.end: int | None = None
         self.busy = True
+        # The session's leaf as the last ring said; UNKNOWN_LEAF before one said it.
+        self.leaf: str | None = UNKNOWN_LEAF
+        # Rings read that said the leaf moved while the log did not: moves in the tree.
+        self.tree_moves = 0
 
     def read_new(self) -> None:
         try:
@@ -70,7 +85,8 @@ class BellFeed:
                     # look, only the newest rings matter, from the first whole line on.
                     skip = self._inode is None and info.st_size > FIRST_LOOK_BYTES
                     if self._inode is not None:
-                        self.end = None  # rings may have gone with the old file
+                        # Rings may have gone with the old file.
+                        self.end, self.leaf = None, UNKNOWN_LEAF
                     self._inode, self._partial, self._staged = info.st_ino, b"", []
                     self._pos = info.st_size - FIRST_LOOK_BYTES if skip else 0
                     if skip:
@@ -92,9 +108,12 @@ class BellFeed:
                 self._staged.append((int(item["o"]), item["e"]))
                 return
             end, busy = int(item["n"]), bool(item["s"])
+            leaf = item.get("l", UNKNOWN_LEAF)
+            if leaf is not None and not isinstance(leaf, str):
+                raise TypeError(leaf)
         except (ValueError, TypeError, KeyError):
-            self.end = None  # not a line of this format: nothing is known until the next ring
-            self._staged = []
+            # Not a line of this format: nothing is known until the next ring.
+            self.end, self.leaf, self._staged = None, UNKNOWN_LEAF, []
             return
         staged, self._staged = self._staged, []
         if staged and staged[0][0] != self.first + len(self.events):
@@ -102,7 +121,9 @@ class BellFeed:
         self.events.extend(event for _, event in staged)
         if self.first + len(self.events) != end:
             self.first, self.events = end, []  # a gap: only the state is known
-        self.end, self.busy = end, busy
+        if end == self.end and self.leaf not in (leaf, UNKNOWN_LEAF):
+            self.tree_moves += 1
+        self.end, self.busy, self.leaf = end, busy, leaf
 
     def page_from(self, offset: int) -> FeedPage | None:
         """The events from `offset` to the last ring's end, or None when the rings do not

@@ -1,7 +1,8 @@
 """Rings a workflow's doorbell (store/doorbell.py) after each workflow task that moved what
 its watchers read. A workflow that publishes its log (workflows/watcher_view.py) rings only
-when the log's end or busy flag changed, saying both, and, while a watcher listens, with
-the new events (store/doorbell_feed.py); any other rings after every task.
+when the log's end, busy flag or session leaf changed, saying all three, and, while a
+watcher listens, with the new events (store/doorbell_feed.py); any other rings after every
+task.
 
 The ring happens in the worker, outside the workflow sandbox, once the instance has applied
 an activation: a watcher that asks right after hears the new state, since a query waits for
@@ -21,7 +22,7 @@ from temporalio.worker import WorkflowInstance, WorkflowInstanceDetails, Workflo
 from tempi.store.doorbell import doorbell_path, listening, prepare, ring
 from tempi.store.doorbell_feed import ring_lines
 from tempi.workers.wrapped_runner import WrappedInstance, WrappedRunner
-from tempi.workflows.watcher_view import ViewSlot, collecting
+from tempi.workflows.watcher_view import ViewSlot, WatcherView, collecting
 
 _SILENT_JOBS = frozenset({"query_workflow", "remove_from_cache"})
 
@@ -48,9 +49,9 @@ class DoorbellInstance(WrappedInstance):
         super().__init__(inner)
         self.bell = bell
         self.slot = ViewSlot()
-        # The log's (end, busy) as the last ring said; None until then, so the first task
-        # after a start, a replay or a continue-as-new always rings.
-        self.rung: tuple[int, bool] | None = None
+        # The view as the last ring said; None until then, so the first task after a start,
+        # a replay or a continue-as-new always rings.
+        self.rung: WatcherView | None = None
 
     def activate(self, act: WorkflowActivation) -> WorkflowActivationCompletion:
         with collecting(self.slot):
@@ -68,7 +69,7 @@ class DoorbellInstance(WrappedInstance):
             ring(self.bell, news[0])
             self.rung = news[1]
 
-    def _news(self) -> tuple[bytes, tuple[int, bool] | None] | None:
+    def _news(self) -> tuple[bytes, WatcherView | None] | None:
         """What to ring, and the view it announces; None: nothing a watcher reads moved."""
         log = self.slot.log
         if log is None:
@@ -79,4 +80,4 @@ class DoorbellInstance(WrappedInstance):
         first, events = None, None
         if self.rung is not None and listening(self.bell):
             first, events = log.watched_events(self.rung[0])
-        return ring_lines(*view, first, events), view
+        return ring_lines(*view, first=first, events=events), view

@@ -60,6 +60,7 @@ with workflow.unsafe.imports_passed_through():
         SessionInput,
         SessionStateView,
     )
+    from tempi.workflows.watcher_view import WatcherView
     from tempi.workflows.watcher_view import publish as publish_watched_log
 
 IDLE_TIMEOUT = timedelta(days=7)  # when the config names no idle time
@@ -373,8 +374,8 @@ class AgentSessionWorkflow:
         return self.control.streaming or self.queues.has_prompts()
 
     # The log as its worker's doorbell reads it (watcher_view.py): not handlers, no history.
-    def watcher_view(self) -> tuple[int, bool]:
-        return self.log.next_offset(), self._busy_for_watchers()
+    def watcher_view(self) -> WatcherView:
+        return self.log.next_offset(), self._busy_for_watchers(), self.state.leaf_id
 
     def watched_events(self, from_offset: int) -> tuple[int, list[dict[str, Any]]]:
         return self.log.since(from_offset)

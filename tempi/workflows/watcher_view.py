@@ -5,8 +5,8 @@ Many workflow tasks change nothing a watcher reads: a bash command handed off fr
 activity to a regular one, a flush of the session file. A ring for those
 costs every watcher group a query (~5 ms of worker and server CPU) that brings nothing. A
 workflow publishes, once, the log its `read_events` query serves; after each task the worker
-reads the log's end and busy flag from it and rings when they changed, with the new events
-in the ring for watchers that read them there (store/doorbell_feed.py). Publishing is a
+reads its view (the log's end, busy flag and the session's leaf) and rings when that changed,
+with the new events in the ring for watchers that read them there (store/doorbell_feed.py). Publishing is a
 plain assignment in memory, no I/O and nothing in history; the worker only reads the log,
 between activations, on the thread that runs them. A workflow that publishes nothing keeps
 a ring after every task.
@@ -22,12 +22,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
+# The log's next offset, whether the session is busy (what a `read_events` page says besides
+# its events), and the session's leaf: a move in its tree adds no event, and a console
+# showing the branch should see it as soon as one that does.
+WatcherView = tuple[int, bool, str | None]
+
 
 class WatchedLog(Protocol):
-    def watcher_view(self) -> tuple[int, bool]:
-        """The log's next offset and whether the session is busy: what a `read_events` page
-        says besides its events."""
-        ...
+    def watcher_view(self) -> WatcherView: ...
 
     def watched_events(self, from_offset: int) -> tuple[int, list[dict[str, Any]]]:
         """The events from `from_offset` (or the oldest still held, if later) to the end, and
