@@ -150,9 +150,8 @@ class SharedEventLog:
         if not page.events and page.next_offset == self.end and page.is_streaming == self.is_streaming:
             return
         first = page.next_offset - len(page.events)
-        lines = ring_lines(
-            page.next_offset, page.is_streaming, first=first, events=page.events
-        )  # the doorbell's shape
+        # The doorbell's shape, without the leaf, which a query's page does not say.
+        lines = ring_lines(page.next_offset, page.is_streaming, first=first, events=page.events)
         fd = create_private_file(self.path, os.O_WRONLY | os.O_APPEND)
         try:
             os.write(fd, lines)

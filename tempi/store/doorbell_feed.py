@@ -39,8 +39,9 @@ def ring_lines(
     first: int | None = None,
     events: list[dict[str, Any]] | None = None,
 ) -> bytes:
-    """One ring: the events from offset `first` (when given) and the state after them. Events
-    that cannot be written as JSON are left out, so readers see a gap and ask."""
+    """One ring: the events from offset `first` (when given) and the state after them, with
+    the session's `leaf` unless it is not known. Events that cannot be written as JSON are
+    left out, so readers see a gap and ask."""
     lines: list[str] = []
     if first is not None and events:
         try:

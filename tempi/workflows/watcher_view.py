@@ -5,11 +5,11 @@ Many workflow tasks change nothing a watcher reads: a bash command handed off fr
 activity to a regular one, a flush of the session file. A ring for those
 costs every watcher group a query (~5 ms of worker and server CPU) that brings nothing. A
 workflow publishes, once, the log its `read_events` query serves; after each task the worker
-reads its view (the log's end, busy flag and the session's leaf) and rings when that changed,
-with the new events in the ring for watchers that read them there (store/doorbell_feed.py). Publishing is a
-plain assignment in memory, no I/O and nothing in history; the worker only reads the log,
-between activations, on the thread that runs them. A workflow that publishes nothing keeps
-a ring after every task.
+reads its view (the log's end, busy flag and the session's leaf) and rings when that
+changed, with the new events in the ring for watchers that read them there
+(store/doorbell_feed.py). Publishing is a plain assignment in memory, no I/O and nothing in
+history; the worker only reads the log, between activations, on the thread that runs them.
+A workflow that publishes nothing keeps a ring after every task.
 
 The worker activates a workflow on one thread at a time and instantiates it during an
 activation, so a thread-local slot says which instance a `publish` belongs to.
