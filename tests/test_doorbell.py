@@ -496,8 +496,12 @@ def _page_ops(data: bytes) -> list[dict[str, Any]]:
     return [json.loads(line[6:]) for line in data.decode().splitlines() if line.startswith("data: ")]
 
 
+ENDED = "(the session ended)"
+
+
 async def _read_page(page: Page, shown: list[tuple[float, dict[int, str]]], stop: asyncio.Event) -> None:
-    """What the page shows (its blocks by key), each time it changed."""
+    """What the page shows (its blocks by key, and ENDED once it says the session ended),
+    each time it changed."""
     blocks: dict[int, str] = {}
     while not stop.is_set():
         ops = _page_ops(await page.take(0.05))
@@ -506,6 +510,8 @@ async def _read_page(page: Page, shown: list[tuple[float, dict[int, str]]], stop
                 blocks = {}
             elif op["op"] == "block":
                 blocks[op["key"]] = op["html"]
+            elif op["op"] == "state" and not op["running"]:
+                blocks[-1] = ENDED
         if ops:
             shown.append((time.monotonic(), dict(blocks)))
 
@@ -562,6 +568,10 @@ async def test_a_console_page_asks_nothing_of_an_idle_session_and_follows_it(
                 moved = time.monotonic()
                 await s.session.navigate(first_answer, first_answer)
                 back = await _shown(shown, lambda text: "First." in text and "Second." not in text, moved)
+
+                shut = time.monotonic()
+                await s.session.shutdown()  # as a pipeline's shard ends, or `tempi server stop`
+                ended = await _shown(shown, lambda text: ENDED in text, shut)
             finally:
                 stop.set()
                 await reading
@@ -576,3 +586,6 @@ async def test_a_console_page_asks_nothing_of_an_idle_session_and_follows_it(
     # run) and moves the history. The feed used to look at the leaf every 3 s, and missed a
     # move back to the leaf it had last seen (here: before the run) for good.
     assert back - moved < (0.5 if bell == "doorbell" else 1.5), back - moved
+    # The end moves the history, which the page's feed looks at (beside a doorbell, after a
+    # second of silence); it used to find out at its 15 s heartbeat.
+    assert ended - shut < (QUIET_ASK_S + 2.0 if bell == "doorbell" else 1.5), ended - shut
