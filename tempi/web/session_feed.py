@@ -322,8 +322,8 @@ class SessionFeed:
                 leaf_due = seen != leaf_seen or moves != moves_seen or since_leaf_check >= HISTORY_QUIET_ASK_S
             if not streaming and leaf_due:
                 since_leaf_check, leaf_seen, moves_seen = 0.0, seen, moves
-                # Its end moves the history too (a pipeline's shard done, `tempi server stop`):
-                # a describe, which the server answers alone, before the query.
+                # Its end moves the history too (a pipeline's shard done, a session stopped from
+                # a terminal): a describe, which the server answers alone, before the query.
                 if not await is_running(session):
                     return  # shown from its file
                 now = await session.state()
