@@ -237,17 +237,14 @@ class EventFollower:
         """What this follower last saw of the workflow's history: it moves with every
         workflow task the workflow completes, a move in its tree too, which adds nothing to
         the log. The history bell's state; beside a doorbell, the history's length at the
-        last look (history_mark.py), which a move shows at the next second of silence;
-        None when neither is known."""
+        last look (history_mark.py) and the moves in the tree its rings told of; None when
+        neither is known."""
         bell = self._bell_state()
         if from_history(bell):
             return bell
-        return self._mark if bell is not None else None
-
-    def tree_moves(self) -> int:
-        """How many moves in the session's tree (made anywhere, and adding nothing to the log)
-        the doorbell's rings read so far told of; 0 without a doorbell."""
-        return self._feed.tree_moves if self._feed is not None else 0
+        if bell is None or self._mark is None or self._feed is None:
+            return None
+        return (*self._mark, self._feed.tree_moves)
 
     def wake(self) -> None:
         """Something was just sent to the session: the next poll asks for its effect."""

@@ -273,7 +273,7 @@ class SessionFeed:
         # session's leaf is looked at now and then (see _moved_away).
         known_leaf: str | None = state.leaf_id
         since_leaf_check = 0.0
-        leaf_seen, moves_seen = follower.history_seen(), follower.tree_moves()
+        leaf_seen = follower.history_seen()
         while not self._gone() and not watcher.reload:
             tick = clock.time()
             # A doorbell (a worker on this machine) says when the log moved, and so does the
@@ -314,14 +314,14 @@ class SessionFeed:
             woken = await _sleep_or_wake(watcher.event, pause)
             quiet += pause
             since_leaf_check += pause
-            seen, moves = follower.history_seen(), follower.tree_moves()
+            seen = follower.history_seen()
             leaf_due = since_leaf_check >= LEAF_CHECK_S
             if seen is not None:
-                # A move in the tree is a workflow task, so the history moves with it (beside
-                # a doorbell, at the next look); the doorbell itself rings for it at once.
-                leaf_due = seen != leaf_seen or moves != moves_seen or since_leaf_check >= HISTORY_QUIET_ASK_S
+                # A move in the tree is a workflow task, so the history moves with it (and
+                # beside a doorbell, the ring says it at once).
+                leaf_due = seen != leaf_seen or since_leaf_check >= HISTORY_QUIET_ASK_S
             if not streaming and leaf_due:
-                since_leaf_check, leaf_seen, moves_seen = 0.0, seen, moves
+                since_leaf_check, leaf_seen = 0.0, seen
                 # Its end moves the history too (a pipeline's shard done, a session stopped from
                 # a terminal): a describe, which the server answers alone, before the query.
                 if not await is_running(session):
