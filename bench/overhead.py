@@ -12,7 +12,8 @@ Where a turn's time goes, from the timed worker's activity log:
 Beside it, Temporal alone: a workflow awaiting a no-op activity on the same server
 (bench/temporal_floor.py). A read turn and a bash turn pay one such round trip each, so what
 a turn's overhead has above them is tempi's own; the worker's and the server's CPU per turn
-(the whole run over its turns, the watching client's queries included) say who pays it.
+(the whole run over its turns, the watching client's queries included) say who pays it, and
+the round trip's phases beside Temporal alone's (bench/turn_phases.py) say where it is paid.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
+
+from temporalio.client import Client
 
 from bench import temporal_floor
 from bench.report import median, print_table, summary_ms
@@ -50,6 +53,8 @@ from bench.sessions import (
     scripted_turns,
     tempi_json_argv,
 )
+from bench.turn_phases import PHASES, activity_runs, round_trip_phases, workflow_events
+from tempi.workflows import activity_names as names
 
 TURNS = 50
 KINDS: tuple[TurnKind, ...] = ("tool", "bash")
@@ -57,6 +62,7 @@ KINDS: tuple[TurnKind, ...] = ("tool", "bash")
 # activity inside the workflow task, and so does a bash command that ends within a moment
 # (a longer one is awaited by an activity: a second round trip).
 ROUND_TRIPS: dict[TurnKind, int] = {"tool": 1, "bash": 1}
+MODEL_ACTIVITY = names.CALL_LLM
 # The activities a tool call's time is spent in.
 TOOL_ACTIVITIES = frozenset({"run_tool", "run_tool_briefly", "await_tool"})
 DEFAULT_PI = "/opt/pi-0.73.1/node_modules/.bin/pi"  # where .ci/run installs it
@@ -83,7 +89,7 @@ def load_timings(path: Path, since: float) -> dict[str, list[dict[str, Any]]]:
 def turn_breakdown(records: list[dict[str, Any]]) -> list[dict[str, float]]:
     """Per tool turn: wall, LLM activity and tool activity seconds (the final answer turn
     has no next LLM call to end it and is left out)."""
-    llm = sorted((r for r in records if r["type"] == "call_llm"), key=lambda r: r["start"])
+    llm = sorted((r for r in records if r["type"] == MODEL_ACTIVITY), key=lambda r: r["start"])
     tools = [r for r in records if r["type"] in TOOL_ACTIVITIES]
     turns = []
     for this, nxt in itertools.pairwise(llm):
@@ -173,6 +179,7 @@ async def run(quick: bool, profile: bool = False) -> dict[str, Any]:
         worker.start()
         try:
             worker.wait_ready()
+            client = await Client.connect(dev.address)
             env = clean_env(home, dev.address)
             write_models_json(home, llm.base_url, "warmup")
             prepare_workspace(tmp / "ws-warmup")
@@ -207,7 +214,11 @@ async def run(quick: bool, profile: bool = False) -> dict[str, Any]:
                 by_wf = load_timings(timings, since)
                 if len(by_wf) != 1:
                     raise RuntimeError(f"expected one session in the worker's log, found {len(by_wf)}")
-                worker_turns = turn_breakdown(next(iter(by_wf.values())))
+                (session_id, records), *_ = by_wf.items()
+                worker_turns = turn_breakdown(records)
+                phases = round_trip_phases(
+                    await workflow_events(client, session_id), activity_runs(records), MODEL_ACTIVITY
+                )
                 pi_run = None
                 if pi_bin:
                     agent_dir = tmp / f"pi-{kind}"
@@ -218,7 +229,9 @@ async def run(quick: bool, profile: bool = False) -> dict[str, Any]:
                         env=clean_env(PI_CODING_AGENT_DIR=str(agent_dir)),
                     )
                     check_run(pi_run, f"pi ({kind})", TURNS)
-                results["kinds"].append(analyse(kind, floor, worker_turns, cli, pi_run, cpu_s))
+                results["kinds"].append(
+                    {**analyse(kind, floor, worker_turns, cli, pi_run, cpu_s), "phases": phases}
+                )
         finally:
             worker.stop()
         results["temporal_round_trip"] = await temporal_floor.measure(dev.address, dev.pid)
@@ -316,6 +329,7 @@ def _print(results: dict[str, Any]) -> None:
         cli_rows,
     )
     _print_temporal_share(results)
+    _print_phases(results)
     if "profile" in results:
         print("\nWorker profile (cProfile, top by own time; the profiler itself slows the worker):")
         for row in results["profile"][:15]:
@@ -344,3 +358,25 @@ def _print_temporal_share(results: dict[str, Any]) -> None:
             f"+ {above} ms of tempi's own; CPU a turn (whole run, the client's queries included): "
             f"worker {cpu.get('worker', 'n/a')} ms, server {cpu.get('server', 'n/a')} ms"
         )
+
+
+def _print_phases(results: dict[str, Any]) -> None:
+    """Each phase of a round trip beside the same phase of Temporal alone (bench/turn_phases.py)."""
+    floor = results.get("temporal_round_trip", {}).get("phases")
+    columns = [("Temporal alone", floor)] if floor else []
+    columns += [(f"tempi {k['kind']}", k.get("phases")) for k in results["kinds"]]
+    columns = [(name, phases) for name, phases in columns if phases]
+    if not columns:
+        return
+    rows = [[phase] + [phases["phases"][phase]["median_ms"] for _, phases in columns] for phase in PHASES]
+    rows.append(
+        ["sum"] + [round(sum(phases["phases"][p]["median_ms"] for p in PHASES), 2) for _, phases in columns]
+    )
+    counts = ", ".join(
+        f"{name} {phases['round_trips']} ({phases['left_out']} left out)" for name, phases in columns
+    )
+    print_table(
+        f"Where a round trip goes (ms, medians; history event times and the worker's log; round trips: {counts})",
+        ["phase", *(name for name, _ in columns)],
+        rows,
+    )

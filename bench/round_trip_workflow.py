@@ -9,8 +9,10 @@ from datetime import timedelta
 
 from temporalio import activity, workflow
 
+NOOP_ACTIVITY = "bench_noop"
 
-@activity.defn(name="bench_noop")
+
+@activity.defn(name=NOOP_ACTIVITY)
 async def noop() -> float:
     """When the activity ran (wall clock), as tempi's timed worker logs its activities."""
     return time.time()

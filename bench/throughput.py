@@ -12,7 +12,7 @@ from typing import Any
 
 from temporalio.client import Client
 
-from bench.overhead import load_timings, profile_summary, turn_breakdown
+from bench.overhead import MODEL_ACTIVITY, load_timings, profile_summary, turn_breakdown
 from bench.report import percentile, print_table, summary_ms
 from bench.rig import DevServer, RssSampler, ScriptedServerProcess, WorkerProcess, write_models_json
 from bench.sessions import scripted_turns, start_direct_session, wait_all_done
@@ -34,7 +34,7 @@ def model_turns(timings: Path, since: float) -> tuple[int, list[float]]:
     """The model calls the timed worker logged since `since`, and each turn's wall time (s)."""
     by_workflow = load_timings(timings, since)
     latencies = [t["wall"] for records in by_workflow.values() for t in turn_breakdown(records)]
-    calls = sum(1 for records in by_workflow.values() for r in records if r["type"] == "call_llm")
+    calls = sum(1 for records in by_workflow.values() for r in records if r["type"] == MODEL_ACTIVITY)
     return calls, latencies
 
 

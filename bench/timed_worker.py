@@ -1,5 +1,6 @@
 """tempi's worker, exactly as `tempi worker` builds it, plus a log of when every activity
-ran: one JSON line per activity with its workflow id, type and wall-clock start and end.
+ran: one JSON line per activity with its workflow id, type, whether it ran as a local
+activity, and its wall-clock start and end.
 It says it polls once the default model's SDK is loaded, as a `tempi worker` has after its
 first seconds.
 Optionally under cProfile, written out when the worker is stopped with SIGTERM.
@@ -47,6 +48,7 @@ class ActivityTimings(Interceptor):
                         "wf": info.workflow_id,
                         "type": info.activity_type,
                         "attempt": info.attempt,
+                        "local": info.is_local,
                         "start": start,
                         "end": time.time(),
                     }
