@@ -29,6 +29,7 @@ EXPECTED = {
     "abort_tool": 1,
     "brief_tools": 1,
     "dequeue_abort": 1,
+    "early_reads": 1,
     "docker_sandbox": 2,
     "handoff_late_local_tool_result": 3,
     "handoff_mid_run": 9,

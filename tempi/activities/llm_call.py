@@ -13,6 +13,7 @@ from weakref import WeakKeyDictionary
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from tempi.activities.early_reads import run_early
 from tempi.activities.file_turns import FileTurns, anchor_of, file_changed, outbox_ids
 from tempi.activities.heartbeat import Heartbeater
 from tempi.activities.llm import StreamOptions, classify_error, retry_after_ms, stream_assistant
@@ -40,7 +41,7 @@ from tempi.store.live_channel import LiveWriter
 from tempi.store.session_store import SessionStore
 from tempi.store.sidecar import live_path
 from tempi.workflows import activity_names as names
-from tempi.workflows.activity_payloads import LlmCallInput, LlmCallResult
+from tempi.workflows.activity_payloads import LlmCallInput, LlmCallResult, ToolCallInput, ToolCallResult
 
 WORKER_STOPPED_TEXT = "The worker stopped while the model was answering; the call is retried when one runs."
 
@@ -110,7 +111,7 @@ class LlmCallActivities:
             # An earlier attempt finished and wrote its answer; do not ask the model twice.
             existing = self.store.load(path).tree.get(inp.entry_id)
             if isinstance(existing, MessageEntry) and isinstance(existing.message, AssistantMessage):
-                return _llm_result(existing.message)
+                return await self._with_early_reads(inp, _llm_result(existing.message))
 
         if inp.tools or inp.extra_tools:
             # Refused before the model is paid for a turn whose tools could not run here.
@@ -157,9 +158,22 @@ class LlmCallActivities:
             raise file_changed(inp.file.session_path)
         self.store.append(path, [entry])
         turns.settle()
-        return _llm_result(final).model_copy(
-            update={"problems": problems, "effects": None if effects.empty() else effects}
+        return await self._with_early_reads(
+            inp,
+            _llm_result(final).model_copy(
+                update={"problems": problems, "effects": None if effects.empty() else effects}
+            ),
         )
+
+    async def _with_early_reads(self, inp: LlmCallInput, result: LlmCallResult) -> LlmCallResult:
+        if not inp.early_read_ids:
+            return result
+        early = await run_early(self.run_early_tool, inp, result.message)
+        return result.model_copy(update={"early_results": early}) if early else result
+
+    async def run_early_tool(self, inp: ToolCallInput) -> ToolCallResult:
+        """One of an answer's reads, as the tool activity runs it (SessionActivities)."""
+        raise NotImplementedError
 
 
 class _StreamProgress:

@@ -6,7 +6,8 @@ finished returns what it stored the first time.
 
 The model call (`llm_call`), the tool runs (`tool_runs`) and the summaries
 (`compaction_activities`) each live in their own module; this class gives them the worker's
-store and credentials and lists them for the worker.
+store and credentials, hands the model call the tool run for an answer's reads
+(`early_reads`), and lists them for the worker.
 """
 
 from __future__ import annotations
@@ -22,18 +23,22 @@ from tempi.activities.llm_call import LlmCallActivities
 from tempi.activities.model_options import CredentialResolver
 from tempi.activities.out_of_space import out_of_space_is_final
 from tempi.activities.session_outbox import write_outbox
+from tempi.activities.spans import traced_tool_call
 from tempi.activities.tool_runs import ToolRunActivities
 from tempi.store.live_channel import remove_live_files
 from tempi.store.session_store import SessionStore
 from tempi.store.sidecar import live_path
 from tempi.workflows import activity_names as names
-from tempi.workflows.activity_payloads import FlushInput
+from tempi.workflows.activity_payloads import FlushInput, ToolCallInput, ToolCallResult
 
 
 class SessionActivities(LlmCallActivities, ToolRunActivities, CompactionActivities):
     def __init__(self, store: SessionStore, credentials: CredentialResolver) -> None:
         self.store = store
         self.credentials = credentials
+
+    async def run_early_tool(self, inp: ToolCallInput) -> ToolCallResult:
+        return await traced_tool_call(inp.tool_call.name, self._run_tool(inp))
 
     @activity.defn(name=names.FLUSH_ENTRIES)
     async def flush_entries(self, inp: FlushInput) -> None:

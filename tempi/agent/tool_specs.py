@@ -71,6 +71,11 @@ def labelled(specs: Sequence[ToolSpec]) -> list[ToolSpec]:
     return out
 
 
+# Tools the model call's activity may run itself, as soon as the answer is written, when an
+# answer calls nothing else (tempi/activities/early_reads.py): they only read and end quickly.
+EARLY_TOOLS = frozenset({"read", "ls"})
+
+
 def tool_effect(name: str) -> ToolEffect:
     """The declared effect of a call to `name`.
 

@@ -55,6 +55,10 @@ class LlmCallInput(PiModel):
     tool_labels: bool = False
     extensions: list[str] = Field(default_factory=list)  # their turn and context hooks run
     turn_index: int = 0  # the run's turn this call starts; turn_end of the one before runs first
+    # Entry ids for the results of an answer whose tool calls only read (read, ls): the
+    # activity runs them itself and parks their results under these ids, in order. Empty:
+    # the workflow runs every tool call.
+    early_read_ids: list[str] = Field(default_factory=list)
 
 
 class LlmCallResult(PiModel):
@@ -64,6 +68,9 @@ class LlmCallResult(PiModel):
     # The extensions' turn handlers that failed, and what they asked of the session.
     problems: list[ExtensionProblem] = Field(default_factory=list)
     effects: ExtensionEffects | None = None
+    # The answer's tool calls the activity ran (early_read_ids), in call order; empty when
+    # it ran none.
+    early_results: list[ToolCallResult] = Field(default_factory=list)
 
 
 class ToolCallInput(PiModel):

@@ -384,6 +384,44 @@ async def brief_tools(rig: Rig) -> None:
 
 
 @scenario
+async def early_reads(rig: Rig) -> None:
+    """Answers that only read, run by the model call's activity (the `reads-in-the-model-call`
+    patch): two reads and an ls, a read of a missing file, then a read beside a command (run
+    in the workflow task as before), and a second prompt reading again."""
+    key = rig.script(
+        "early",
+        {
+            "select": "sequential",
+            "turns": [
+                {"tool_calls": [{"name": "write", "arguments": {"path": "a.txt", "content": "one\n"}}]},
+                {
+                    "tool_calls": [
+                        {"name": "read", "arguments": {"path": "a.txt"}},
+                        {"name": "read", "arguments": {"path": "a.txt", "offset": 1}},
+                        {"name": "ls", "arguments": {}},
+                    ]
+                },
+                {"tool_calls": [{"name": "read", "arguments": {"path": "missing.txt"}}]},
+                {
+                    "tool_calls": [
+                        {"name": "read", "arguments": {"path": "a.txt"}},
+                        {"name": "bash", "arguments": {"command": "cat a.txt"}},
+                    ]
+                },
+                {"text": "a.txt says one."},
+                {"tool_calls": [{"name": "read", "arguments": {"path": "a.txt"}}]},
+                {"text": "Still one."},
+            ],
+        },
+    )
+    s = await rig.start(key, tools=["read", "bash", "write", "ls"])
+    await s.prompt("Look at a.txt.")
+    await s.run_to_idle()
+    await s.prompt("Again.")
+    await s.run_to_idle()
+
+
+@scenario
 async def user_bash(rig: Rig) -> None:
     key = rig.script("bash", {"select": "sequential", "turns": [{"text": "I saw your command."}]})
     s = await rig.start(key)

@@ -87,6 +87,8 @@ class BuiltinToolRoute:
     async def run(self, call: ToolCall, slot: ToolSlot) -> RouteResult:
         if self.control.abort_requested:
             return self._failed(call, ABORTED_TEXT)
+        if slot.early is not None:
+            return self._routed(slot.early)
         started_ms = now_ms()
         inp = ToolCallInput(
             file=self.entries.file(),

@@ -9,11 +9,12 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
-    from tempi.agent.messages import AssistantMessage
+    from tempi.agent.messages import AssistantMessage, ToolCall
     from tempi.agent.session_entries import iso_timestamp
     from tempi.agent.subagents import TASK_TOOL, task_tool_spec
+    from tempi.agent.tool_specs import EARLY_TOOLS
     from tempi.workflows import activity_names as act
-    from tempi.workflows.activity_payloads import LlmCallInput, LlmCallResult
+    from tempi.workflows.activity_payloads import LlmCallInput, LlmCallResult, ToolCallResult
     from tempi.workflows.session.activity_errors import cause
     from tempi.workflows.session.activity_options import Activities
     from tempi.workflows.session.entries import EntryWriter, now_ms
@@ -23,7 +24,18 @@ with workflow.unsafe.imports_passed_through():
     from tempi.workflows.session.run_control import RunControl
     from tempi.workflows.session.subagent_runner import SubagentRunner
     from tempi.workflows.session.texts import aborted_message, error_message
+    from tempi.workflows.session.tool_routes import ToolRoutes, ToolSlot
     from tempi.workflows.session_types import CarriedState, SessionConfig
+
+
+# An answer whose tool calls only read (read, ls) has them run by the model call's activity,
+# which parks their results under ids the workflow passes it: the turn then needs no local
+# activity, whose hand-overs and second activation cost about 5 ms (README, "Where a round
+# trip goes"). Only where the builtin route would run them on this worker, calls run at once
+# (not one by one with steering checked between), and no extension hooks tool calls.
+EARLY_READS_PATCH = "reads-in-the-model-call"
+# Ids made for each call: an answer reading more files than this has its reads run as before.
+EARLY_READ_IDS = 4
 
 
 class LlmCaller:
@@ -48,8 +60,11 @@ class LlmCaller:
         self.activities = activities
         self.mcp = mcp
         self.extensions = extensions
+        # The last answer's entry id, the ids passed for its reads and what ran early.
+        self._early: tuple[str, list[str], list[ToolCallResult]] | None = None
 
     async def call(self) -> LlmCallResult:
+        self._early = None
         if self.mcp is not None:
             await self.mcp.ensure_listed()
         system_prompt = self.config.system_prompt
@@ -88,6 +103,7 @@ class LlmCaller:
                 tool_labels=self.config.tool_labels,
                 extensions=self.extensions.active() if self.extensions is not None else [],
                 turn_index=self.extensions.next_turn() if self.extensions is not None else 0,
+                early_read_ids=self._early_read_ids(),
             )
             task = asyncio.ensure_future(self.activities.execute(act.CALL_LLM, inp, LlmCallResult))
             with self.entries.writing_below_leaf():
@@ -109,7 +125,42 @@ class LlmCaller:
             self.extensions.apply(result.effects)
         if result.message.stop_reason != "error":
             self.state.last_assistant_text = result.message.text()
+        self._early = (entry_id, inp.early_read_ids, result.early_results)
         return result
+
+    def _early_read_ids(self) -> list[str]:
+        may = (
+            self.config.tool_execution == "parallel"
+            and bool(EARLY_TOOLS.intersection(self.config.tools))
+            and self.entries.file().sandbox == "local"
+            and (self.extensions is None or not self.extensions.active())
+        )
+        if not may or not workflow.patched(EARLY_READS_PATCH):
+            return []
+        return [self.entries.new_id() for _ in range(EARLY_READ_IDS)]
+
+    def early_slots(
+        self, calls: list[ToolCall], leaf_id: str | None, routes: ToolRoutes
+    ) -> list[ToolSlot] | None:
+        """The slots of the last answer's calls when its activity ran them all and they still
+        go where it put them (below the answer, each on its builtin route); else None."""
+        early, self._early = self._early, None
+        if early is None:
+            return None
+        answer_id, ids, results = early
+        if (
+            leaf_id != answer_id
+            or len(results) != len(calls)
+            or any(
+                r.message.tool_call_id != c.id or not routes.builtin_runs(c.name)
+                for r, c in zip(results, calls, strict=True)
+            )
+        ):
+            return None
+        parents = [answer_id, *ids]
+        return [
+            ToolSlot(entry_id=ids[i], parent_id=parents[i], early=result) for i, result in enumerate(results)
+        ]
 
     def _prompt_text(self) -> str:
         """The text of the newest user message about to be written: the run's prompt."""

@@ -12,14 +12,17 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from tempi.agent.messages import ToolCall, ToolResultMessage
     from tempi.extensions.models import ExtensionEffects
+    from tempi.workflows.activity_payloads import ToolCallResult
 
 
 @dataclass(frozen=True)
 class ToolSlot:
-    """Where a call's result goes in the session tree."""
+    """Where a call's result goes in the session tree, and the result when the model call's
+    activity already ran the call (an answer's reads, tempi/activities/early_reads.py)."""
 
     entry_id: str
     parent_id: str
+    early: ToolCallResult | None = None
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,9 @@ class ToolRoutes:
 
     def route_for(self, tool_name: str) -> ToolRoute:
         return next((r for r in self.registered if r.handles(tool_name)), self.builtin)
+
+    def builtin_runs(self, tool_name: str) -> bool:
+        return self.route_for(tool_name) is self.builtin
 
     def in_order(self) -> list[ToolRoute]:
         """Routes in the order a batch prepares them (a command order in history)."""

@@ -95,9 +95,11 @@ class WorkflowPort:
         return await self.llm.call()
 
     async def execute_tools(self, calls: list[ToolCall]) -> list[ToolResultMessage]:
-        entry_ids = [self.entries.new_id() for _ in calls]
-        parents = [self.state.leaf_id or "", *entry_ids[:-1]]
-        slots = [ToolSlot(entry_id=e, parent_id=p) for e, p in zip(entry_ids, parents, strict=True)]
+        slots = self.llm.early_slots(calls, self.state.leaf_id, self.tools.routes)
+        if slots is None:
+            entry_ids = [self.entries.new_id() for _ in calls]
+            parents = [self.state.leaf_id or "", *entry_ids[:-1]]
+            slots = [ToolSlot(entry_id=e, parent_id=p) for e, p in zip(entry_ids, parents, strict=True)]
         with self.entries.writing_below_leaf():
             results = await self.tools.run(calls, slots)
             self.entries.place_tool_results(
