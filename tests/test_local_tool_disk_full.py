@@ -1,7 +1,8 @@
 """A local file tool that cannot keep its result (the disk under the session's side folder is
 full) is a tool error the model reads, and the session goes on: it used to fail the whole
 session, because a local activity's failure reaches the workflow unwrapped (found by the
-chaos disk-full scenario, issue 13)."""
+chaos disk-full scenario, issue 13). A read the model call runs itself (tempi/activities/
+early_reads.py) that cannot park its result is run again as a tool call, with the same end."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import asyncio
 import json
 from pathlib import Path
 
+import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from tempi.store.sidecar import sidecar_dir
@@ -22,14 +24,21 @@ from tests.session_harness import (
     unique_queue,
 )
 
+FIRST_CALLS = {
+    "write": {"name": "write", "arguments": {"path": "a.txt", "content": "one\n"}},
+    "read": {"name": "read", "arguments": {"path": "a.txt"}},
+}
 
+
+@pytest.mark.parametrize("tool", list(FIRST_CALLS))
 async def test_a_full_disk_under_a_local_tool_is_a_tool_error_and_the_session_goes_on(
-    tmp_path: Path, temporal_client: Client, scripted_server: ScriptedLLMServer
+    tool: str, tmp_path: Path, temporal_client: Client, scripted_server: ScriptedLLMServer
 ) -> None:
+    scenario = f"local-tool-disk-full-{tool}"
     scripted_server.add_scenario(
-        "local-tool-disk-full",
+        scenario,
         [
-            {"tool_calls": [{"name": "write", "arguments": {"path": "a.txt", "content": "one\n"}}]},
+            {"tool_calls": [FIRST_CALLS[tool]]},
             {"text": "The disk was full."},
             {"tool_calls": [{"name": "write", "arguments": {"path": "b.txt", "content": "two\n"}}]},
             {"text": "b.txt written."},
@@ -40,12 +49,13 @@ async def test_a_full_disk_under_a_local_tool_is_a_tool_error_and_the_session_go
         s = await start_session(
             temporal_client,
             tmp_path,
-            scripted_model(scripted_server, "local-tool-disk-full"),
+            scripted_model(scripted_server, scenario),
             task_queue=queue,
         )
+        (Path(s.config.cwd) / "a.txt").write_text("one\n")
         pending = sidecar_dir(s.config.session_path, s.config.session_id) / "pending"
         with full_disk_at(pending) as filler:
-            await s.prompt("Write a.txt.")
+            await s.prompt(f"{tool.capitalize()} a.txt.")
             # Bounded: before the fix the workflow failed and no run ever ended.
             events = await asyncio.wait_for(s.run_to_idle(), 60)
             description = await s.handle.describe()
@@ -67,5 +77,5 @@ async def test_a_full_disk_under_a_local_tool_is_a_tool_error_and_the_session_go
     entries = [json.loads(line) for line in Path(s.config.session_path).read_text().splitlines()]
     assert_single_chain(entries)
     results = [e["message"] for e in entries[1:] if e.get("message", {}).get("role") == "toolResult"]
-    assert [(r["toolName"], r["isError"]) for r in results] == [("write", True), ("write", False)]
+    assert [(r["toolName"], r["isError"]) for r in results] == [(tool, True), ("write", False)]
     assert "Free some space" in results[0]["content"][0]["text"]

@@ -6,7 +6,8 @@ around a read of about 1.5 ms (README, "Where a round trip goes"). Run here, the
 parked beside the session file under the ids the workflow chose for them, as the tool
 activity parks its own, and reach the workflow with the answer. A retried attempt finds
 them parked and does not read again; the workflow still decides whether they count (an
-abort in between makes them "Aborted", as it would a tool activity's)."""
+abort in between makes them "Aborted", as it would a tool activity's), and runs the calls as
+tool calls when not all of them ran here."""
 
 from __future__ import annotations
 
@@ -40,17 +41,20 @@ async def run_early(run_tool: RunTool, inp: LlmCallInput, message: AssistantMess
     parent = inp.entry_id
     for call, entry_id in zip(early_calls(message, inp), inp.early_read_ids, strict=False):
         now_ms = int(time.time() * 1000)
-        results.append(
-            await run_tool(
-                ToolCallInput(
-                    file=inp.file,
-                    tool_call=call,
-                    entry_id=entry_id,
-                    parent_id=parent,
-                    entry_timestamp=iso_timestamp(now_ms),
-                    timestamp_ms=now_ms,
-                )
-            )
+        call_input = ToolCallInput(
+            file=inp.file,
+            tool_call=call,
+            entry_id=entry_id,
+            parent_id=parent,
+            entry_timestamp=iso_timestamp(now_ms),
+            timestamp_ms=now_ms,
         )
+        try:
+            results.append(await run_tool(call_input))
+        except Exception:
+            # A result that could not be parked (a full disk): the answer is written, so the
+            # call must not fail for it. Fewer results than calls make the workflow run them
+            # all as tool calls, whose failure is a result the model reads.
+            break
         parent = entry_id
     return results
