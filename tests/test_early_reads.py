@@ -20,6 +20,7 @@ from tempi.agent.model_spec import ModelSpec
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tempi.workers.worker import running_workers
 from tempi.workflows.activity_payloads import LlmCallInput, SessionFileRef
+from tests.history_payloads import local_activity_tools
 from tests.session_harness import (
     assert_single_chain,
     fixed_credentials,
@@ -28,7 +29,6 @@ from tests.session_harness import (
     start_session,
     unique_queue,
 )
-from tests.test_local_file_tools import _local_activity_tools
 
 
 async def test_an_answer_that_only_reads_is_read_by_its_model_call_with_the_same_results(
@@ -99,7 +99,7 @@ async def test_an_answer_that_only_reads_is_read_by_its_model_call_with_the_same
         ("tool_execution_end", "ls"),
     ]
     # Only the write and the turn with a command took local activities.
-    assert sorted(_local_activity_tools(history.events)) == ["bash", "read", "write"]
+    assert sorted(local_activity_tools(history.events)) == ["bash", "read", "write"]
 
     entries = [json.loads(line) for line in Path(s.config.session_path).read_text().splitlines()]
     assert_single_chain(entries)

@@ -11,6 +11,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
+from tests.history_payloads import local_activity_tools
 from tests.session_harness import (
     assert_single_chain,
     running_worker,
@@ -18,21 +19,6 @@ from tests.session_harness import (
     start_session,
     unique_queue,
 )
-
-
-def _local_activity_tools(history_events: list) -> list[str]:
-    """The tool of every local activity the history recorded, in order."""
-    names = []
-    for event in history_events:
-        if event.event_type != EventType.EVENT_TYPE_MARKER_RECORDED:
-            continue
-        attrs = event.marker_recorded_event_attributes
-        if attrs.marker_name != "core_local_activity" or "result" not in attrs.details:
-            continue
-        result = json.loads(attrs.details["result"].payloads[0].data)
-        brief = result.get("result")  # run_tool_briefly's answer wraps the tool's
-        names.append((brief or result)["message"]["toolName"])
-    return names
 
 
 async def test_file_tools_grep_and_bash_run_in_the_workflow_task(
@@ -92,7 +78,7 @@ async def test_file_tools_grep_and_bash_run_in_the_workflow_task(
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
     ]
     assert "run_tool" not in scheduled
-    assert sorted(_local_activity_tools(history.events)) == ["bash", "edit", "grep", "ls", "read", "write"]
+    assert sorted(local_activity_tools(history.events)) == ["bash", "edit", "grep", "ls", "read", "write"]
 
     entries = [json.loads(line) for line in Path(s.config.session_path).read_text().splitlines()]
     assert_single_chain(entries)
