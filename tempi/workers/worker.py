@@ -51,6 +51,11 @@ HEARTBEAT_THROTTLE = timedelta(milliseconds=100)
 # its conversations' next tasks on its sticky queue for this long before another worker gets
 # them (the SDK's 10 s default was most of the wait after a gateway's restart).
 SLACK_STICKY_TIMEOUT = timedelta(seconds=1)
+# The same for sessions: a worker stopped in a rolling update (or killed) can leave a session's
+# next workflow task on its sticky queue, and the session's next prompt then waited out the
+# SDK's 10 s default (seen in the key rotation test). A live worker, even a busy one, has a
+# poll waiting on its sticky queue while it has a free workflow task slot.
+SESSION_STICKY_TIMEOUT = timedelta(seconds=2)
 
 
 GRACE_ENV = "TEMPI_WORKER_GRACE_SECONDS"
@@ -151,6 +156,7 @@ def build_worker(
         max_concurrent_activities=200,
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
+        sticky_queue_schedule_to_start_timeout=SESSION_STICKY_TIMEOUT,
         interceptors=[activity_hook] if activity_hook else [],
         graceful_shutdown_timeout=grace,
         **versioning(deployment),

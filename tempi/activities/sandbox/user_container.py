@@ -150,21 +150,30 @@ class UserContainerBackend(DockerBackend):
         abort: asyncio.Event | None = None,
         merge_stderr: bool = True,
     ) -> ExecResult:
-        result = await super().exec(
-            argv, cwd=cwd, on_output=on_output, timeout=timeout, abort=abort, merge_stderr=merge_stderr
-        )
+        try:
+            result = await super().exec(
+                argv, cwd=cwd, on_output=on_output, timeout=timeout, abort=abort, merge_stderr=merge_stderr
+            )
+        except SandboxUnavailableError as lost:
+            # The container went while the command ran, and its exec with it: say what the
+            # user can do about it, as for a command killed with its container.
+            await self._say_if_gone(_KILLED_CHECKS)
+            raise ToolError(f"The command stopped: {lost}") from None
         if result.exit_code != 0 and not result.aborted:
-            # A command SIGKILLed with its container: the engine may still show the container
-            # running for a moment while it is being removed, so look again before believing it.
-            checks = _KILLED_CHECKS if result.exit_code == _SIGKILLED else 1
-            for check in range(checks):
-                try:
-                    await asyncio.to_thread(_running, *self._check)
-                except SandboxError as err:
-                    raise ToolError(f"The command stopped: {err}") from None
-                if check + 1 < checks:
-                    await asyncio.sleep(_KILLED_CHECK_INTERVAL_S)
+            await self._say_if_gone(_KILLED_CHECKS if result.exit_code == _SIGKILLED else 1)
         return result
+
+    async def _say_if_gone(self, checks: int) -> None:
+        """A ToolError saying why, if the container stopped or went. The engine may still show
+        a container running for a moment while it is being removed, so a command SIGKILLed
+        with it looks again before believing it."""
+        for check in range(checks):
+            try:
+                await asyncio.to_thread(_running, *self._check)
+            except SandboxError as err:
+                raise ToolError(f"The command stopped: {err}") from None
+            if check + 1 < checks:
+                await asyncio.sleep(_KILLED_CHECK_INTERVAL_S)
 
 
 def _open(client: Any, container_id: str, name: str, working_dir: str) -> tuple[DockerBackend, str]:
