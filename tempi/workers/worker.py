@@ -53,8 +53,8 @@ HEARTBEAT_THROTTLE = timedelta(milliseconds=100)
 SLACK_STICKY_TIMEOUT = timedelta(seconds=1)
 # The same for sessions: a worker stopped in a rolling update (or killed) can leave a session's
 # next workflow task on its sticky queue, and the session's next prompt then waited out the
-# SDK's 10 s default (seen in the key rotation test). A live worker, even a busy one, has a
-# poll waiting on its sticky queue while it has a free workflow task slot.
+# SDK's 10 s default. A live worker, even a busy one, has a poll waiting on its sticky queue
+# while it has a free workflow task slot.
 SESSION_STICKY_TIMEOUT = timedelta(seconds=2)
 
 
