@@ -66,17 +66,18 @@ def round_trip_phases(
     left_out = 0
     for this, following in itertools.pairwise(ends):
         done = _first_at_or_after(completed, this.end)
-        tasks = [t for t in task_started if done is not None and done <= t < following.start]
-        finished = [t for t in task_completed if tasks and tasks[0] <= t < following.start]
+        tasks = _within(task_started, done, following.start) if done is not None else []
+        finished = _within(task_completed, tasks[0], following.start) if tasks else []
         if done is None or len(tasks) != 1 or len(finished) != 1:
             left_out += 1
             continue
-        tool_s = sum(r.end - r.start for r in tools if tasks[0] <= r.start < finished[0])
+        (task,), (task_done,) = tasks, finished
+        tool_s = sum(r.end - r.start for r in tools if task <= r.start < task_done)
         phases["to the server"].append(done - this.end)
-        phases["task dispatched"].append(tasks[0] - done)
-        phases["workflow task"].append(finished[0] - tasks[0] - tool_s)
+        phases["task dispatched"].append(task - done)
+        phases["workflow task"].append(task_done - task - tool_s)
         phases["tool call"].append(tool_s)
-        phases["next started"].append(following.start - finished[0])
+        phases["next started"].append(following.start - task_done)
     return {
         "phases": {name: summary_ms(values) for name, values in phases.items()},
         "round_trips": len(phases["next started"]),
@@ -87,6 +88,11 @@ def round_trip_phases(
 def _first_at_or_after(times: list[float], moment: float) -> float | None:
     at = bisect.bisect_left(times, moment)
     return times[at] if at < len(times) else None
+
+
+def _within(times: list[float], start: float, end: float) -> list[float]:
+    """The sorted `times` in [start, end)."""
+    return times[bisect.bisect_left(times, start) : bisect.bisect_left(times, end)]
 
 
 async def workflow_events(client: Client, workflow_id: str) -> list[HistoryEvent]:

@@ -132,7 +132,7 @@ class LlmCaller:
         may = (
             self.config.tool_execution == "parallel"
             and bool(EARLY_TOOLS.intersection(self.config.tools))
-            and self.entries.file().sandbox == "local"
+            and self.entries.file_ref.sandbox == "local"
             and (self.extensions is None or not self.extensions.active())
         )
         if not may or not workflow.patched(EARLY_READS_PATCH):
