@@ -15,6 +15,7 @@ from typing import cast
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
 
 from tempi.agent.model_selection import select_model
 from tempi.agent.model_spec import ModelSpec, ThinkingLevel
@@ -257,8 +258,16 @@ async def follow(
     printer = ProgressPrinter(json_mode)
     result = asyncio.ensure_future(handle.result())
     while not result.done():
-        progress: PipelineProgress = await handle.query("get_progress", result_type=PipelineProgress)
-        printer.show(progress)
+        try:
+            progress: PipelineProgress = await handle.query("get_progress", result_type=PipelineProgress)
+        except RPCError as err:
+            # A query the busy worker did not answer in time (the client reports its own
+            # timeout as cancelled): the pipeline goes on, and so does following it; the next
+            # poll shows where it is.
+            if err.status not in (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED):
+                raise
+        else:
+            printer.show(progress)
         await asyncio.wait([result], timeout=POLL_S)
     final = result.result()
     printer.show(final)
