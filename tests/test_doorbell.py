@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import time
@@ -379,6 +380,36 @@ async def test_an_idle_watcher_asks_seldom_and_still_sees_the_next_prompt(
         assert shown_after < IDLE_ASK_MAX_S + 1.0, shown_after
 
 
+@pytest.mark.parametrize("bell", ["doorbell", "history"])
+async def test_a_waiting_watcher_is_woken_by_its_bell_not_by_its_timer(
+    tmp_path: Path,
+    temporal_client: Client,
+    scripted_server: ScriptedLLMServer,
+    monkeypatch: pytest.MonkeyPatch,
+    bell: str,
+) -> None:
+    async with _after_one_run(tmp_path, temporal_client, scripted_server, f"wake-{bell}") as s:
+        if bell == "history":
+            monkeypatch.setenv("TEMPI_HOME", str(tmp_path / "elsewhere"))  # no doorbell here
+        follower, _, _ = _watcher(s, own_client=False)
+        await follower.skip_to_end()
+        await follower.poll()
+        async with asyncio.timeout(10):
+            while follower.history_seen() is None or await follower.wait_for_news(0.3):
+                await follower.poll()  # what is known before the prompt, seen
+        await s.prompt("two")  # through the session's own client: nothing wakes this one
+        async with asyncio.timeout(20):
+            # A timer would end this wait after a minute.
+            assert await follower.wait_for_news(timeout=60) is True
+            seen: list[dict[str, Any]] = []
+            while not any(e["type"] == "agent_end" for e in seen):
+                seen.extend(await follower.poll())
+                if not seen or seen[-1]["type"] != "agent_end":
+                    await follower.wait_for_news(timeout=60)
+    assert seen[0]["type"] == "agent_start"
+    assert seen[-1]["messages"][-1]["content"][0]["text"] == "Second."
+
+
 @pytest.mark.parametrize("bell", ["doorbell", "history", "none"])
 async def test_idle_shared_watchers_ask_seldom_between_them(
     tmp_path: Path,
@@ -452,9 +483,12 @@ async def test_a_watcher_on_the_workers_machine_reads_a_run_from_its_rings(
         history = await s.handle.fetch_history()
     kinds = [event.WhichOneof("attributes") for event in history.events]
     tasks = kinds.count("workflow_task_completed_event_attributes")
-    rings = sum('"n":' in line for line in bell.read_text().splitlines())
+    states = [json.loads(line) for line in bell.read_text().splitlines() if '"n":' in line]
+    rings = len(states)
     assert kinds.count("activity_task_scheduled_event_attributes") >= 3  # the commands were handed off
-    assert rings < tasks, (rings, tasks)
+    # Each ring says something the one before did not (the last: the run's writes are done).
+    assert all(a != b for a, b in itertools.pairwise(states)), states
+    assert states[-1]["s"] is False and rings <= tasks, (rings, tasks)
     # The watcher saw the whole log, in order, having asked for it only now and then: at its
     # start and when the rings fell silent for a second (the first model call).
     assert [e["type"] for _, e in seen if e["type"] in LOG_EVENTS] == [e["type"] for e in logged]

@@ -18,7 +18,6 @@ from rich.console import Console, RenderableType
 from tempi.cli.interactive.render import LiveView, history_blocks, notice, to_ansi
 from tempi.cli.server_link import ServerLink, batches_across_outages
 from tempi.client import SessionClient, SessionService
-from tempi.client.events import POLL_INTERVAL_S
 from tempi.client.transcript import context_messages, load_at_leaf
 
 
@@ -90,7 +89,7 @@ async def _follow(
             _write(_idle_note(session.session_id))
             said_idle = True
         if not batch:
-            await asyncio.sleep(POLL_INTERVAL_S)
+            await follower.wait_for_news()
 
 
 async def attach_text(

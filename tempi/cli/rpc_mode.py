@@ -75,9 +75,11 @@ class RpcServer:
                 async with self.gate:
                     written = await self._write_events()
             except RPCError:
-                written = 0  # the server is briefly unreachable: keep trying
+                await asyncio.sleep(POLL_INTERVAL_S)  # the server is briefly unreachable: keep trying
+                continue
             if not written:
-                await asyncio.sleep(POLL_INTERVAL_S)
+                assert self.follower is not None
+                await self.follower.wait_for_news()
 
     async def _write_events(self) -> int:
         assert self.follower is not None
@@ -100,7 +102,7 @@ class RpcServer:
             if asyncio.get_running_loop().time() >= deadline:
                 return False
             if not batch:
-                await asyncio.sleep(POLL_INTERVAL_S)
+                await self.follower.wait_for_news()
 
     # --- responses ----------------------------------------------------------------------
 

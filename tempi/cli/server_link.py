@@ -12,7 +12,7 @@ from typing import Any
 
 from temporalio.service import RPCError
 
-from tempi.client.events import POLL_INTERVAL_S, EventFollower
+from tempi.client.events import EventFollower
 from tempi.config.paths import tempi_home
 from tempi.workers.service import ensure_service, read_info
 from tempi.workers.temporal_client import server_gone
@@ -94,7 +94,7 @@ async def events_across_outages(
         for event in batch:
             yield event
         if not batch:
-            await asyncio.sleep(POLL_INTERVAL_S)
+            await follower.wait_for_news()
 
 
 async def batches_across_outages(

@@ -20,13 +20,16 @@ from tempi.client.history_mark import HistoryMark, history_mark
 from tempi.client.shared_events import IDLE_ASK_MAX_S, SharedEventLog, chain_id
 from tempi.store.doorbell import BellState, watcher_doorbell
 from tempi.store.doorbell_feed import BellFeed
+from tempi.store.file_watch import NewsWaker
 from tempi.store.live_channel import LiveReader
-from tempi.store.sidecar import live_path, shared_events_dir
+from tempi.store.sidecar import live_dir, live_path, shared_events_dir
 from tempi.workflows.session_types import EventsPage, workflow_id_for
 from tempi.workflows.session_workflow import AgentSessionWorkflow
 
 SessionHandle = WorkflowHandle[AgentSessionWorkflow, Any]
 
+# How long a follower waits for news before it looks anyway; beside the worker a write to
+# the doorbell or a live file ends the wait at once (file_watch.py).
 POLL_INTERVAL_S = 0.05
 # Without a bell (no doorbell file here, and the history's long poll failing), the log of a
 # session idle this long (no run, no events, nothing sent by the follower's own client) starts
@@ -117,9 +120,11 @@ class EventFollower:
         tag: dict[str, str] | None = None,
         shared: bool = False,
         history_client: Client | None = None,
+        parent_waker: NewsWaker | None = None,
     ) -> None:
         """`history_client`: the client `handle` is of, to follow the workflow's history
-        where no doorbell rings (without one, such a follower asks on its timer)."""
+        where no doorbell rings (without one, such a follower asks on its timer).
+        `parent_waker`: a subagent's follower wakes its parent's waits too."""
         self.handle = handle
         self.history_client = history_client or client
         self.shared = shared and session_path is not None
@@ -138,6 +143,11 @@ class EventFollower:
         self._asked_at = 0.0
         self._bell = watcher_doorbell(handle.id)
         self._feed = BellFeed(self._bell.path) if self._bell is not None else None
+        self._waker = NewsWaker(self, also=parent_waker)
+        if self._bell is not None:
+            self._waker.watch(self._bell.path.parent, self._bell.path.name)
+        if live and session_path is not None:
+            self._waker.watch(live_dir(session_path, session_id))
         self._history: tuple[HistoryBell, Callable[[], None]] | None = None  # while no doorbell file
         self._bell_asked: BellState = None  # the bell as it was when the log was last asked
         self._mark: HistoryMark | None = None  # the history at the last look of a silent doorbell
@@ -227,6 +237,7 @@ class EventFollower:
             return None
         if self._history is None:
             self._history = history_bell(self.history_client, self.handle.id, self)
+            self._history[0].wakers.add(self._waker)
         return self._history[0].state()
 
     def hears_bell(self) -> bool:
@@ -250,6 +261,12 @@ class EventFollower:
         """Something was just sent to the session: the next poll asks for its effect."""
         self._woken = True
         self._news_at = time.monotonic()
+        self._waker.wake()
+
+    async def wait_for_news(self, timeout: float = POLL_INTERVAL_S) -> bool:
+        """Between polls that found nothing: until the doorbell rings, a live file is written,
+        the history's bell moves or `wake` (True), or `timeout` (False)."""
+        return await self._waker.wait(timeout)
 
     def bell_rang(self) -> bool:
         """The workflow's doorbell rang since the log was last asked (never without one)."""
@@ -406,6 +423,7 @@ class EventFollower:
                 child["sessionId"],
                 live=self.live,
                 client=self.client,
+                parent_waker=self._waker,
                 tag={
                     "sessionId": child["sessionId"],
                     "agent": child.get("agent", ""),
@@ -443,4 +461,4 @@ class EventFollower:
             if until_idle and seen_end and page is not None and not page.is_streaming and not batch:
                 return
             if not batch:
-                await asyncio.sleep(POLL_INTERVAL_S)
+                await self.wait_for_news()

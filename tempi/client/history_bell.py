@@ -36,6 +36,7 @@ from temporalio.api.workflowservice.v1 import (
 from temporalio.client import Client
 
 from tempi.store.doorbell import QUIET_ASK_S, BellState
+from tempi.store.file_watch import NewsWaker
 
 # With the history followed, nothing a query answers changes unseen: a follower asks now and
 # then only against what cannot be foreseen (a poll silently stuck in a proxy).
@@ -79,6 +80,7 @@ class HistoryBell:
         self.workflow_id = workflow_id
         self._on_unused = on_unused  # takes it out of the process's bells
         self.users = 0
+        self.wakers: weakref.WeakSet[NewsWaker] = weakref.WeakSet()  # woken as the state moves
         self._state: BellState = None
         self._task: asyncio.Task[None] | None = None
 
@@ -130,6 +132,8 @@ class HistoryBell:
                     last = event
             if last is not None:
                 self._state = (0, run, last.event_id)
+                for waker in list(self.wakers):
+                    waker.wake()
             if not page.next_page_token:
                 return (
                     last is not None

@@ -64,10 +64,14 @@ def pending_path(session_path: str | Path, session_id: str, entry_id: str) -> Pa
     return sidecar_dir(session_path, session_id) / "pending" / f"{safe_key(entry_id)}.json"
 
 
+def live_dir(session_path: str | Path, session_id: str) -> Path:
+    return sidecar_dir(session_path, session_id) / "live"
+
+
 def live_path(session_path: str | Path, session_id: str, key: str) -> Path:
     """The live file of an LLM call (keyed by its entry id) or a tool call (by the model's
     call id); writers, the flush that removes it and watchers all find it here."""
-    return sidecar_dir(session_path, session_id) / "live" / f"{safe_key(key)}.jsonl"
+    return live_dir(session_path, session_id) / f"{safe_key(key)}.jsonl"
 
 
 def started_path(session_path: str | Path, session_id: str, entry_id: str) -> Path:

@@ -23,7 +23,7 @@ from tempi.client import SessionClient
 from tempi.client.history_bell import HISTORY_QUIET_ASK_S
 from tempi.client.transcript import context_messages, load_at_leaf
 from tempi.store.session_store import SessionStore
-from tempi.store.sidecar import sidecar_dir
+from tempi.store.sidecar import live_dir
 from tempi.web.log_pacer import LogPacer
 from tempi.web.transcript_view import Op, TranscriptView
 from tempi.workers.temporal_client import server_gone
@@ -264,7 +264,7 @@ class SessionFeed:
         follower = session.follow(from_offset=run[0] if run else 0, subagents=False)
         if run is None:
             await follower.skip_to_end()
-        pacer = LogPacer(sidecar_dir(state.session_file, session.session_id) / "live")
+        pacer = LogPacer(live_dir(state.session_file, session.session_id))
         clock = asyncio.get_running_loop()
         streaming: bool | None = None
         quiet = 0.0

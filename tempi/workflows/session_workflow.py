@@ -103,6 +103,9 @@ class AgentSessionWorkflow:
         self.log = EventLog(self.state)
         self.entries = EntryWriter(cfg, self.state, activities)
         self.queues = MessageQueues(self.state, self.log)
+        # The run's last writes are under way: watchers that wait for the session to be idle
+        # (`tempi -p`) return once the file holds the whole run, and its live files are gone.
+        self.closing_run = False
         self.sandbox = SandboxLease(cfg, self.state, self.entries.file_ref, activities)
         self.subagents = SubagentRunner(cfg, self.state, self.log, self.control)
         extensions = ExtensionTools(cfg, self.state, self.log, self.entries, activities, self.queues)
@@ -173,7 +176,11 @@ class AgentSessionWorkflow:
             await self._end_prompt()
 
     async def _end_prompt(self) -> None:
-        await self.entries.flush()
+        self.closing_run = True
+        try:
+            await self.entries.flush()
+        finally:
+            self.closing_run = False
         if continue_as_new_due(self.config) and not self.entries.outbox:
             await workflow.wait_condition(workflow.all_handlers_finished)
             self._continue_as_new(None)
@@ -371,7 +378,7 @@ class AgentSessionWorkflow:
         return self.log.page(from_offset, is_streaming=self._busy_for_watchers())
 
     def _busy_for_watchers(self) -> bool:
-        return self.control.streaming or self.queues.has_prompts()
+        return self.control.streaming or self.queues.has_prompts() or self.closing_run
 
     # The log as its worker's doorbell reads it (watcher_view.py): not handlers, no history.
     def watcher_view(self) -> WatcherView:

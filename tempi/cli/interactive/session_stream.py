@@ -13,7 +13,6 @@ from temporalio.service import RPCError
 from tempi.cli.interactive.footer import usage_tokens
 from tempi.cli.interactive.render import history_blocks, notice
 from tempi.cli.interactive.status_line import ABORTING_TEXT
-from tempi.client.events import POLL_INTERVAL_S
 from tempi.client.transcript import context_messages, load_at_leaf
 
 if TYPE_CHECKING:
@@ -56,7 +55,7 @@ async def pump(app: InteractiveApp) -> None:
         await app.show(*blocks)
         app.application.invalidate()
         if not batch:
-            await asyncio.sleep(POLL_INTERVAL_S)
+            await app.follower.wait_for_news()
 
 
 async def _server_trouble(app: InteractiveApp, err: RPCError) -> None:
