@@ -93,3 +93,27 @@ async def test_a_subagents_news_wakes_its_parent_and_watchers_leave_no_watch_ope
     del parent_owner, child_owner
     gc.collect()
     assert _inotify_fds() == before
+
+
+async def test_writes_to_a_file_watched_with_a_delay_wake_once_after_it(tmp_path: Path) -> None:
+    waker = NewsWaker()
+    waker.watch(tmp_path, after=0.2)  # a live folder: tokens written many times a turn
+    assert await waker.wait(0) is False
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    stream = tmp_path / "call.jsonl"
+    for i in range(3):
+        with stream.open("a") as f:
+            f.write(f'{{"delta": "{i}"}}\n')
+        await asyncio.sleep(0.01)
+    assert await _woken(waker) is True
+    assert loop.time() - started >= 0.2
+    assert await waker.wait(0.4) is False  # the three writes made one wake
+    # A wake meanwhile (a doorbell's ring) is the look that reads them: no second wake.
+    with stream.open("a") as f:
+        f.write('{"delta": "3"}\n')
+    await asyncio.sleep(0.05)
+    waker.wake()
+    assert await _woken(waker) is True
+    assert await waker.wait(0.4) is False
+    waker.close()

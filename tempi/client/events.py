@@ -31,6 +31,10 @@ SessionHandle = WorkflowHandle[AgentSessionWorkflow, Any]
 # How long a follower waits for news before it looks anyway; beside the worker a write to
 # the doorbell or a live file ends the wait at once (file_watch.py).
 POLL_INTERVAL_S = 0.05
+# A live file (a model's tokens, a command's output) is written many times a turn: a write
+# wakes its watchers this much later, so that the writes meanwhile, and often the ring at the
+# call's end, make one look rather than one each (each look costs this process ~1 ms).
+LIVE_WAKE_S = 0.02
 # Without a bell (no doorbell file here, and the history's long poll failing), the log of a
 # session idle this long (no run, no events, nothing sent by the follower's own client) starts
 # being asked less and less often (IDLE_ASK_MAX_S): a run about to start (a prompt just
@@ -147,7 +151,7 @@ class EventFollower:
         if self._bell is not None:
             self._waker.watch(self._bell.path.parent, self._bell.path.name)
         if live and session_path is not None:
-            self._waker.watch(live_dir(session_path, session_id))
+            self._waker.watch(live_dir(session_path, session_id), after=LIVE_WAKE_S)
         self._history: tuple[HistoryBell, Callable[[], None]] | None = None  # while no doorbell file
         self._bell_asked: BellState = None  # the bell as it was when the log was last asked
         self._mark: HistoryMark | None = None  # the history at the last look of a silent doorbell

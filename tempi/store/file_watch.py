@@ -65,17 +65,18 @@ class _Kernel:
     def __init__(self, fd: int, loop: asyncio.AbstractEventLoop) -> None:
         self.fd = fd
         self._loop = weakref.ref(loop)
-        # Per watch: each waker and the file names it waits for (None: any file).
-        self.waiting: dict[int, dict[NewsWaker, set[str | None]]] = {}
+        # Per watch: each waker, the file names it waits for (None: any file) and how long
+        # after a write to each it wakes.
+        self.waiting: dict[int, dict[NewsWaker, dict[str | None, float]]] = {}
         loop.add_reader(fd, self._read)
         self._closed = weakref.finalize(self, _close_fd, fd)
 
-    def add(self, folder: Path, name: str | None, waker: NewsWaker) -> int | None:
+    def add(self, folder: Path, name: str | None, after: float, waker: NewsWaker) -> int | None:
         assert _libc is not None
         wd = int(_libc.inotify_add_watch(self.fd, os.fsencode(folder), _FOLDER_MASK))
         if wd < 0:
             return None  # no such folder yet, or not one: the waker tries again later
-        self.waiting.setdefault(wd, {}).setdefault(waker, set()).add(name)
+        self.waiting.setdefault(wd, {}).setdefault(waker, {})[name] = after
         return wd
 
     def remove(self, wd: int, waker: NewsWaker) -> None:
@@ -124,8 +125,9 @@ class _Kernel:
                     waker.lost(wd)
                 continue
             for waker, names in waiting.items():
-                if None in names or name in names:
-                    waker.wake()
+                after = names.get(name, names.get(None))
+                if after is not None:
+                    waker.wake(after)
 
     def _wake_all(self) -> None:
         for waiting in self.waiting.values():
@@ -167,21 +169,31 @@ class NewsWaker:
     def __init__(self, owner: object | None = None, *, also: NewsWaker | None = None) -> None:
         self._event = asyncio.Event()
         self._also = also
-        self._wanted: set[tuple[Path, str | None]] = set()
+        self._wanted: dict[tuple[Path, str | None], float] = {}
         self._active: dict[tuple[Path, str | None], int] = {}
+        self._later: asyncio.TimerHandle | None = None
         self._kernel: _Kernel | None = None
         if owner is not None:
             weakref.finalize(owner, self.close)
 
-    def watch(self, folder: Path, name: str | None = None) -> None:
-        """Wake on writes to `name` in `folder` (None: any file there). A folder that does
-        not exist yet is watched from the first wait after it appears."""
-        self._wanted.add((folder, name))
+    def watch(self, folder: Path, name: str | None = None, *, after: float = 0.0) -> None:
+        """Wake on writes to `name` in `folder` (None: any file there), `after` seconds
+        later: writes meanwhile wake once. A folder that does not exist yet is watched from
+        the first wait after it appears."""
+        self._wanted[(folder, name)] = after
 
-    def wake(self) -> None:
+    def wake(self, after: float = 0.0) -> None:
+        if after > 0:
+            if self._later is None:
+                self._later = asyncio.get_running_loop().call_later(after, self._wake_later)
+            return
         self._event.set()
         if self._also is not None:
             self._also.wake()
+
+    def _wake_later(self) -> None:
+        self._later = None
+        self.wake()
 
     def lost(self, wd: int) -> None:
         self._active = {key: at for key, at in self._active.items() if at != wd}
@@ -191,16 +203,21 @@ class NewsWaker:
         """Until a watched file is written (True), or `timeout` (False). A write since the
         last wait returns at once: a watcher that looked meanwhile looks once more."""
         self._attach()
-        if not self._event.is_set():
-            try:
+        woken = self._event.is_set()
+        if not woken:
+            with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(timeout):
-                    await self._event.wait()
-            except TimeoutError:
-                return False
+                    woken = await self._event.wait()
         self._event.clear()
-        return True
+        if self._later is not None:  # what it would wake for, the look after this reads
+            self._later.cancel()
+            self._later = None
+        return woken
 
     def close(self) -> None:
+        if self._later is not None:
+            self._later.cancel()
+            self._later = None
         kernel, self._kernel = self._kernel, None
         if kernel is not None:
             for wd in set(self._active.values()):
@@ -214,7 +231,7 @@ class NewsWaker:
         if kernel is None:
             return
         self._kernel = kernel
-        for key in self._wanted - self._active.keys():
-            wd = kernel.add(*key, self)
+        for key in self._wanted.keys() - self._active.keys():
+            wd = kernel.add(*key, self._wanted[key], self)
             if wd is not None:
                 self._active[key] = wd
