@@ -85,8 +85,8 @@ async def _follow(
 
     follower._read_events = counted  # type: ignore[method-assign]
     while not stop.is_set():
-        await follower.poll()
-        await asyncio.sleep(0.05)  # the follower's own poll interval (events.POLL_INTERVAL_S)
+        if not await follower.poll():
+            await follower.wait_for_news()  # as the front ends wait between polls
 
 
 async def _one(
