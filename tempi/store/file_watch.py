@@ -41,8 +41,8 @@ def _load_libc() -> ctypes.CDLL | None:
         libc.inotify_init1.argtypes = [ctypes.c_int]
         libc.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
         libc.inotify_rm_watch.argtypes = [ctypes.c_int, ctypes.c_int]
-    except (OSError, AttributeError):
-        return None  # not Linux
+    except (OSError, AttributeError, TypeError):
+        return None  # not Linux (no inotify; on Windows no process symbols either)
     return libc
 
 
