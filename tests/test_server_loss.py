@@ -3,6 +3,7 @@ back: the background service (no TEMPORAL_ADDRESS), real `tempi` processes, a re
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -18,6 +19,8 @@ import pytest
 
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tempi.workers.service import read_info
+from tempi.workers.temporal_client import connect
+from tempi.workflows.session_types import workflow_id_for
 from tests.conftest import run_tempi, tempi_env, write_models_json
 from tests.test_interactive_terminal import Terminal
 
@@ -34,6 +37,21 @@ def _wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
             return
         time.sleep(0.2)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def _until_handed_off(home: Path, session_id: str) -> None:
+    """Until the server holds the session's command as a pending activity, which is what
+    `server stop` calls working. A command starts inside a workflow task and is handed to an
+    activity after 0.25 s; its start reaches a watcher before that."""
+
+    async def pending() -> bool:
+        info = read_info(home)
+        assert info is not None
+        client = await connect(info.address)
+        described = await client.get_workflow_handle(workflow_id_for(session_id)).describe()
+        return bool(described.raw_description.pending_activities)
+
+    _wait_for(lambda: asyncio.run(pending()), 30, "the command to be handed to an activity")
 
 
 @pytest.fixture
@@ -101,6 +119,7 @@ def test_stop_refuses_while_a_session_works_and_force_lets_it_go_on_later(
             if event["type"] == "tool_execution_start":
                 break
         assert session_id
+        _until_handed_off(home, session_id)
 
         refused = run_tempi(["server", "stop"], cwd=work, env=env)
         assert refused.returncode == 1, refused.stdout + refused.stderr

@@ -231,7 +231,7 @@ async def test_the_transcript_streams_a_new_answer_as_it_is_written(
         )
     texts = [op["html"] for op in ops if op.get("op") == "block"]
     # The prompt, then the answer growing block by block before it is whole.
-    assert any("live-session: more" in html for html in texts)
+    assert any("live-session: more" in html for html in texts), ops
     partial = [html for html in texts if "Second" in html and "pieces." not in html]
     assert partial and all("msg assistant streaming" in html for html in partial)
     assert {"op": "state", "running": True, "streaming": True} in ops
