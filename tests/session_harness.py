@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.worker import Interceptor, Worker
 
 from tempi.agent.model_spec import ModelSpec
 from tempi.client import SessionClient, SessionOptions, SessionService
@@ -44,13 +44,19 @@ def fixed_credentials(_model: ModelSpec) -> tuple[str | None, dict[str, str]]:
 
 @contextlib.asynccontextmanager
 async def running_worker(
-    client: Client, sessions_root: Path, task_queue: str, *, host_sandboxes: bool = False
+    client: Client,
+    sessions_root: Path,
+    task_queue: str,
+    *,
+    host_sandboxes: bool = False,
+    activity_hook: Interceptor | None = None,
 ) -> AsyncIterator[list[Worker]]:
     async with running_workers(
         client,
         task_queue=task_queue,
         sessions_root=sessions_root,
         credentials=fixed_credentials,
+        activity_hook=activity_hook,
         host_sandboxes=host_sandboxes,
     ) as workers:
         yield workers

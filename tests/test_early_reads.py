@@ -18,12 +18,10 @@ from tempi.activities.early_reads import early_calls
 from tempi.agent.messages import AssistantMessage, ToolCall
 from tempi.agent.model_spec import ModelSpec
 from tempi.testing.scripted_llm import ScriptedLLMServer
-from tempi.workers.worker import running_workers
 from tempi.workflows.activity_payloads import LlmCallInput, SessionFileRef
 from tests.history_payloads import local_activity_tools
 from tests.session_harness import (
     assert_single_chain,
-    fixed_credentials,
     running_worker,
     scripted_model,
     start_session,
@@ -142,14 +140,7 @@ async def test_a_model_call_retried_after_its_reads_gives_what_they_read_and_wri
     )
     queue = unique_queue()
     lose = LostAfterReading()
-    async with running_workers(
-        temporal_client,
-        task_queue=queue,
-        sessions_root=tmp_path / "sessions",
-        credentials=fixed_credentials,
-        activity_hook=lose,
-        host_sandboxes=False,
-    ):
+    async with running_worker(temporal_client, tmp_path / "sessions", queue, activity_hook=lose):
         s = await start_session(
             temporal_client,
             tmp_path,

@@ -15,9 +15,8 @@ from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, 
 
 from tempi.store.sidecar import live_dir
 from tempi.testing.scripted_llm import ScriptedLLMServer
-from tempi.workers.worker import running_workers
 from tempi.workflows import activity_names as names
-from tests.session_harness import fixed_credentials, scripted_model, start_session, unique_queue
+from tests.session_harness import running_worker, scripted_model, start_session, unique_queue
 
 
 class SlowFlush(Interceptor):
@@ -40,14 +39,7 @@ async def test_an_idle_wait_returns_with_the_run_in_the_file_and_its_live_files_
     ls = {"tool_calls": [{"name": "ls", "arguments": {"path": "."}}], "chunk_size": 8}
     scripted_server.add_scenario("whole", [ls, {"text": "All done here.", "chunk_size": 4}])
     queue = unique_queue()
-    async with running_workers(
-        temporal_client,
-        task_queue=queue,
-        sessions_root=tmp_path / "sessions",
-        credentials=fixed_credentials,
-        activity_hook=SlowFlush(),
-        host_sandboxes=False,
-    ):
+    async with running_worker(temporal_client, tmp_path / "sessions", queue, activity_hook=SlowFlush()):
         s = await start_session(
             temporal_client, tmp_path, scripted_model(scripted_server, "whole"), task_queue=queue
         )

@@ -14,9 +14,9 @@ from typing import Any
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
-from tempi.agent.partial_message import PartialMessage, synthesize_deltas
 from tempi.client.history_bell import HistoryBell, from_history, history_bell, quiet_ask_s
 from tempi.client.history_mark import HistoryMark, history_mark
+from tempi.client.live_streams import AssistantStream, ToolStream
 from tempi.client.shared_events import IDLE_ASK_MAX_S, SharedEventLog, chain_id
 from tempi.store.doorbell import BellState, watcher_doorbell
 from tempi.store.doorbell_feed import BellFeed
@@ -46,54 +46,6 @@ IDLE_GRACE_S = 1.0
 # of queries a second per watcher, taking the worker's time from the turns it runs. Any
 # other poll asks at once, so a prompt's first events are not held back.
 QUERY_EVERY_S = 0.02
-
-
-class _AssistantStream:
-    def __init__(self, start: dict[str, Any], reader: LiveReader | None) -> None:
-        self.start = start
-        self.partial = PartialMessage(start)
-        self.reader = reader
-        self.seen_delta = False
-
-    def drain(self) -> list[dict[str, Any]]:
-        if self.reader is None:
-            return []
-        deltas, restarted = self.reader.read_new()
-        if restarted:
-            self.partial = PartialMessage(self.start)
-        out = [self.partial.apply(d) for d in deltas]
-        self.seen_delta = self.seen_delta or bool(out)
-        return out
-
-    def finish(self, final: dict[str, Any]) -> list[dict[str, Any]]:
-        out = self.drain()
-        if not self.seen_delta:
-            return [self.partial.apply(d) for d in synthesize_deltas(final)]
-        # The live file goes once the next step starts; what was not read from it by then
-        # is made up from the final message, so every watcher sees the whole text stream.
-        return [*out, *(self.partial.apply(d) for d in self.partial.catch_up(final))]
-
-
-class _ToolStream:
-    def __init__(self, start: dict[str, Any], reader: LiveReader | None) -> None:
-        self.start = start
-        self.reader = reader
-
-    def drain(self) -> list[dict[str, Any]]:
-        if self.reader is None:
-            return []
-        items, _ = self.reader.read_new()
-        return [
-            {
-                "type": "tool_execution_update",
-                "toolCallId": self.start["toolCallId"],
-                "toolName": self.start["toolName"],
-                "args": self.start["args"],
-                "partialResult": item["partialResult"],
-            }
-            for item in items
-            if "partialResult" in item
-        ]
 
 
 class EventFollower:
@@ -141,8 +93,8 @@ class EventFollower:
         self.session_id = session_id
         self.offset = from_offset
         self.live = live
-        self.assistant: _AssistantStream | None = None
-        self.tools: dict[str, _ToolStream] = {}
+        self.assistant: AssistantStream | None = None
+        self.tools: dict[str, ToolStream] = {}
         self.last_page: EventsPage | None = None
         self._asked_at = 0.0
         self._bell = watcher_doorbell(handle.id)
@@ -174,7 +126,7 @@ class EventFollower:
         kind = event["type"]
         message = event.get("message") or {}
         if kind == "message_start" and message.get("role") == "assistant":
-            self.assistant = _AssistantStream(message, self._reader(key))
+            self.assistant = AssistantStream(message, self._reader(key))
             return [event]
         if kind == "message_end" and message.get("role") == "assistant":
             out = self.assistant.finish(message) if self.assistant else []
@@ -183,7 +135,7 @@ class EventFollower:
         if kind == "tool_execution_update":
             self._adopt_children(event)
         if kind == "tool_execution_start":
-            self.tools[event["toolCallId"]] = _ToolStream(event, self._reader(key))
+            self.tools[event["toolCallId"]] = ToolStream(event, self._reader(key))
             return [event]
         if kind == "tool_execution_end":
             stream = self.tools.pop(event["toolCallId"], None)

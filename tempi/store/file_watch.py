@@ -109,8 +109,7 @@ class _Kernel:
         except BlockingIOError:
             return
         except OSError:
-            self._wake_all()
-            self.close()
+            self.close()  # each waker is told its watches are lost, and looks
             return
         for wd, mask, name in _events(data):
             if mask & _IN_Q_OVERFLOW:
