@@ -117,3 +117,35 @@ async def test_writes_to_a_file_watched_with_a_delay_wake_once_after_it(tmp_path
     assert await _woken(waker) is True
     assert await waker.wait(0.4) is False
     waker.close()
+
+
+async def test_a_watcher_that_goes_while_its_folder_wakes_leaves_the_others_woken(tmp_path: Path) -> None:
+    # The collector can finalize a watcher's owner in the middle of the wakes a write hands
+    # out (a closed `tempi attach` view, say); that once raised in the loop's callback, and
+    # the watchers after it slept until their tick.
+    loop = asyncio.get_running_loop()
+    errors: list[dict[str, object]] = []
+    loop.set_exception_handler(lambda _loop, context: errors.append(context))
+
+    class GoesWithFirstWake(NewsWaker):
+        def __init__(self, goes: list[NewsWaker]) -> None:
+            super().__init__()
+            self.goes = goes
+
+        def wake(self, after: float = 0.0) -> None:
+            super().wake(after)
+            for other in self.goes:
+                other.close()
+
+    leaving = [NewsWaker() for _ in range(3)]
+    first = GoesWithFirstWake(leaving)
+    last = NewsWaker()
+    for waker in (first, *leaving, last):
+        waker.watch(tmp_path, "wf")
+        assert await waker.wait(0) is False
+    ring(tmp_path / "wf")
+    assert await _woken(first) is True
+    assert await _woken(last) is True
+    assert errors == []
+    first.close()
+    last.close()

@@ -99,7 +99,7 @@ class _Kernel:
                 del _kernels[loop]
         waiting, self.waiting = self.waiting, {}
         for wd, wakers in waiting.items():
-            for waker in wakers:
+            for waker in list(wakers):
                 waker.lost(wd)
         self._closed()
 
@@ -118,19 +118,20 @@ class _Kernel:
             waiting = self.waiting.get(wd)
             if not waiting:
                 continue
+            # Copies: a watcher whose owner the collector finalizes meanwhile leaves its folder.
             if mask & _IN_IGNORED:  # the folder went: its wakers watch it again once it is back
                 del self.waiting[wd]
-                for waker in waiting:
+                for waker in list(waiting):
                     waker.lost(wd)
                 continue
-            for waker, names in waiting.items():
+            for waker, names in list(waiting.items()):
                 after = names.get(name, names.get(None))
                 if after is not None:
                     waker.wake(after)
 
     def _wake_all(self) -> None:
-        for waiting in self.waiting.values():
-            for waker in waiting:
+        for waiting in list(self.waiting.values()):
+            for waker in list(waiting):
                 waker.wake()
 
 
