@@ -18,7 +18,7 @@ from rich.console import Console, RenderableType
 from tempi.cli.interactive.render import LiveView, history_blocks, notice, to_ansi
 from tempi.cli.server_link import ServerLink, batches_across_outages
 from tempi.client import SessionClient, SessionService
-from tempi.client.transcript import context_messages, load_at_leaf
+from tempi.client.session_join import join_session
 
 
 def _plain(renderable: RenderableType, width: int) -> str:
@@ -37,20 +37,16 @@ def _write(*blocks: RenderableType) -> None:
     sys.stdout.flush()
 
 
-async def _show_history(service: SessionService, session: SessionClient) -> int | None:
-    """Print the conversation so far; if a run is going, return where its events start."""
-    state = await session.state()
-    loaded, leaf = await load_at_leaf(service.store, state.session_file, state.leaf_id)
-    messages = context_messages(loaded, leaf)
-    run = await session.current_run_start() if state.is_streaming else None
-    if run is not None:
-        messages = [m for m in messages if int(m.get("timestamp") or 0) < run[1]]
-    blocks = history_blocks(messages)
+async def _show_history(service: SessionService, session: SessionClient) -> int:
+    """Print the conversation so far; return where the events that go on from it start."""
+    join = await join_session(session, service.store)
+    state = join.state
+    blocks = history_blocks(join.messages)
     if blocks:
         _write(
             notice(f"── session {state.session_name or state.session_id[:8]}: earlier messages ──"), *blocks
         )
-    return run[0] if run is not None else None
+    return join.from_offset
 
 
 def _idle_note(session_id: str) -> RenderableType:

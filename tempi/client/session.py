@@ -310,6 +310,10 @@ class SessionClient:
             handle = self.client.get_workflow_handle_for(AgentSessionWorkflow.run, handle.id, run_id=run_id)
         return await handle.query(AgentSessionWorkflow.read_events, offset)
 
+    async def log_end(self) -> int:
+        """Where the event log ends now: a page asked for far past it says so."""
+        return (await self.read_events(1 << 62)).next_offset
+
     async def current_run_start(self) -> tuple[int, int] | None:
         """Where the latest run begins: the offset of the last `agent_start` in the event log,
         and its first message's timestamp (for telling that run's messages in the file from

@@ -21,7 +21,8 @@ from temporalio.service import RPCError, RPCStatusCode
 from tempi.cli.server_link import ServerLink
 from tempi.client import SessionClient
 from tempi.client.history_bell import HISTORY_QUIET_ASK_S
-from tempi.client.transcript import context_messages, load_at_leaf
+from tempi.client.session_join import join_session
+from tempi.client.transcript import context_messages
 from tempi.store.session_store import SessionStore
 from tempi.store.sidecar import live_dir
 from tempi.web.log_pacer import LogPacer
@@ -252,18 +253,12 @@ class SessionFeed:
         moves to another branch, for the caller to start again from there."""
         session = self.session
         watcher.reload = False
-        state = await session.state()
-        loaded, leaf = await load_at_leaf(self.store, state.session_file, state.leaf_id)
-        messages = context_messages(loaded, leaf)
-        run = await session.current_run_start() if state.is_streaming else None
-        if run is not None:
-            messages = [m for m in messages if int(m.get("timestamp") or 0) < run[1]]
+        join = await join_session(session, self.store)
+        state = join.state
         view = TranscriptView()
-        yield [{"op": "reset"}, *view.history(messages)]
+        yield [{"op": "reset"}, *view.history(join.messages)]
         session.session_path = state.session_file
-        follower = session.follow(from_offset=run[0] if run else 0, subagents=False)
-        if run is None:
-            await follower.skip_to_end()
+        follower = session.follow(from_offset=join.from_offset, subagents=False)
         pacer = LogPacer(live_dir(state.session_file, session.session_id))
         clock = asyncio.get_running_loop()
         streaming: bool | None = None

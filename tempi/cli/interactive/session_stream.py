@@ -13,29 +13,24 @@ from temporalio.service import RPCError
 from tempi.cli.interactive.footer import usage_tokens
 from tempi.cli.interactive.render import history_blocks, notice
 from tempi.cli.interactive.status_line import ABORTING_TEXT
-from tempi.client.transcript import context_messages, load_at_leaf
+from tempi.client.session_join import join_session
 
 if TYPE_CHECKING:
     from tempi.cli.interactive.app import InteractiveApp
 
 
-async def show_history(app: InteractiveApp) -> int | None:
-    """Print the session so far; if a run is going, return where its events start, so
-    that it is shown from its beginning (including what it did while no one watched)."""
-    state = await app.session.state()
-    loaded, leaf = await load_at_leaf(app.service.store, state.session_file, state.leaf_id)
-    messages = context_messages(loaded, leaf)
-    run = await app.session.current_run_start() if state.is_streaming else None
-    if run is not None:
-        messages = [m for m in messages if int(m.get("timestamp") or 0) < run[1]]
-    blocks = history_blocks(messages, app.display)
+async def show_history(app: InteractiveApp) -> int:
+    """Print the session so far; return where the events that go on from it start (a run
+    under way is shown from its beginning, including what it did while no one watched)."""
+    join = await join_session(app.session, app.service.store)
+    state = join.state
+    blocks = history_blocks(join.messages, app.display)
     if blocks:
         title = state.session_name or state.session_id[:8]
         await app.show(notice(f"── session {title}: earlier messages ──"), *blocks)
-    if run is not None:
+    if join.run_going:
         await app.show(notice("── the agent is still working; following it live ──"))
-        return run[0]
-    return None
+    return join.from_offset
 
 
 async def pump(app: InteractiveApp) -> None:
