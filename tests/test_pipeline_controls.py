@@ -1,8 +1,10 @@
 """Operator controls on a running `tempi pipeline`: pause (no new shard starts), skip a pending
 shard (reported as skipped, not failed), retry a failed one, change the concurrency, resume;
 and the errors a control the pipeline cannot take gets. Real `tempi` processes against the
-dev server and the scripted model; no worker runs between the commands (each `tempi` process
-brings its own), so a paused pipeline stays where it is."""
+dev server and the scripted model. One `tempi worker` runs the pipeline throughout, as a
+deployment's does, and the commands bring none: a command's own worker stops with it and
+cancels what it had taken (a shard's model call, whose retry then took the next scripted
+answer)."""
 
 from __future__ import annotations
 
@@ -16,9 +18,12 @@ from xml.etree import ElementTree as ET
 
 import pytest
 
+from tempi.cli.runtime import CLIENT_WORKER_ENV
 from tempi.testing.scripted_llm import ScriptedLLMServer
-from tests.conftest import run_tempi, scripted_home, tempi_env
+from tempi.workflows.session_types import DEFAULT_TASK_QUEUE
+from tests.conftest import run_tempi, scripted_home, start_tempi_worker, tempi_env
 from tests.pipeline_repo import git
+from tests.processes import stop_process
 from tests.test_pipeline_run import SPEC, VALUES, make_fixture, module, write
 
 ALPHA_FIRST_ANSWER_MS = 8000
@@ -63,6 +68,15 @@ def test_pause_skip_retry_concurrency_and_resume_steer_a_running_pipeline(
     repo = make_fixture(tmp_path / "repo")
     (repo / "controls.yaml").write_text(SPEC.replace("concurrency: 2", "concurrency: 1"))
     env = tempi_env(home, temporal_address)
+    del env[CLIENT_WORKER_ENV]
+    worker = start_tempi_worker(home, temporal_address, DEFAULT_TASK_QUEUE, tmp_path / "worker.log")
+    try:
+        _steer(repo, env, scripted_server)
+    finally:
+        stop_process(worker)
+
+
+def _steer(repo: Path, env: dict[str, str], scripted_server: ScriptedLLMServer) -> None:
     args = ["pipeline", "run", "controls.yaml", "--json", "out/summary.json", "--junit", "out/junit.xml"]
 
     started = run_tempi([*args, "--detach"], cwd=repo, env=env)
