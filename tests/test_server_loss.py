@@ -44,14 +44,18 @@ def _until_handed_off(home: Path, session_id: str) -> None:
     `server stop` calls working. A command starts inside a workflow task and is handed to an
     activity after 0.25 s; its start reaches a watcher before that."""
 
-    async def pending() -> bool:
+    async def until_pending() -> None:
         info = read_info(home)
         assert info is not None
-        client = await connect(info.address)
-        described = await client.get_workflow_handle(workflow_id_for(session_id)).describe()
-        return bool(described.raw_description.pending_activities)
+        handle = (await connect(info.address)).get_workflow_handle(workflow_id_for(session_id))
+        async with asyncio.timeout(30):
+            while not (await handle.describe()).raw_description.pending_activities:
+                await asyncio.sleep(0.05)
 
-    _wait_for(lambda: asyncio.run(pending()), 30, "the command to be handed to an activity")
+    try:
+        asyncio.run(until_pending())
+    except TimeoutError:
+        raise AssertionError("timed out waiting for the command to be handed to an activity") from None
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from tempi.client.session_join import join_session
 from tempi.store.session_store import SessionStore
 from tempi.testing.scripted_llm import ScriptedLLMServer
 from tempi.workflows.session_workflow import AgentSessionWorkflow
-from tests.session_harness import running_worker, scripted_model, start_session, unique_queue
+from tests.session_harness import CountingHandle, running_worker, scripted_model, start_session, unique_queue
 
 LOG_END = 1 << 62
 SECOND_ANSWER = "The second answer, still being written."
@@ -24,23 +24,20 @@ def _user_texts(messages: list[dict[str, Any]]) -> list[str]:
     return [m["content"][0]["text"] for m in messages if m["role"] == "user"]
 
 
-class PromptAtLogEnd:
+class PromptAtLogEnd(CountingHandle):
     """The session's real handle; just before the log's end is first read, another client's
     prompt lands and its run gets going."""
 
     def __init__(self, handle: Any, land: Any) -> None:
-        self._handle = handle
+        super().__init__(handle)
         self._land = land
         self.landed = False
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._handle, name)
 
     async def query(self, query: Any, *args: Any, **kwargs: Any) -> Any:
         if query == AgentSessionWorkflow.read_events and args[:1] == (LOG_END,) and not self.landed:
             self.landed = True
             await self._land()
-        return await self._handle.query(query, *args, **kwargs)
+        return await super().query(query, *args, **kwargs)
 
 
 async def test_a_prompt_that_lands_while_a_watcher_joins_is_shown_once_with_its_answer(
